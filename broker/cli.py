@@ -1,0 +1,133 @@
+"""The ``toolbridge`` command line.
+
+Each sub-command is a small function; ``main`` parses, configures logging and maps the
+package's errors to one-line messages and exit codes (never a traceback for a user error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import trio
+
+from .config import Settings, default_home
+from .core import VERSION
+from .errors import BrokerError
+from .logsetup import configure_logging
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def home_from(args: argparse.Namespace) -> Path:
+    if getattr(args, "home", None):
+        return Path(args.home).expanduser()
+    env = os.environ.get("TOOLBRIDGE_HOME")
+    return Path(env).expanduser() if env else default_home()
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .daemon import run_daemon
+    from .settings_file import load_settings
+
+    settings = load_settings(args, home_from(args))
+    configure_logging(settings.log_format)
+    trio.run(lambda: run_daemon(settings, handle_signals=True))
+    return EXIT_OK
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from . import home as home_files
+
+    home = home_from(args)
+    if args.rotate:
+        token = home_files.rotate_token(home)
+        print(token)
+        print(
+            "token rotated: restart the daemon, then give apps and agents the new token "
+            "(apps and `toolbridge stdio` read it from the home directory on their next connect)",
+            file=sys.stderr,
+        )
+        return EXIT_OK
+    try:
+        print((home / home_files.TOKEN_FILE).read_text().strip())
+    except FileNotFoundError:
+        print(f"no token yet in {home}: start the daemon once with `toolbridge serve`", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK
+
+
+def add_home(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help="state directory (default: $TOOLBRIDGE_HOME or the user data dir)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolbridge", description="Let AI agents drive the tools of running desktop apps."
+    )
+    parser.add_argument("--version", action="version", version=f"toolbridge {VERSION}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = sub.add_parser("serve", help="run the daemon in the foreground")
+    add_home(serve)
+    serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="TCP port for apps (default 47700; 0 = any free port)")
+    serve.add_argument("--http-port", type=int, help="TCP port for MCP over HTTP (default 47701; 0 = any)")
+    serve.add_argument("--no-http", action="store_true", help="do not serve MCP over HTTP")
+    serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    serve.add_argument("--log-format", choices=["auto", "console", "json"], help="log style on stderr")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    serve.set_defaults(func=cmd_serve)
+
+    token = sub.add_parser("token", help="print the token apps and agents use")
+    add_home(token)
+    token.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+    token.set_defaults(func=cmd_token)
+
+    for register in _EXTRA_COMMANDS:
+        register(sub)
+    return parser
+
+
+#: Sub-commands defined in other modules add themselves here (stdio, status, tools, ...).
+_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from . import commands  # noqa: F401  (registers the other sub-commands)
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as exc:  # noqa: BLE001 - turn known errors into one line
+        error = _first_known(exc)
+        if error is None:
+            raise
+        print(f"toolbridge: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _first_known(exc: BaseException) -> BrokerError | None:
+    if isinstance(exc, BrokerError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _first_known(inner)
+            if found is not None:
+                return found
+    return None
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""Daemon settings: one frozen value built once at start-up and passed down.
+
+Every setting has a default that works on a laptop. ``load_settings`` (in ``broker.settings_file``)
+layers the TOML file, the environment and the command-line flags on top of these defaults.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import platformdirs
+
+DEFAULT_APP_PORT = 47700
+DEFAULT_HTTP_PORT = 47701
+
+
+def default_home() -> Path:
+    """The platform's per-user data directory (``%LOCALAPPDATA%``, ``~/Library``, XDG)."""
+    return Path(platformdirs.user_data_dir("toolbridge", appauthor=False))
+
+
+@attrs.frozen
+class Settings:
+    home: Path = attrs.field(factory=default_home)
+    host: str = "127.0.0.1"
+    #: TCP port for apps (wire protocol v1), the stdio relay and the CLI. 0 picks a free port.
+    port: int = DEFAULT_APP_PORT
+    #: TCP port for agents over Streamable HTTP. ``None`` turns HTTP off; 0 picks a free port.
+    http_port: int | None = DEFAULT_HTTP_PORT
+    #: Binding to a non-loopback address needs this explicit opt-in.
+    allow_remote: bool = False
+    #: Extra ``Host`` header names accepted on HTTP besides the loopback names.
+    allowed_hosts: tuple[str, ...] = ()
+    #: Extra ``Origin`` values accepted on HTTP besides loopback origins.
+    allowed_origins: tuple[str, ...] = ()
+
+    default_timeout: float = 30.0
+    #: How long calls for a just-disconnected app instance wait for it to re-register.
+    reconnect_grace: float = 5.0
+    heartbeat_interval: float = 5.0
+    #: A link that sends nothing (not even a pong) for this long is closed as dead.
+    heartbeat_timeout: float = 20.0
+    #: A connection must send its first message within this time.
+    register_timeout: float = 5.0
+    #: A peer that does not read for this long while we have data for it is disconnected.
+    write_timeout: float = 10.0
+
+    max_line_bytes: int = 16 * 1024 * 1024
+    max_tools_per_app: int = 1000
+    max_schema_bytes: int = 256 * 1024
+    #: Calls waiting for an app slot beyond its maxConcurrency, per app instance.
+    max_queue: int = 64
+    #: Calls in flight across the daemon; beyond this a call fails at once as busy.
+    max_pending_calls: int = 100_000
+    #: Messages queued for one connection before senders wait (back-pressure).
+    outbound_queue: int = 256
+    max_http_body_bytes: int = 4 * 1024 * 1024
+
+    path_guard: bool = True
+
+    call_log: bool = True
+    call_log_flush_interval: float = 0.5
+    call_log_max_rows: int = 100_000
+    call_log_max_age_days: float = 30.0
+
+    log_format: str = "auto"  # auto | console | json

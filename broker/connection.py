@@ -1,0 +1,144 @@
+"""One accepted TCP connection: bounded line framing in, one writer task out.
+
+Theory of operation
+-------------------
+Every connection has exactly one writer: :meth:`Connection.writer_loop`, fed by a bounded
+memory channel. Senders wait when the channel is full (back-pressure reaches the caller, whose
+deadline then applies), or use :meth:`send_nowait` for messages that may be dropped. The
+writer coalesces queued lines into one ``send_all``. If the peer stops reading and a write
+cannot finish within ``write_timeout``, the connection is cancelled as a whole: a peer that
+does not read can hold at most the channel's bound plus one chunk of our memory.
+
+Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Awaitable, Callable
+
+import structlog
+import trio
+
+from app_client.errors import RemoteProtocolError
+from app_client.wire import LineFramer, Message, decode_message, encode_message
+
+log = structlog.get_logger("toolbridge.connection")
+
+_READ_SIZE = 65536
+_COALESCE_BYTES = 256 * 1024
+_conn_ids = itertools.count(1)
+
+
+class PeerClosed(Exception):
+    """The peer closed the connection (or it broke)."""
+
+
+class Connection:
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        max_line_bytes: int,
+        outbound_queue: int,
+        write_timeout: float,
+    ) -> None:
+        self.id = next(_conn_ids)
+        self.stream = stream
+        self._framer = LineFramer(max_line_bytes)
+        self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
+        self._write_timeout = write_timeout
+        self.last_received = trio.current_time()
+        self.scope = trio.CancelScope()
+        self.closed_reason: str | None = None
+        #: Work to do once the connection is closed and outside its cancel scope.
+        self.after_close: Callable[[], Awaitable[None]] | None = None
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def receive_line(self) -> bytes:
+        """The next line. Raises RemoteProtocolError (line_too_long) or PeerClosed."""
+        while True:
+            line = self._framer.next_line()
+            if line is not None:
+                return line
+            try:
+                data = await self.stream.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise PeerClosed("connection broken") from exc
+            if not data:
+                raise PeerClosed("connection closed by peer")
+            self.last_received = trio.current_time()
+            self._framer.receive_data(data)
+
+    async def receive_message(self) -> Message:
+        """The next wire message. Raises RemoteProtocolError for a bad line, or PeerClosed."""
+        return decode_message(await self.receive_line())
+
+    # --- writing -------------------------------------------------------------------------
+
+    async def send_bytes(self, data: bytes) -> None:
+        try:
+            await self._send.send(data)
+        except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
+            raise PeerClosed("connection closed") from exc
+
+    async def send(self, message: Message) -> None:
+        await self.send_bytes(encode_message(message))
+
+    def send_bytes_nowait(self, data: bytes) -> bool:
+        """Queue ``data`` if there is room; False (dropped) if the peer is not keeping up."""
+        try:
+            self._send.send_nowait(data)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+        return True
+
+    def send_nowait(self, message: Message) -> bool:
+        return self.send_bytes_nowait(encode_message(message))
+
+    def finish_sending(self) -> None:
+        """No more messages: the writer sends what is queued, then exits."""
+        self._send.close()
+
+    def abort(self, reason: str) -> None:
+        """End the connection now (its whole handler is cancelled)."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        self.scope.cancel()
+
+    async def writer_loop(self) -> None:
+        async with self._outbound:
+            async for first in self._outbound:
+                chunks = [first]
+                size = len(first)
+                while size < _COALESCE_BYTES:
+                    try:
+                        more = self._outbound.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    chunks.append(more)
+                    size += len(more)
+                with trio.move_on_after(self._write_timeout) as timeout:
+                    try:
+                        await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else first)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        self.abort("connection broken while writing")
+                        return
+                if timeout.cancelled_caught:
+                    log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
+                    self.abort(f"the peer did not read for {self._write_timeout:g} s")
+                    return
+
+    async def close(self) -> None:
+        with trio.move_on_after(1) as scope:
+            scope.shield = True
+            await trio.aclose_forcefully(self.stream)
+
+
+def seconds_to_ms(seconds: float) -> int:
+    return max(1, math.ceil(seconds * 1000))
+
+
+__all__ = ["Connection", "PeerClosed", "RemoteProtocolError", "seconds_to_ms"]

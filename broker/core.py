@@ -1,0 +1,163 @@
+"""The broker's shared state and the front of every TCP connection.
+
+Theory of operation
+-------------------
+One :class:`BrokerCore` lives for the daemon's lifetime and owns the registry, the correlation
+map and the router. Every connection to the app port starts in :meth:`handle_connection`: its
+first line decides what it is — ``register`` (an app; see ``links``), ``agentConnect`` (the
+``toolbridge stdio`` relay: MCP JSON-RPC lines from then on) or ``admin`` (one request from
+the CLI, one answer). A connection that says nothing within ``register_timeout`` or starts
+with anything else gets a fatal ``error`` and is closed.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import structlog
+import trio
+
+from app_client.errors import RemoteProtocolError
+from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
+
+from .calls import CorrelationMap
+from .connection import Connection, PeerClosed
+from .links import AppLink, serve_app, token_matches
+from .registry import Registry
+from .router import Router
+
+if TYPE_CHECKING:
+    from .calllog import CallLog
+    from .config import Settings
+
+log = structlog.get_logger("toolbridge.core")
+
+AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None]]
+AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
+
+VERSION = "0.1.0"
+
+
+class BrokerCore:
+    def __init__(self, settings: Settings, token: str, call_log: CallLog | None = None) -> None:
+        self.settings = settings
+        self.token = token
+        self.registry = Registry(settings)
+        self.calls = CorrelationMap()
+        self.call_log = call_log
+        self.router = Router(settings, self.registry, self.calls, call_log)
+        self.links: dict[int, AppLink] = self.router.links
+        self.started_at = time.time()
+        self.ports: dict[str, int | None] = {"port": None, "httpPort": None}
+        self.agent_handler: AgentHandler | None = None
+        self.admin_handlers: dict[str, AdminHandler] = {}
+        self.agent_sessions = 0
+
+    def begin_shutdown(self) -> int:
+        """Refuse new calls and fail those in flight; return how many were failed."""
+        self.router.shutting_down = True
+        return self.calls.fail_all(
+            "shutdown", "toolbridge is shutting down; the call did not complete"
+        )
+
+    async def handle_connection(self, stream: trio.abc.Stream) -> None:
+        settings = self.settings
+        conn = Connection(
+            stream,
+            max_line_bytes=settings.max_line_bytes,
+            outbound_queue=settings.outbound_queue,
+            write_timeout=settings.write_timeout,
+        )
+        try:
+            with conn.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(conn.writer_loop)
+                    try:
+                        await self._serve(conn)
+                    finally:
+                        conn.finish_sending()
+        finally:
+            await conn.close()
+        if conn.after_close is not None:
+            await conn.after_close()
+
+    async def _serve(self, conn: Connection) -> None:
+        first: Any = None
+        with trio.move_on_after(self.settings.register_timeout):
+            try:
+                first = await conn.receive_message()
+            except PeerClosed:
+                return
+            except RemoteProtocolError as exc:
+                log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
+                await conn.send(Error(exc.code, exc.message + "; the first message must be register", fatal=True))
+                return
+        if first is None:
+            log.warning("connection_rejected", conn_id=conn.id, reason="no register in time")
+            await conn.send(
+                Error(
+                    "register_timeout",
+                    f"no register message within {self.settings.register_timeout:g} s",
+                    fatal=True,
+                )
+            )
+            return
+        if isinstance(first, Register):
+            await serve_app(conn, self, first)
+        elif isinstance(first, AgentConnect):
+            await self._serve_agent(conn, first)
+        elif isinstance(first, AdminRequest):
+            await self._serve_admin(conn, first)
+        else:
+            await conn.send(
+                Error("not_registered", f"the first message must be register, not {type(first).__name__}", fatal=True)
+            )
+
+    async def _serve_agent(self, conn: Connection, hello: AgentConnect) -> None:
+        if not token_matches(hello.token, self.token):
+            await conn.send(Error("unauthorized", "wrong token: read it with `toolbridge token`", fatal=True))
+            return
+        if self.agent_handler is None:
+            await conn.send(Error("unavailable", "this daemon does not serve agents", fatal=True))
+            return
+        self.agent_sessions += 1
+        try:
+            await self.agent_handler(self, conn, hello)
+        finally:
+            self.agent_sessions -= 1
+
+    async def _serve_admin(self, conn: Connection, request: AdminRequest) -> None:
+        if not token_matches(request.token, self.token):
+            await conn.send(AdminResponse(ok=False, error="wrong token: read it with `toolbridge token`"))
+            return
+        handler = self.admin_handlers.get(request.command)
+        if request.command == "status":
+            await conn.send(AdminResponse(ok=True, result=self.status()))
+        elif handler is None:
+            await conn.send(AdminResponse(ok=False, error=f"unknown admin command {request.command!r}"))
+        else:
+            try:
+                result = await handler(self, request)
+            except Exception as exc:
+                log.exception("admin_failed", command=request.command)
+                await conn.send(AdminResponse(ok=False, error=f"{request.command} failed: {type(exc).__name__}"))
+            else:
+                await conn.send(AdminResponse(ok=True, result=result))
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "version": VERSION,
+            "home": str(self.settings.home),
+            "host": self.settings.host,
+            "port": self.ports["port"],
+            "httpPort": self.ports["httpPort"],
+            "uptimeSeconds": round(time.time() - self.started_at, 1),
+            "apps": self.registry.summary(),
+            "tools": len(self.registry.tools()),
+            "callsInFlight": len(self.calls),
+            "agentSessions": self.agent_sessions,
+        }

@@ -1,0 +1,146 @@
+"""Running the daemon: bind the listeners, write the runtime file, serve, shut down cleanly.
+
+``run_daemon`` is a ``nursery.start``-able task (hypercorn's pattern): it reports a
+:class:`DaemonInfo` with the bound ports once it is ready, so tests and callers can use port 0.
+``shutdown`` (an event the caller may set) or SIGINT/SIGTERM (when ``handle_signals``) starts a
+graceful stop: listeners close, calls in flight fail with a shutdown error that still reaches
+their agents, and after a short drain every connection is cancelled.
+"""
+
+from __future__ import annotations
+
+import errno
+import ipaddress
+import signal
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import attrs
+import structlog
+import trio
+
+from . import home as home_files
+from .calllog import open_call_log
+from .config import Settings
+from .core import VERSION, BrokerCore
+from .errors import StartupError
+
+log = structlog.get_logger("toolbridge.daemon")
+
+#: How long connections get to deliver shutdown errors before they are cancelled.
+SHUTDOWN_DRAIN_SECONDS = 1.0
+
+#: The MCP Streamable HTTP server: ``nursery.start(server, core, host, port)`` reports the
+#: bound port, or raises StartupError (port taken).
+HttpServer = Callable[..., Awaitable[None]]
+
+
+@attrs.frozen
+class DaemonInfo:
+    host: str
+    port: int
+    http_port: int | None
+    token: str
+    core: BrokerCore
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def port_in_use(exc: OSError) -> bool:
+    return exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1))
+
+
+def port_taken_error(host: str, port: int, what: str, flag: str, home: Path) -> StartupError:
+    owner = home_files.read_runtime(home)
+    hint = ""
+    if owner and port in (owner.get("port"), owner.get("httpPort")):
+        hint = f" (a toolbridge daemon, pid {owner.get('pid')}, was started there)"
+    return StartupError(
+        f"the {what} port {port} on {host} is already in use{hint}. "
+        f"Stop the program that holds it, or choose another port with {flag}."
+    )
+
+
+async def _bind(host: str, port: int, what: str, flag: str, home: Path) -> trio.SocketListener:
+    try:
+        listeners = await trio.open_tcp_listeners(port, host=host)
+    except OSError as exc:
+        if port_in_use(exc):
+            raise port_taken_error(host, port, what, flag, home) from None
+        raise StartupError(f"cannot listen on {host}:{port} for {what}: {exc.strerror}") from None
+    return listeners[0]  # type: ignore[return-value]
+
+
+async def run_daemon(
+    settings: Settings,
+    *,
+    shutdown: trio.Event | None = None,
+    handle_signals: bool = False,
+    task_status: trio.TaskStatus[DaemonInfo] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve until ``shutdown`` is set (or a signal arrives). Raises StartupError."""
+    if not is_loopback(settings.host) and not settings.allow_remote:
+        raise StartupError(
+            f"refusing to listen on the non-loopback address {settings.host}: anyone who can "
+            "reach it could try to drive your apps. Pass --allow-remote if you really mean it."
+        )
+    home_files.ensure_home(settings.home)
+    home_files.check_not_owned(settings.home)
+    token = home_files.load_or_create_token(settings.home)
+
+    from .mcp.front_door import install as install_mcp  # the MCP front door registers itself
+
+    app_listener = await _bind(settings.host, settings.port, "app", "--port", settings.home)
+    port = app_listener.socket.getsockname()[1]
+    if not is_loopback(settings.host):
+        log.warning("listening_on_non_loopback", host=settings.host, hint="anyone on the network can try the token")
+
+    shutdown = shutdown or trio.Event()
+    async with open_call_log(settings) as call_log:
+        core = BrokerCore(settings, token, call_log)
+        core.ports["port"] = port
+        http_server = install_mcp(core)
+        async with trio.open_nursery() as nursery:
+            listeners_scope = trio.CancelScope()
+
+            async def serve_listeners() -> None:
+                with listeners_scope:
+                    await trio.serve_listeners(core.handle_connection, [app_listener], handler_nursery=nursery)
+
+            nursery.start_soon(serve_listeners)
+            http_port = None
+            if settings.http_port is not None:
+                http_port = await nursery.start(http_server, core, settings.host, settings.http_port)
+                core.ports["httpPort"] = http_port
+            if handle_signals:
+                nursery.start_soon(_watch_signals, shutdown)
+            home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION)
+            log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
+            try:
+                task_status.started(DaemonInfo(settings.host, port, http_port, token, core))
+                await shutdown.wait()
+                failed = core.begin_shutdown()
+                listeners_scope.cancel()
+                log.info("daemon_stopping", failed_calls=failed)
+                nursery.cancel_scope.deadline = trio.current_time() + SHUTDOWN_DRAIN_SECONDS
+                if not failed:
+                    nursery.cancel_scope.cancel()
+            finally:
+                home_files.remove_runtime(settings.home)
+    log.info("daemon_stopped")
+
+
+async def _watch_signals(shutdown: trio.Event) -> None:
+    signals = [signal.SIGINT, signal.SIGTERM]
+    with trio.open_signal_receiver(*signals) as received:
+        async for signum in received:
+            log.info("signal_received", signal=signal.Signals(signum).name)
+            shutdown.set()
+            return

@@ -1,0 +1,248 @@
+"""App links: the broker's side of one registered app connection.
+
+Theory of operation
+-------------------
+After a valid ``register`` the connection becomes an :class:`AppLink`. Its reader loop
+(:func:`serve_app`) handles what the app sends; a heartbeat task pings it and closes the link
+when nothing at all has arrived for ``heartbeat_timeout`` — any line counts, so an app whose
+GUI thread is busy but whose reader still answers pings stays alive. Bad lines get an
+``error`` reply and are otherwise ignored; a bad line that names one of this link's calls
+fails that call at once. A ``toolResponse`` or ``toolProgress`` is accepted only for a call
+that was sent over this very link; anything else is logged and dropped.
+
+When the link ends, for whatever reason, every call in flight on it fails at once with
+``app_disconnected`` and the instance enters its reconnect grace period.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import TYPE_CHECKING
+
+import structlog
+import trio
+
+from app_client.errors import RemoteProtocolError
+from app_client.wire import (
+    PROTOCOL_VERSION,
+    AddTools,
+    Error,
+    Message,
+    Ping,
+    Pong,
+    Register,
+    Registered,
+    RemoveTools,
+    ToolProgress,
+    ToolResponse,
+    ToolsUpdated,
+)
+
+from .connection import Connection, PeerClosed, seconds_to_ms
+from .errors import RegistrationError
+from .registry import Instance
+
+if TYPE_CHECKING:
+    from .core import BrokerCore
+
+log = structlog.get_logger("toolbridge.links")
+
+
+class AppLink:
+    def __init__(self, conn: Connection, core: BrokerCore) -> None:
+        self.conn = conn
+        self.id = conn.id
+        self._core = core
+        self.instance: Instance | None = None
+
+    @property
+    def label(self) -> str:
+        return self.instance.label if self.instance else "?"
+
+    def replaced(self) -> None:
+        """A new registration of the same instance took over: fail our calls, close."""
+        self._core.calls.fail_link(
+            self.id, "app_disconnected", f"the app {self.label} re-registered; the call was lost"
+        )
+        self.conn.send_nowait(Error("replaced", "a new connection registered this instance", fatal=True))
+        self.conn.abort("replaced by a new registration")
+
+
+def token_matches(presented: str, expected: str) -> bool:
+    return hmac.compare_digest(presented.encode(), expected.encode())
+
+
+async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> None:
+    """Run one app link from its ``register`` message until it closes, then its grace period."""
+    settings = core.settings
+    bound = log.bind(conn_id=conn.id, app=register.app_name)
+    if not register.token:
+        await _refuse(conn, "unauthorized", "register needs a token: read it from the daemon's home directory (`toolbridge token`)")
+        bound.warning("app_rejected", reason="no token")
+        return
+    if not token_matches(register.token, core.token):
+        await _refuse(conn, "unauthorized", "wrong token: read the current one with `toolbridge token`")
+        bound.warning("app_rejected", reason="wrong token")
+        return
+    if register.protocol_version < 1:
+        await _refuse(conn, "unsupported_version", f"protocolVersion must be 1..{PROTOCOL_VERSION}")
+        return
+    link = AppLink(conn, core)
+    try:
+        instance, replaced = core.registry.register(
+            link,
+            app_name=register.app_name,
+            instance_id=register.instance_id,
+            tools=register.tools,
+            max_concurrency=register.max_concurrency,
+            app_version=register.app_version,
+        )
+    except RegistrationError as exc:
+        bound.warning("app_rejected", code=exc.code, reason=exc.message)
+        await _refuse(conn, exc.code, exc.message)
+        return
+    link.instance = instance
+    core.links[link.id] = link
+    if replaced is not None:
+        replaced.replaced()
+    bound = bound.bind(instance=instance.instance_id, label=instance.label)
+    bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
+    await conn.send(
+        Registered(
+            app_id=instance.app_id,
+            instance_id=instance.instance_id,
+            app_label=instance.label,
+            tool_names=instance.tool_names(),
+            heartbeat_interval_ms=seconds_to_ms(settings.heartbeat_interval),
+            max_line_bytes=settings.max_line_bytes,
+            max_tools=settings.max_tools_per_app,
+            max_schema_bytes=settings.max_schema_bytes,
+        )
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_heartbeat, link)
+            await _read_loop(link, core)
+            nursery.cancel_scope.cancel()
+    finally:
+        core.links.pop(link.id, None)
+        failed = core.calls.fail_link(
+            link.id, "app_disconnected", f"the app {instance.label} disconnected during the call"
+        )
+        still_ours = core.registry.unlink(instance, link)
+        bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
+        if still_ours:
+            # Runs after the connection's cancel scope has ended (see core.handle_connection).
+            conn.after_close = lambda: _grace(core, instance)
+
+
+async def _grace(core: BrokerCore, instance: Instance) -> None:
+    """Keep the instance's names for the grace period; drop it if it does not come back."""
+    assert instance.grace_deadline is not None
+    with trio.move_on_at(instance.grace_deadline):
+        await instance.relinked.wait()
+    if core.registry.expire(instance):
+        log.info("app_removed", app=instance.app_name, instance=instance.instance_id, label=instance.label)
+
+
+async def _refuse(conn: Connection, code: str, message: str) -> None:
+    await conn.send(Error(code, message, fatal=True))
+
+
+async def _heartbeat(link: AppLink) -> None:
+    settings = link._core.settings
+    ping_id = 0
+    while True:
+        await trio.sleep(settings.heartbeat_interval)
+        silent = trio.current_time() - link.conn.last_received
+        if silent >= settings.heartbeat_timeout:
+            log.warning("app_heartbeat_timeout", conn_id=link.id, label=link.label, silent_s=round(silent, 1))
+            link.conn.abort(f"no message from the app for {silent:.0f} s (heartbeat timeout)")
+            return
+        ping_id += 1
+        link.conn.send_nowait(Ping(id=ping_id))
+
+
+async def _read_loop(link: AppLink, core: BrokerCore) -> None:
+    conn = link.conn
+    while True:
+        try:
+            message = await conn.receive_message()
+        except PeerClosed:
+            return
+        except RemoteProtocolError as exc:
+            _bad_line(link, core, exc)
+            continue
+        try:
+            _handle(link, core, message)
+        except RegistrationError as exc:
+            conn.send_nowait(Error(exc.code, exc.message))
+
+
+def _bad_line(link: AppLink, core: BrokerCore, exc: RemoteProtocolError) -> None:
+    log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
+    link.conn.send_nowait(Error(exc.code, exc.message, correlation_id=exc.correlation_id))
+    if exc.correlation_id is not None:
+        call = core.calls.get(exc.correlation_id)
+        if call is not None and call.link_id == link.id:
+            call.fail("app_error", f"the app sent an invalid response ({exc.code}); the call failed")
+
+
+def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
+    conn = link.conn
+    instance = link.instance
+    assert instance is not None
+    if isinstance(message, ToolResponse):
+        call = _own_call(link, core, message.correlation_id, "toolResponse")
+        if call is not None:
+            call.resolve(message.result)
+    elif isinstance(message, ToolProgress):
+        call = _own_call(link, core, message.correlation_id, "toolProgress")
+        if call is not None:
+            call.progress(message.progress, message.total, message.message)
+    elif isinstance(message, Ping):
+        conn.send_nowait(Pong(id=message.id))
+    elif isinstance(message, Pong):
+        pass  # receiving it already refreshed the link's liveness
+    elif isinstance(message, AddTools):
+        core.registry.add_tools(instance, message.tools)
+        log.info("app_tools_added", label=instance.label, tools=[t.name for t in message.tools])
+        conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
+    elif isinstance(message, RemoveTools):
+        core.registry.remove_tools(instance, message.names)
+        log.info("app_tools_removed", label=instance.label, tools=message.names)
+        conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
+    elif isinstance(message, Register):
+        conn.send_nowait(Error("already_registered", "this connection is already registered; reconnect to register again"))
+    elif isinstance(message, Error):
+        log.warning("app_reported_error", label=instance.label, code=message.code, detail=message.message,
+                    correlation_id=message.correlation_id)
+        if message.correlation_id is not None:
+            call = _own_call(link, core, message.correlation_id, "error")
+            if call is not None:
+                call.fail("app_error", f"the app reported an error: {message.message[:1000]}")
+    else:
+        conn.send_nowait(
+            Error("unexpected_message", f"{type(message).__name__} messages are not accepted from an app")
+        )
+
+
+def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str):  # type: ignore[no-untyped-def]
+    call = core.calls.get(correlation_id)
+    if call is None:
+        log.info("late_or_unknown_correlation_id", conn_id=link.id, label=link.label, kind=what,
+                 correlation_id=correlation_id)
+        link.conn.send_nowait(
+            Error("unknown_correlation_id", f"no call {correlation_id} is pending (late, cancelled or never sent)",
+                  correlation_id=correlation_id)
+        )
+        return None
+    if call.link_id != link.id:
+        log.warning("foreign_correlation_id", conn_id=link.id, label=link.label, kind=what,
+                    correlation_id=correlation_id)
+        link.conn.send_nowait(
+            Error("unknown_correlation_id", f"no call {correlation_id} is pending on this connection",
+                  correlation_id=correlation_id)
+        )
+        return None
+    return call

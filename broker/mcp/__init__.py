@@ -1,0 +1,1 @@
+"""The MCP front door: agents reach the router only through here."""
