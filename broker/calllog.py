@@ -1,19 +1,472 @@
-"""The call log (placeholder until the SQLite log lands): records nothing."""
+"""The call log: every tool call, success or failure, as one row of ``<home>/calls.sqlite3``.
+
+Theory of operation
+-------------------
+:meth:`CallLog.record` runs on the event loop at the end of every call, so it does almost
+nothing: it appends a tuple of references (wall-clock time, names, the arguments object, the
+:class:`~broker.router.CallOutcome`) to an in-memory :class:`collections.deque`. No encoding,
+no hashing, no I/O. The buffer is bounded (:data:`MAX_BUFFERED_ROWS`): if the writer falls that
+far behind, the oldest rows are dropped, counted, and a warning is logged.
+
+One dedicated writer thread, owned by :func:`open_call_log`, does everything else. Every
+``call_log_flush_interval`` seconds (0.5 s by default; sooner if :data:`EARLY_FLUSH_ROWS` rows
+pile up) it drains the buffer, turns each tuple into a row — arguments and result encoded as
+JSON, image/audio ``data`` and resource ``blob`` base64 replaced by their type, size and SHA-256,
+any string over :data:`MAX_STRING_CHARS` characters truncated — and inserts the batch plus the
+retention deletes in one transaction.
+
+Why a thread and not ``trio.to_thread.run_sync`` per flush: sqlite3 connections belong to the
+thread that uses them, trio's worker threads are pooled and interchangeable, and a
+``check_same_thread=False`` connection shared between them would need a lock and still hop
+threads on every flush. One long-lived thread with one connection is simpler and obviously
+correct: the connection is opened in a trio worker thread (``check_same_thread=False`` only for
+that hand-over), then used by the writer thread alone until it closes it. ``deque.append`` and
+``deque.popleft`` are atomic, so the event loop and the writer need no lock.
+
+Durability: the database is in WAL mode with ``synchronous=NORMAL``. A commit appends to the
+``-wal`` file before it returns, so after ``kill -9`` of the daemon the database opens cleanly
+and holds every call up to the last flush, i.e. at most ``call_log_flush_interval`` seconds of
+calls are lost. (A power cut may lose the last few commits too; never consistency.)
+
+Retention: after each flush that wrote rows (and at least every :data:`IDLE_RETENTION_SECONDS`
+otherwise, and at start-up) rows beyond ``call_log_max_rows`` (the newest are kept) and rows older
+than ``call_log_max_age_days`` are deleted. Either limit set to 0 is off. Ids only grow, so the
+row limit is one indexed range delete, not a count.
+
+The schema version is ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a database written by a
+newer toolbridge is refused with a :class:`~broker.errors.StartupError` rather than guessed at.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import os
+import sqlite3
+import threading
+import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import structlog
+import trio
 
 from .config import Settings
+from .errors import StartupError
+
+if TYPE_CHECKING:
+    from .router import CallOutcome
+
+__all__ = [
+    "CALL_LOG_FILE",
+    "SCHEMA_VERSION",
+    "CallLog",
+    "open_call_log",
+    "open_db",
+    "apply_retention",
+    "redact",
+]
+
+log = structlog.get_logger("toolbridge.calllog")
+
+CALL_LOG_FILE: Final = "calls.sqlite3"
+SCHEMA_VERSION: Final = 1
+#: Rows waiting for the writer beyond this are dropped, oldest first.
+MAX_BUFFERED_ROWS: Final = 100_000
+#: This many rows waiting wakes the writer before its interval is up.
+EARLY_FLUSH_ROWS: Final = 10_000
+#: Rows per transaction when the writer drains a long buffer.
+BATCH_ROWS: Final = 5_000
+#: Strings longer than this (in characters) are truncated in the stored JSON.
+MAX_STRING_CHARS: Final = 64 * 1024
+#: Retention runs at least this often even when no calls arrive.
+IDLE_RETENTION_SECONDS: Final = 60.0
+_MIN_FLUSH_INTERVAL: Final = 0.01
+_BINARY_TYPES: Final = frozenset({"image", "audio"})
+
+COLUMNS: Final = (
+    "ts",
+    "tool",
+    "app",
+    "instance",
+    "agent",
+    "session",
+    "correlation_id",
+    "arguments",
+    "result",
+    "duration_ms",
+    "is_error",
+    "error_kind",
+    "error_message",
+)
+
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS calls (
+    id INTEGER PRIMARY KEY,
+    ts REAL NOT NULL,               -- unix time (wall clock) when the call ended
+    tool TEXT NOT NULL,             -- the name the agent called (App__Tool)
+    app TEXT,
+    instance TEXT,
+    agent TEXT,
+    session TEXT,
+    correlation_id INTEGER,
+    arguments TEXT,                 -- JSON
+    result TEXT,                    -- JSON of the app's ToolResult, binaries redacted
+    duration_ms REAL NOT NULL,
+    is_error INTEGER NOT NULL,
+    error_kind TEXT NOT NULL,       -- the outcome kind: ok, timeout, app_error, ...
+    error_message TEXT
+);
+CREATE INDEX IF NOT EXISTS calls_ts ON calls (ts);
+CREATE INDEX IF NOT EXISTS calls_tool ON calls (tool);
+CREATE INDEX IF NOT EXISTS calls_app ON calls (app);
+"""
+_INSERT: Final = f"INSERT INTO calls ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+
+_encoder = msgspec.json.Encoder()
+
+#: What ``record`` buffers: (ts, tool, app, instance, agent, session, arguments, outcome, duration_ms).
+_Pending = tuple[float, str, "str | None", "str | None", "str | None", "str | None", Any, "CallOutcome", float]
+
+
+# --- pure helpers (no threads; tests call them directly) ----------------------------------------
+
+
+def _truncate(text: str) -> str:
+    if len(text) <= MAX_STRING_CHARS:
+        return text
+    return text[:MAX_STRING_CHARS] + f"... [truncated: {len(text)} characters in all]"
+
+
+def _binary_summary(block: dict[str, Any], key: str) -> dict[str, Any]:
+    """``block`` without its base64 ``key``, plus the decoded size and SHA-256 in its place."""
+    encoded = block[key]
+    try:
+        raw = base64.b64decode(encoded, validate=True)
+        summary: dict[str, Any] = {"bytes": len(raw), "sha256": hashlib.sha256(raw).hexdigest()}
+    except (binascii.Error, ValueError):
+        summary = {
+            "bytes": None,
+            "sha256": hashlib.sha256(encoded.encode("utf-8", "surrogatepass")).hexdigest(),
+            "invalidBase64": len(encoded),
+        }
+    out = {k: redact(v) for k, v in block.items() if k != key}
+    out.update(summary)
+    return out
+
+
+def redact(value: Any) -> Any:
+    """A JSON value fit for the log: binaries summarised, long strings truncated.
+
+    MCP content blocks of type ``image`` or ``audio`` lose their base64 ``data``, and resource
+    contents lose their base64 ``blob``; each gets ``bytes`` (decoded size) and ``sha256`` (of
+    the decoded bytes) instead. Any other string over :data:`MAX_STRING_CHARS` is cut, with the
+    original length noted. Returns new objects; ``value`` is not changed.
+    """
+    if isinstance(value, str):
+        return _truncate(value)
+    if isinstance(value, dict):
+        if value.get("type") in _BINARY_TYPES and isinstance(value.get("data"), str):
+            return _binary_summary(value, "data")
+        if isinstance(value.get("blob"), str):
+            return _binary_summary(value, "blob")
+        return {k: redact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact(v) for v in value]
+    return value
+
+
+def _to_json(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return _encoder.encode(redact(msgspec.to_builtins(value))).decode()
+    except (TypeError, ValueError, msgspec.EncodeError) as exc:
+        return _encoder.encode({"unencodable": _truncate(f"{type(value).__name__}: {exc}")}).decode()
+
+
+def make_row(pending: _Pending) -> tuple[Any, ...]:
+    """Turn one buffered record into the values of :data:`COLUMNS`."""
+    ts, tool, app, instance, agent, session, arguments, outcome, duration_ms = pending
+    return (
+        ts,
+        tool,
+        app,
+        instance,
+        agent,
+        session,
+        outcome.correlation_id,
+        _to_json(arguments),
+        _to_json(outcome.result),
+        duration_ms,
+        int(outcome.is_error),
+        outcome.kind,
+        _truncate(outcome.message) if outcome.message else None,
+    )
+
+
+def open_db(path: Path) -> sqlite3.Connection:
+    """Open (creating if need be) the call log at ``path`` for writing.
+
+    WAL mode, ``synchronous=NORMAL``, schema created or checked. Raises StartupError if the
+    file is not a usable database or was written by a newer toolbridge. The connection may be
+    handed to another thread once (``check_same_thread=False``); use it from one at a time.
+    """
+    try:
+        if os.name == "posix" and not path.exists():
+            # Owner-only: arguments and results may be private. -wal/-shm copy this mode.
+            os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+        conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    except OSError as exc:
+        raise StartupError(f"cannot create the call log {path}: {exc.strerror}") from exc
+    except sqlite3.Error as exc:
+        raise StartupError(f"cannot open the call log {path}: {exc}") from exc
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StartupError(f"the call log {path} cannot use WAL mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StartupError(
+                f"the call log {path} was written by a newer toolbridge (schema {version}, this "
+                f"one knows {SCHEMA_VERSION}); move the file away or set call_log = false"
+            )
+        if version < SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            for statement in filter(None, (s.strip() for s in _SCHEMA.split(";"))):
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StartupError(
+            f"cannot open the call log {path} ({exc}); move the file away to start a new one, "
+            "or set call_log = false"
+        ) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def apply_retention(conn: sqlite3.Connection, *, max_rows: int, max_age_days: float, now: float) -> int:
+    """Delete rows beyond the newest ``max_rows`` and rows older than ``max_age_days``.
+
+    A limit of 0 is off. Returns the number of rows deleted. Runs in the caller's transaction.
+    """
+    deleted = 0
+    if max_rows > 0:
+        (max_id,) = conn.execute("SELECT max(id) FROM calls").fetchone()
+        if max_id is not None and max_id > max_rows:
+            deleted += conn.execute("DELETE FROM calls WHERE id <= ?", (max_id - max_rows,)).rowcount
+    if max_age_days > 0:
+        cutoff = now - max_age_days * 86400.0
+        deleted += conn.execute("DELETE FROM calls WHERE ts < ?", (cutoff,)).rowcount
+    return deleted
+
+
+# --- the log ------------------------------------------------------------------------------------
 
 
 class CallLog:
-    def record(self, **fields: Any) -> None:
-        pass
+    """The buffer the router records into and the writer thread that drains it.
+
+    Build it with :func:`open_call_log`; the constructor takes an open connection and starts
+    nothing.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        flush_interval: float = 0.5,
+        max_rows: int = 100_000,
+        max_age_days: float = 30.0,
+        max_buffered: int = MAX_BUFFERED_ROWS,
+    ) -> None:
+        self._conn = conn
+        self._interval = max(flush_interval, _MIN_FLUSH_INTERVAL)
+        self._max_rows = max_rows
+        self._max_age_days = max_age_days
+        self._max_buffered = max_buffered
+        self._buffer: deque[_Pending] = deque()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._last_retention = 0.0
+        #: Rows dropped because the buffer was full (event-loop side).
+        self.dropped = 0
+        #: Rows lost because a write failed (writer side).
+        self.failed = 0
+        #: Rows written so far.
+        self.written = 0
+
+    # --- event-loop side ---------------------------------------------------------------------
+
+    def record(
+        self,
+        *,
+        tool: str,
+        app: str | None,
+        instance: str | None,
+        agent: str | None,
+        session: str | None,
+        arguments: Any,
+        outcome: CallOutcome,
+        duration_ms: float,
+    ) -> None:
+        """Queue one call for the log. Never blocks, never raises, does no I/O.
+
+        ``arguments`` and ``outcome`` are kept by reference and encoded later in the writer
+        thread: do not mutate them after the call.
+        """
+        if self._closed:
+            return
+        buffer = self._buffer
+        if len(buffer) >= self._max_buffered:
+            try:
+                buffer.popleft()
+            except IndexError:  # the writer just drained it
+                pass
+            else:
+                self.dropped += 1
+                if self.dropped == 1 or self.dropped % 10_000 == 0:
+                    log.warning(
+                        "call_log_rows_dropped",
+                        dropped=self.dropped,
+                        hint="the call log writer is falling behind (slow disk?)",
+                    )
+        buffer.append((time.time(), tool, app, instance, agent, session, arguments, outcome, duration_ms))
+        if len(buffer) == EARLY_FLUSH_ROWS:
+            self._wake.set()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    # --- lifecycle (driven by open_call_log) -------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="toolbridge-calllog", daemon=True)
+        self._thread.start()
+
+    def stop_and_join(self) -> None:
+        """Flush everything buffered, close the database. Blocking: call it off the loop."""
+        self._closed = True
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join()
+        else:
+            self._conn.close()
+
+    # --- writer thread -----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        conn = self._conn
+        try:
+            self._retention(force=True)
+            while not self._stopping:
+                self._wake.wait(self._interval)
+                self._wake.clear()
+                self._flush()
+            self._flush()
+        except BaseException:  # noqa: BLE001 - the thread must not die silently
+            log.exception("call_log_writer_crashed")
+        finally:
+            conn.close()
+
+    def _flush(self) -> None:
+        buffer = self._buffer
+        wrote = False
+        while buffer:
+            batch: list[_Pending] = []
+            while buffer and len(batch) < BATCH_ROWS:
+                batch.append(buffer.popleft())
+            rows = [self._safe_row(pending) for pending in batch]
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    self._conn.executemany(_INSERT, rows)
+                    self._retention_in_tx()
+                    self._conn.execute("COMMIT")
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error:
+                self.failed += len(rows)
+                log.exception("call_log_write_failed", rows=len(rows), failed=self.failed)
+            else:
+                self.written += len(rows)
+                wrote = True
+        if not wrote:
+            self._retention()
+
+    @staticmethod
+    def _safe_row(pending: _Pending) -> tuple[Any, ...]:
+        try:
+            return make_row(pending)
+        except Exception:  # noqa: BLE001 - one bad record must not lose the batch
+            log.exception("call_log_bad_record", tool=pending[1])
+            ts, tool, app, instance, agent, session, _args, outcome, duration_ms = pending
+            kind = getattr(outcome, "kind", "internal_error")
+            return (ts, str(tool), app, instance, agent, session, None, None, None,
+                    duration_ms, int(kind != "ok"), str(kind), "(record could not be encoded)")
+
+    def _retention_in_tx(self) -> None:
+        now = time.time()
+        apply_retention(self._conn, max_rows=self._max_rows, max_age_days=self._max_age_days, now=now)
+        self._last_retention = time.monotonic()
+
+    def _retention(self, *, force: bool = False) -> None:
+        """Retention outside a flush: at start-up, and every so often while idle."""
+        if not force and time.monotonic() - self._last_retention < IDLE_RETENTION_SECONDS:
+            return
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._retention_in_tx()
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error:
+            log.exception("call_log_retention_failed")
+            self._last_retention = time.monotonic()
 
 
 @asynccontextmanager
 async def open_call_log(settings: Settings) -> AsyncIterator[CallLog | None]:
-    yield None
+    """The daemon's call log, or ``None`` when ``settings.call_log`` is off.
+
+    Opens ``<home>/calls.sqlite3`` (raising StartupError if it cannot), runs the writer thread
+    while the block runs, and on exit flushes every buffered row and closes the database.
+    """
+    if not settings.call_log:
+        yield None
+        return
+    path = settings.home / CALL_LOG_FILE
+    conn = await trio.to_thread.run_sync(open_db, path)
+    call_log = CallLog(
+        conn,
+        flush_interval=settings.call_log_flush_interval,
+        max_rows=settings.call_log_max_rows,
+        max_age_days=settings.call_log_max_age_days,
+    )
+    call_log.start()
+    log.debug("call_log_opened", path=str(path), flush_interval=settings.call_log_flush_interval)
+    try:
+        yield call_log
+    finally:
+        # Not cancellable on purpose: the last rows are written even during a cancelled exit.
+        await trio.to_thread.run_sync(call_log.stop_and_join)
+        if call_log.dropped or call_log.failed:
+            log.warning("call_log_closed_with_losses", dropped=call_log.dropped, failed=call_log.failed)

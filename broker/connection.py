@@ -52,6 +52,7 @@ class Connection:
         self.last_received = trio.current_time()
         self.scope = trio.CancelScope()
         self.closed_reason: str | None = None
+        self._end_when_flushed = False
         #: Work to do once the connection is closed and outside its cancel scope.
         self.after_close: Callable[[], Awaitable[None]] | None = None
 
@@ -102,6 +103,13 @@ class Connection:
         """No more messages: the writer sends what is queued, then exits."""
         self._send.close()
 
+    def close_after_flush(self, reason: str) -> None:
+        """Send what is queued (a fatal error, say), then end the connection."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        self._end_when_flushed = True
+        self._send.close()
+
     def abort(self, reason: str) -> None:
         """End the connection now (its whole handler is cancelled)."""
         if self.closed_reason is None:
@@ -130,6 +138,8 @@ class Connection:
                     log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
                     self.abort(f"the peer did not read for {self._write_timeout:g} s")
                     return
+        if self._end_when_flushed:
+            self.scope.cancel()
 
     async def close(self) -> None:
         with trio.move_on_after(1) as scope:

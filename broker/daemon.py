@@ -102,7 +102,7 @@ async def run_daemon(
     if not is_loopback(settings.host):
         log.warning("listening_on_non_loopback", host=settings.host, hint="anyone on the network can try the token")
 
-    shutdown = shutdown or trio.Event()
+    shutdown = shutdown if shutdown is not None else trio.Event()
     async with open_call_log(settings) as call_log:
         core = BrokerCore(settings, token, call_log)
         core.ports["port"] = port

@@ -65,7 +65,7 @@ class AppLink:
             self.id, "app_disconnected", f"the app {self.label} re-registered; the call was lost"
         )
         self.conn.send_nowait(Error("replaced", "a new connection registered this instance", fatal=True))
-        self.conn.abort("replaced by a new registration")
+        self.conn.close_after_flush("replaced by a new registration")
 
 
 def token_matches(presented: str, expected: str) -> bool:

@@ -1,0 +1,243 @@
+"""Deadlines, grace periods, heartbeats and admission, on trio's virtual clock.
+
+Broker and app are joined by in-memory streams so ``autojump_clock`` can run a 30 s deadline
+in microseconds; the app side is the raw protocol (``RawApp``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from broker.config import Settings
+from broker.core import BrokerCore
+from broker.router import CallOutcome
+from rawapp import ECHO_TOOL, RawApp
+
+TOKEN = "test-token"
+
+
+def make_core(tmp_path: Path, **overrides: Any) -> BrokerCore:
+    return BrokerCore(Settings(home=tmp_path, **overrides), TOKEN)
+
+
+class Harness:
+    def __init__(self, core: BrokerCore, nursery: trio.Nursery) -> None:
+        self.core = core
+        self.nursery = nursery
+        self.outcomes: dict[str, CallOutcome] = {}
+
+    async def app(self, *, lockstep: bool = False, register: bool = True, **fields: Any) -> RawApp:
+        pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
+        broker_end, app_end = pair()
+        self.nursery.start_soon(self.core.handle_connection, broker_end)
+        app = RawApp(app_end)
+        if register:
+            reply = await app.register(TOKEN, **fields)
+            assert reply["type"] == "registered", reply
+        return app
+
+    def call(self, key: str, name: str = "WatchTower__Echo", args: dict[str, Any] | None = None, **kw: Any) -> None:
+        async def run() -> None:
+            self.outcomes[key] = await self.core.router.call_tool(name, args or {}, **kw)
+
+        self.nursery.start_soon(run)
+
+    async def outcome(self, key: str) -> CallOutcome:
+        while key not in self.outcomes:
+            await trio.sleep(0.001)
+        return self.outcomes[key]
+
+
+@pytest.fixture
+async def harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    async with trio.open_nursery() as nursery:
+        # Heartbeats are tested on their own; here RawApp does not answer pings.
+        h = Harness(make_core(tmp_path, max_queue=2, heartbeat_interval=1000, heartbeat_timeout=5000), nursery)
+        yield h
+        nursery.cancel_scope.cancel()
+
+
+async def test_default_deadline_times_out_and_cancels_at_the_app(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app()
+    start = trio.current_time()
+    harness.call("slow")
+    invocation = await app.recv_type("toolInvocation")
+    assert invocation["timeoutMs"] == 30_000
+    outcome = await harness.outcome("slow")
+    elapsed = trio.current_time() - start
+    assert outcome.kind == "timeout"
+    assert "timed out after 30 s" in outcome.message
+    assert 30 <= elapsed <= 30.6  # the deadline plus the small margin for the app's own error
+    cancel = await app.recv_type("toolCancel")
+    assert cancel["correlationId"] == invocation["correlationId"]
+    assert len(harness.core.calls) == 0
+
+
+async def test_tool_and_call_timeouts(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(tools=[{**ECHO_TOOL, "timeoutMs": 2000}])
+    start = trio.current_time()
+    harness.call("tool")
+    assert (await app.recv_type("toolInvocation"))["timeoutMs"] == 2000
+    assert (await harness.outcome("tool")).kind == "timeout"
+    assert 2 <= trio.current_time() - start <= 2.3
+    await app.recv_type("toolCancel")
+
+    start = trio.current_time()
+    harness.call("call", timeout=0.5)
+    assert (await app.recv_type("toolInvocation"))["timeoutMs"] == 500
+    outcome = await harness.outcome("call")
+    assert outcome.kind == "timeout" and "0.5 s" in outcome.message
+    assert trio.current_time() - start < 0.6
+
+
+async def test_the_apps_own_timeout_message_wins(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(tools=[{**ECHO_TOOL, "timeoutMs": 1000}])
+    harness.call("c")
+    inv = await app.recv_type("toolInvocation")
+    await trio.sleep(inv["timeoutMs"] / 1000)  # the app gives up exactly at its deadline
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                    "result": {"success": False, "error": "the dialog never opened"}})
+    outcome = await harness.outcome("c")
+    assert outcome.kind == "app_error" and outcome.message == "the dialog never opened"
+
+
+async def test_call_waits_for_a_reconnect_within_grace(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(instanceId="main")
+    await app.aclose()
+    await trio.sleep(1)
+    harness.call("waits")
+    await trio.sleep(2)  # still inside the 5 s grace: the call waits, tools stay listed
+    assert "waits" not in harness.outcomes
+    assert [t.agent_name for t in harness.core.router.list_tools()] == ["WatchTower__Echo"]
+    back = await harness.app(instanceId="main")
+    inv = await back.recv_type("toolInvocation")
+    await back.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {"data": "hi"}})
+    outcome = await harness.outcome("waits")
+    assert outcome.kind == "ok" and outcome.result is not None and outcome.result.data == "hi"
+
+
+async def test_grace_runs_out_then_tools_go(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(instanceId="main")
+    version = harness.core.registry.version
+    await app.aclose()
+    await trio.sleep(0.1)
+    start = trio.current_time()
+    harness.call("lost")
+    outcome = await harness.outcome("lost")
+    assert outcome.kind == "app_disconnected" and "did not come back within 5 s" in outcome.message
+    assert 4.8 <= trio.current_time() - start <= 5.1
+    await trio.sleep(0.1)
+    assert harness.core.router.list_tools() == []
+    assert harness.core.registry.version > version
+    after = await harness.core.router.call_tool("WatchTower__Echo", {})
+    assert after.kind == "unknown_tool"
+
+
+async def test_silent_app_is_dropped_but_busy_app_that_pongs_is_not(tmp_path: Path, autojump_clock: Any) -> None:
+    async with trio.open_nursery() as nursery:
+        await _heartbeats(Harness(make_core(tmp_path), nursery))
+        nursery.cancel_scope.cancel()
+
+
+async def _heartbeats(harness: Harness) -> None:
+    silent = await harness.app(app_name="Silent")
+    busy = await harness.app(app_name="Busy")
+    harness.call("busy", "Busy__Echo", timeout=120)
+    harness.call("silent", "Silent__Echo", timeout=120)
+    await busy.recv_type("toolInvocation")
+
+    async def answer_pings() -> None:  # the reader thread of a busy GUI app still pongs
+        while True:
+            message = await busy.recv(timeout=1000)
+            if message["type"] == "ping":
+                await busy.send({"type": "pong", "id": message["id"]})
+
+    harness.nursery.start_soon(answer_pings)
+    start = trio.current_time()
+    outcome = await harness.outcome("silent")
+    assert outcome.kind == "app_disconnected"
+    assert 19 <= trio.current_time() - start <= 26  # heartbeat timeout 20 s, checked every 5 s
+    await trio.sleep(60)
+    assert "busy" not in harness.outcomes  # alive, waiting on its call
+    del silent
+
+
+async def test_register_must_come_in_time(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(register=False)
+    start = trio.current_time()
+    error = await app.recv(timeout=60)
+    assert error["code"] == "register_timeout" and error["fatal"] is True
+    assert 5 <= trio.current_time() - start <= 5.1
+    assert await app.closed()
+
+
+async def test_admission_fifo_and_busy_when_queue_full(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(maxConcurrency=1)
+    for key in ("a", "b", "c"):
+        harness.call(key, args={"text": key})
+        await trio.sleep(0.01)
+    first = await app.recv_type("toolInvocation")
+    assert first["parameters"] == {"text": "a"}
+    harness.call("d", args={"text": "d"})  # 1 running + 2 queued (max_queue=2): full
+    rejected = await harness.outcome("d")
+    assert rejected.kind == "busy" and rejected.retry_after_ms and rejected.retry_after_ms >= 100
+    assert "retry after" in rejected.message
+    seen = [first["parameters"]["text"]]
+    inv = first
+    for _ in range(2):
+        await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+        inv = await app.recv_type("toolInvocation")
+        seen.append(inv["parameters"]["text"])
+    assert seen == ["a", "b", "c"]
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+    assert [(await harness.outcome(k)).kind for k in "abc"] == ["ok"] * 3
+
+
+async def test_app_that_stops_reading_is_disconnected(tmp_path: Path, autojump_clock: Any) -> None:
+    async with trio.open_nursery() as nursery:
+        h = Harness(make_core(tmp_path, write_timeout=3, outbound_queue=4, heartbeat_interval=1000), nursery)
+        other = await h.app(app_name="Other")
+        stuck = await h.app(lockstep=True, app_name="Stuck", maxConcurrency=100)
+        for i in range(20):  # far more than the outbound queue holds: senders must wait
+            h.call(f"s{i}", "Stuck__Echo", timeout=60)
+        h.call("other", "Other__Echo")
+        inv = await other.recv_type("toolInvocation")
+        await other.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+        assert (await h.outcome("other")).kind == "ok"  # unaffected by its stuck neighbour
+        outcomes = [await h.outcome(f"s{i}") for i in range(20)]
+        assert {o.kind for o in outcomes} == {"app_disconnected"}
+        assert trio.current_time() < 10
+        assert len(h.core.calls) == 0
+        del stuck
+        nursery.cancel_scope.cancel()
+
+
+async def test_shutdown_fails_calls_in_flight(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app()
+    harness.call("pending")
+    await app.recv_type("toolInvocation")
+    assert harness.core.begin_shutdown() == 1
+    outcome = await harness.outcome("pending")
+    assert outcome.kind == "shutdown" and "shutting down" in outcome.message
+    refused = await harness.core.router.call_tool("WatchTower__Echo", {})
+    assert refused.kind == "shutdown"
+
+
+async def test_cancel_while_queued_frees_the_slot(harness: Harness, autojump_clock: Any) -> None:
+    app = await harness.app(maxConcurrency=1)
+    harness.call("running")
+    inv = await app.recv_type("toolInvocation")
+    with trio.move_on_after(1):
+        await harness.core.router.call_tool("WatchTower__Echo", {"text": "queued"})
+    harness.call("next", args={"text": "next"})
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+    nxt = await app.recv_type("toolInvocation")
+    assert nxt["parameters"] == {"text": "next"}  # the cancelled one never reached the app
+    await app.send({"type": "toolResponse", "correlationId": nxt["correlationId"], "result": {}})
+    assert (await harness.outcome("next")).kind == "ok"

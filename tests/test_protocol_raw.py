@@ -1,0 +1,332 @@
+"""A raw-socket app written from protocol.md alone, against the real daemon over TCP.
+
+Nothing from app_client is used here: if these pass, protocol.md is enough to write an app.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import trio
+
+from broker.daemon import DaemonInfo
+from broker.router import CallOutcome
+from rawapp import CLICK_TOOL, ECHO_TOOL, RawApp
+
+
+async def call(info: DaemonInfo, name: str, args: dict[str, Any], **kw: Any) -> CallOutcome:
+    return await info.core.router.call_tool(name, args, **kw)
+
+
+async def test_exact_json_from_the_issue(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.send(
+        {
+            "type": "register",
+            "appName": "WatchTower",
+            "token": daemon.token,
+            "tools": [{"name": "ClickElement", "description": "...", "inputSchema": {"type": "object"}}],
+        }
+    )
+    registered = await app.recv()
+    assert registered["type"] == "registered"
+    assert registered["toolNames"] == {"ClickElement": "WatchTower__ClickElement"}
+    assert registered["appLabel"] == "WatchTower"
+    assert registered["heartbeatIntervalMs"] > 0
+
+    async with trio.open_nursery() as nursery:
+        outcomes: list[CallOutcome] = []
+
+        async def agent() -> None:
+            outcomes.append(await call(daemon, "WatchTower__ClickElement", {"x": 100, "y": 50}))
+
+        nursery.start_soon(agent)
+        invocation = await app.recv_type("toolInvocation")
+        assert invocation["tool"] == "ClickElement"
+        assert invocation["parameters"] == {"x": 100, "y": 50}
+        assert isinstance(invocation["correlationId"], int)
+        assert 29_000 <= invocation["timeoutMs"] <= 30_000
+        await app.send(
+            {
+                "type": "toolResponse",
+                "correlationId": invocation["correlationId"],
+                "result": {"success": True, "data": {"clicked": True}, "error": None},
+            }
+        )
+    [outcome] = outcomes
+    assert outcome.kind == "ok"
+    assert outcome.result is not None and outcome.result.data == {"clicked": True}
+
+
+async def test_the_example_session_of_protocol_md(daemon: DaemonInfo) -> None:
+    """Section 3, line by line (the broker's lines are checked for their fields)."""
+    app = await RawApp.connect(daemon.port)
+    export = {"name": "Export", "description": "Export the document",
+              "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}
+    registered = await app.register(daemon.token, tools=[CLICK_TOOL, export], instanceId="main-window", maxConcurrency=2)
+    assert registered["instanceId"] == "main-window"
+    assert registered["toolNames"] == {"ClickElement": "WatchTower__ClickElement", "Export": "WatchTower__Export"}
+
+    progress: list[tuple[float, float | None, str | None]] = []
+    results: dict[str, CallOutcome] = {}
+    async with trio.open_nursery() as nursery:
+        async def run(key: str, name: str, args: dict[str, Any], **kw: Any) -> None:
+            results[key] = await call(daemon, name, args, **kw)
+
+        nursery.start_soon(run, "click", "WatchTower__ClickElement", {"x": 100, "y": 50})
+        inv = await app.recv_type("toolInvocation")
+        await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                        "result": {"success": True, "data": {"clicked": True}, "error": None}})
+
+        nursery.start_soon(lambda: run("export", "WatchTower__Export", {"path": "out.pdf"},
+                                       on_progress=lambda p, t, m: progress.append((p, t, m))))
+        inv = await app.recv_type("toolInvocation")
+        assert inv["progress"] is True
+        cid = inv["correlationId"]
+        for step in (1, 2):
+            await app.send({"type": "toolProgress", "correlationId": cid, "progress": step, "total": 3,
+                            "message": f"page {step}"})
+        await app.send({"type": "toolResponse", "correlationId": cid,
+                        "result": {"success": True, "data": "exported 3 pages"}})
+
+    assert results["click"].kind == "ok"
+    assert results["export"].result is not None and results["export"].result.data == "exported 3 pages"
+    assert progress == [(1, 3, "page 1"), (2, 3, "page 2")]
+
+    # A cancelled call: toolCancel reaches the app; its late answer is refused, nothing breaks.
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run, "big", "WatchTower__Export", {"path": "big.pdf"})
+        inv = await app.recv_type("toolInvocation")
+        nursery.cancel_scope.cancel()
+    cancel = await app.recv_type("toolCancel")
+    assert cancel["correlationId"] == inv["correlationId"]
+
+    await app.send({"type": "addTools", "tools": [{"name": "Undo", "description": "Undo the last edit"}]})
+    updated = await app.recv_type("toolsUpdated")
+    assert updated["toolNames"]["Undo"] == "WatchTower__Undo"
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                    "result": {"success": False, "error": "cancelled"}})
+    error = await app.recv_type("error")
+    assert error["code"] == "unknown_correlation_id" and error["correlationId"] == inv["correlationId"]
+    assert len(daemon.core.calls) == 0
+
+
+async def test_content_blocks_and_images_pass_through(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    blocks = [{"type": "text", "text": "window 2x2"},
+              {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}]
+    box: list[CallOutcome] = []
+    async with trio.open_nursery() as nursery:
+        async def agent() -> None:
+            box.append(await call(daemon, "WatchTower__Echo", {}))
+        nursery.start_soon(agent)
+        inv = await app.recv_type("toolInvocation")
+        await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                        "result": {"success": True, "content": blocks, "structuredContent": {"w": 2}}})
+    assert box[-1].result is not None
+    assert box[-1].result.content == blocks and box[-1].result.structured_content == {"w": 2}
+
+
+async def test_app_error_reaches_the_caller(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    async with trio.open_nursery() as nursery:
+        box: list[CallOutcome] = []
+
+        async def agent() -> None:
+            box.append(await call(daemon, "WatchTower__Echo", {"text": "hi"}))
+
+        nursery.start_soon(agent)
+        inv = await app.recv_type("toolInvocation")
+        await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                        "result": {"success": False, "error": "no window named 'hi'"}})
+    assert box[0].kind == "app_error" and box[0].message == "no window named 'hi'"
+
+
+# --- bad input: each gets a clear error, and nothing else is affected ----------------------
+
+
+async def test_bad_lines_get_errors_and_the_link_goes_on(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    cases: list[tuple[bytes, str]] = [
+        (b"{not json\n", "invalid_json"),
+        (b"[1, 2]\n", "not_an_object"),
+        (b'"register"\n', "not_an_object"),
+        (b'{"type": "teleport"}\n', "unknown_type"),
+        (b'{"noType": 1}\n', "invalid_message"),
+        (b'{"type": "toolResponse", "correlationId": "seven", "result": {}}\n', "invalid_message"),
+        (b'{"type": "toolProgress"}\n', "invalid_message"),
+        (b'{"type": "addTools", "tools": [{"name": "\xff\xfe"}]}\n', "invalid_utf8"),
+        (b'{"type": "registered", "appId": "x", "instanceId": "x", "appLabel": "x", "toolNames": {}, "heartbeatIntervalMs": 1}\n',
+         "unexpected_message"),
+    ]
+    for line, code in cases:
+        await app.send(line)
+        error = await app.recv_type("error")
+        assert error["code"] == code, (line, error)
+        assert error.get("fatal", False) is False
+        assert error["message"]
+    # Still registered and working:
+    await app.send({"type": "ping", "id": 42})
+    assert await app.recv_type("pong") == {"type": "pong", "id": 42}
+    await app.send({"type": "register", "appName": "WatchTower", "token": daemon.token})
+    assert (await app.recv_type("error"))["code"] == "already_registered"
+
+
+async def test_missing_field_names_the_field(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    await app.send({"type": "toolResponse", "result": {"success": True}})
+    error = await app.recv_type("error")
+    assert error["code"] == "invalid_message" and "correlationId" in error["message"]
+
+
+async def test_line_over_the_limit_fails_its_call_at_once(tmp_path: Any) -> None:
+    from broker.config import Settings
+    from broker.daemon import run_daemon
+
+    async with trio.open_nursery() as nursery:
+        info = await nursery.start(lambda task_status: run_daemon(
+            Settings(home=tmp_path, port=0, http_port=None, max_line_bytes=4096), task_status=task_status))
+        app = await RawApp.connect(info.port)
+        registered = await app.register(info.token)
+        assert registered["maxLineBytes"] == 4096
+        box: list[CallOutcome] = []
+
+        async def agent() -> None:
+            box.append(await info.core.router.call_tool("WatchTower__Echo", {}))
+
+        nursery.start_soon(agent)
+        inv = await app.recv_type("toolInvocation")
+        huge = json.dumps({"type": "toolResponse", "correlationId": inv["correlationId"],
+                           "result": {"success": True, "data": "x" * 10_000}})
+        await app.send(huge.encode() + b"\n")
+        error = await app.recv_type("error")
+        assert error["code"] == "line_too_long" and error["correlationId"] == inv["correlationId"]
+        await app.send({"type": "ping", "id": 1})
+        await app.recv_type("pong")
+        while not box:
+            await trio.sleep(0.01)
+        assert box[0].kind == "app_error" and "line_too_long" in box[0].message
+        nursery.cancel_scope.cancel()
+
+
+async def test_register_rejections_are_fatal_and_clear(daemon: DaemonInfo) -> None:
+    bad_registrations: list[tuple[dict[str, Any], str]] = [
+        ({"type": "register", "appName": "WatchTower", "tools": []}, "unauthorized"),
+        ({"type": "register", "appName": "WatchTower", "token": "wrong"}, "unauthorized"),
+        ({"type": "register", "appName": "", "token": daemon.token}, "invalid_app_name"),
+        ({"type": "register", "appName": "toolbridge", "token": daemon.token}, "invalid_app_name"),
+        ({"type": "register", "appName": "A", "token": daemon.token,
+          "tools": [ECHO_TOOL, ECHO_TOOL]}, "duplicate_tool"),
+        ({"type": "register", "appName": "A", "token": daemon.token,
+          "tools": [{"name": "bad\nname"}]}, "invalid_tool"),
+        ({"type": "register", "appName": "A", "token": daemon.token,
+          "tools": [{"name": "T", "inputSchema": {"type": "array"}}]}, "invalid_tool"),
+        ({"type": "register", "appName": "A", "token": daemon.token,
+          "tools": [{"name": "T", "inputSchema": {"type": "object", "properties": {"x": {"type": "nonsense"}}}}]},
+         "invalid_tool"),
+        ({"type": "register", "appName": "A", "token": daemon.token, "maxConcurrency": 0}, "invalid_register"),
+        ({"type": "toolResponse", "correlationId": 1, "result": {}}, "not_registered"),
+    ]
+    for message, code in bad_registrations:
+        app = await RawApp.connect(daemon.port)
+        await app.send(message)
+        error = await app.recv()
+        assert error["type"] == "error" and error["code"] == code and error["fatal"] is True, (message, error)
+        assert await app.closed()
+    assert daemon.core.registry.tools() == []
+
+
+async def test_invalid_schema_error_names_tool_and_place(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    error = await app.register(daemon.token, tools=[
+        {"name": "Paint", "inputSchema": {"type": "object", "properties": {"color": {"enum": 5}}}}])
+    assert error["code"] == "invalid_tool"
+    assert "Paint" in error["message"] and "properties/color/enum" in error["message"]
+
+
+async def test_response_for_another_apps_call_is_refused(daemon: DaemonInfo) -> None:
+    owner = await RawApp.connect(daemon.port)
+    await owner.register(daemon.token, app_name="Owner")
+    thief = await RawApp.connect(daemon.port)
+    await thief.register(daemon.token, app_name="Thief")
+    async with trio.open_nursery() as nursery:
+        box: list[CallOutcome] = []
+
+        async def agent() -> None:
+            box.append(await call(daemon, "Owner__Echo", {"text": "mine"}))
+
+        nursery.start_soon(agent)
+        inv = await owner.recv_type("toolInvocation")
+        await thief.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                          "result": {"success": True, "data": "stolen"}})
+        assert (await thief.recv_type("error"))["code"] == "unknown_correlation_id"
+        await thief.send({"type": "toolProgress", "correlationId": inv["correlationId"], "progress": 1})
+        assert (await thief.recv_type("error"))["code"] == "unknown_correlation_id"
+        assert not box
+        await owner.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                          "result": {"success": True, "data": "real"}})
+    assert box[0].result is not None and box[0].result.data == "real"
+
+
+async def test_unknown_tool_and_invalid_arguments_never_reach_the_app(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token, tools=[CLICK_TOOL])
+    unknown = await call(daemon, "WatchTower__Nope", {})
+    assert unknown.kind == "unknown_tool" and "tools/list" in unknown.message
+    invalid = await call(daemon, "WatchTower__ClickElement", {"x": "left"})
+    assert invalid.kind == "invalid_arguments"
+    assert "$.x" in invalid.message and "'y' is a required property" in invalid.message
+    traversal = await call(daemon, "WatchTower__ClickElement", {"x": 1, "y": 2, "note": "../../etc/passwd"})
+    assert traversal.kind == "guard_rejected" and "$.note" in traversal.message
+    await app.send({"type": "ping", "id": 9})
+    assert (await app.recv())["type"] == "pong"  # nothing else was sent to the app
+
+
+async def test_disconnect_fails_calls_at_once_and_other_apps_go_on(daemon: DaemonInfo) -> None:
+    doomed = await RawApp.connect(daemon.port)
+    await doomed.register(daemon.token, app_name="Doomed")
+    healthy = await RawApp.connect(daemon.port)
+    await healthy.register(daemon.token, app_name="Healthy")
+    box: dict[str, CallOutcome] = {}
+    async with trio.open_nursery() as nursery:
+        async def agent(name: str) -> None:
+            box[name] = await call(daemon, f"{name}__Echo", {}, timeout=300)
+
+        nursery.start_soon(agent, "Doomed")
+        nursery.start_soon(agent, "Healthy")
+        await doomed.recv_type("toolInvocation")
+        inv = await healthy.recv_type("toolInvocation")
+        start = trio.current_time()
+        await doomed.aclose()
+        while "Doomed" not in box:
+            await trio.sleep(0.005)
+        assert trio.current_time() - start < 2  # fail fast: not the 300 s deadline
+        await healthy.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                            "result": {"success": True, "data": 1}})
+    assert box["Doomed"].kind == "app_disconnected"
+    assert box["Healthy"].kind == "ok"
+
+
+async def test_second_instance_gets_distinct_names_and_same_id_replaces(daemon: DaemonInfo) -> None:
+    first = await RawApp.connect(daemon.port)
+    r1 = await first.register(daemon.token, instanceId="doc-1")
+    second = await RawApp.connect(daemon.port)
+    r2 = await second.register(daemon.token, instanceId="doc-2")
+    assert r1["toolNames"]["Echo"] == "WatchTower__Echo"
+    assert r2["toolNames"]["Echo"] == "WatchTower_2__Echo"
+    unknown = await call(daemon, "WatchTower_3__Echo", {})
+    assert "WatchTower__Echo" in unknown.message and "WatchTower_2__Echo" in unknown.message
+
+    replacement = await RawApp.connect(daemon.port)
+    r3 = await replacement.register(daemon.token, instanceId="doc-1")
+    assert r3["toolNames"]["Echo"] == "WatchTower__Echo" and r3["appId"] == r1["appId"]
+    replaced = await first.recv_type("error")
+    assert replaced["code"] == "replaced" and replaced["fatal"] is True
+    assert await first.closed()
+    names = [t.agent_name for t in daemon.core.router.list_tools()]
+    assert names == ["WatchTower_2__Echo", "WatchTower__Echo"]
