@@ -11,11 +11,6 @@ from broker.daemon import DaemonInfo, run_daemon
 from rawapp import RawApp
 
 
-@pytest.fixture(autouse=True)
-async def _close_raw_apps() -> AsyncIterator[None]:
-    yield
-    await RawApp.close_all()
-
 
 @pytest.fixture
 async def daemon(tmp_path: Path) -> AsyncIterator[DaemonInfo]:
@@ -28,4 +23,5 @@ async def daemon(tmp_path: Path) -> AsyncIterator[DaemonInfo]:
             )
         )
         yield info
+        await RawApp.close_all()
         shutdown.set()

@@ -19,6 +19,7 @@ class RawApp:
 
     @classmethod
     async def close_all(cls) -> None:
+        """Close every RawApp a test left open (the daemon fixture calls this)."""
         while cls.opened:
             await trio.aclose_forcefully(cls.opened.pop().stream)
 

@@ -211,6 +211,7 @@ async def test_line_over_the_limit_fails_its_call_at_once(tmp_path: Any) -> None
         while not box:
             await trio.sleep(0.01)
         assert box[0].kind == "app_error" and "line_too_long" in box[0].message
+        await RawApp.close_all()
         nursery.cancel_scope.cancel()
 
 
