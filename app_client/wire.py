@@ -249,7 +249,8 @@ def decode_message(line: bytes) -> Message:
     when the line names one, so the call it belongs to can fail at once.
     """
     try:
-        return _decoder.decode(line)
+        message: Message = _decoder.decode(line)
+        return message
     except UnicodeDecodeError:
         code, detail = "invalid_utf8", "the line is not valid UTF-8"
     except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
@@ -304,7 +305,7 @@ class LineFramer:
         """Bytes held while waiting for the end of a line (never more than the limit + one read)."""
         return len(self._buffer)
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray) -> None:
         self._buffer += data
 
     def next_line(self) -> bytes | None:

@@ -75,7 +75,7 @@ async def _bind(host: str, port: int, what: str, flag: str, home: Path) -> trio.
         if port_in_use(exc):
             raise port_taken_error(host, port, what, flag, home) from None
         raise StartupError(f"cannot listen on {host}:{port} for {what}: {exc.strerror}") from None
-    return listeners[0]  # type: ignore[return-value]
+    return listeners[0]
 
 
 async def run_daemon(
