@@ -315,8 +315,8 @@ class CallLog:
         self,
         *,
         tool: str,
-        app: str | None,
-        instance: str | None,
+        app: Any,  # str | None; Any because the router passes them out of a mixed dict
+        instance: Any,
         agent: str | None,
         session: str | None,
         arguments: Any,
@@ -380,7 +380,9 @@ class CallLog:
                 self._flush()
             self._flush()
         except BaseException:  # noqa: BLE001 - the thread must not die silently
-            log.exception("call_log_writer_crashed")
+            self._closed = True  # stop buffering rows nobody will write
+            log.exception("call_log_writer_crashed", unwritten=len(self._buffer))
+            self._buffer.clear()
         finally:
             conn.close()
 
@@ -466,7 +468,9 @@ async def open_call_log(settings: Settings) -> AsyncIterator[CallLog | None]:
     try:
         yield call_log
     finally:
-        # Not cancellable on purpose: the last rows are written even during a cancelled exit.
-        await trio.to_thread.run_sync(call_log.stop_and_join)
+        # Shielded on purpose: the last rows are written even when the exit is cancelled
+        # (to_thread.run_sync would otherwise raise Cancelled before starting the thread).
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(call_log.stop_and_join)
         if call_log.dropped or call_log.failed:
             log.warning("call_log_closed_with_losses", dropped=call_log.dropped, failed=call_log.failed)

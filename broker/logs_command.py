@@ -260,6 +260,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         try:
             rows = fetch_rows(conn, where, limit=args.limit or None)
             _emit(rows, args.json, sys.stdout)
+            if not rows and not args.follow:
+                print(f"no matching calls in {path}", file=sys.stderr)
             if args.follow:
                 last = rows[-1]["id"] if rows else _max_id(conn)
                 follow(conn, where, after_id=last, as_json=args.json)
