@@ -1,0 +1,91 @@
+"""toolbridge's app client: let AI agents call the tools of a running desktop app.
+
+Theory of operation
+-------------------
+An app makes one :class:`App`, declares tools with ``@app.tool`` (plain or async functions;
+the input schema comes from type hints, the description from the docstring), and runs it:
+``await app.run()`` inside trio, ``async with app.connected():`` for a background task, or
+``app.start_in_thread()`` for programs whose main loop is not trio. The app finds the local
+daemon (:func:`find_daemon`), registers over the NDJSON wire protocol (:mod:`app_client.wire`),
+answers heartbeats, runs calls and reconnects with backoff when the daemon goes away.
+
+Handlers return plain JSON-able values, content built with :func:`text` / :func:`image` /
+:class:`Content`, or a :class:`ToolResult`; raise :class:`ToolError` to fail with a message
+for the agent. A parameter annotated :class:`ToolContext` receives the call's context
+(progress, deadline, cancellation).
+
+Example::
+
+    app = App("WatchTower")
+
+    @app.tool
+    async def click_element(x: int, y: int, ctx: ToolContext) -> dict:
+        \"\"\"Click at window coordinates.\"\"\"
+        ...
+        return {"clicked": True}
+
+    trio.run(app.run)
+
+This package never imports the daemon (``broker``) and never configures logging: it logs
+through ``structlog.get_logger()``.
+"""
+
+from __future__ import annotations
+
+from .app import App, ConnectionState, Connector, connect_tcp
+from .backoff import Backoff
+from .context import ToolContext
+from .discovery import DaemonAddress, RuntimeInfo, default_home, find_daemon
+from .errors import (
+    ConnectionClosed,
+    DaemonNotFound,
+    InstanceReplaced,
+    LocalProtocolError,
+    ProtocolError,
+    RegistrationRejected,
+    RemoteProtocolError,
+    ToolbridgeError,
+    ToolDefinitionError,
+    ToolError,
+    ToolUpdateRejected,
+)
+from .invoke import GuiExecutor
+from .results import Content, ContentBlock, image, text
+from .threaded import AppThread, tk_executor
+from .tools import ToolDefinition, define_tool, derive_input_schema
+from .wire import ToolResult
+
+__all__ = [
+    "App",
+    "AppThread",
+    "Backoff",
+    "ConnectionClosed",
+    "ConnectionState",
+    "Connector",
+    "Content",
+    "ContentBlock",
+    "DaemonAddress",
+    "DaemonNotFound",
+    "GuiExecutor",
+    "InstanceReplaced",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RegistrationRejected",
+    "RemoteProtocolError",
+    "RuntimeInfo",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolDefinitionError",
+    "ToolError",
+    "ToolResult",
+    "ToolUpdateRejected",
+    "ToolbridgeError",
+    "connect_tcp",
+    "default_home",
+    "define_tool",
+    "derive_input_schema",
+    "find_daemon",
+    "image",
+    "text",
+    "tk_executor",
+]

@@ -1,0 +1,576 @@
+"""The :class:`App` an application embeds: declare tools, then run (and keep) a connection.
+
+Theory of operation
+-------------------
+An :class:`App` holds the tool table (filled by ``@app.tool`` before it runs and by
+:meth:`App.add_tool` / :meth:`App.remove_tool` while it runs) and the connection loop.
+
+:meth:`App.run` loops forever: find the daemon (:func:`~app_client.discovery.find_daemon`,
+re-read each attempt so a restarted daemon or a rotated token is picked up), open a stream,
+register within ``CONNECT_TIMEOUT``, serve the :class:`~app_client.session.Session` until
+the link ends, then wait a :class:`~app_client.backoff.Backoff` delay (0.1 s doubling to
+5 s, full jitter; reset by each successful registration) and try again. Every attempt uses
+the same ``instance_id`` (one random id per ``App`` object by default), so the broker
+treats a reconnect as the same instance coming back and replaces its old link.
+
+Registration errors: ``unauthorized`` (state ``UNAUTHORIZED``) and unknown codes are
+retried with backoff — the token file is re-read each time; codes in
+:data:`FATAL_REGISTRATION_CODES` (a tool or the register message is invalid: retrying
+cannot help) end :meth:`run` with :class:`~app_client.errors.RegistrationRejected`, and
+``replaced`` on a live link (another process registered the same instance) ends it with
+:class:`~app_client.errors.InstanceReplaced`. Cancel :meth:`run` to stop; it never returns
+otherwise.
+
+State: :attr:`App.state` is a :class:`ConnectionState`; ``on_state_change(state)`` is called
+in the trio thread on each change (with a ``ThreadedApp``, marshal to your GUI thread
+yourself). Log lines: one per connect and disconnect; a failure that repeats the previous
+one is logged at debug level, so a daemon that stays down does not flood the log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import re
+import types
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+
+import structlog
+import trio
+
+from .backoff import Backoff
+from .connection import MessageStream
+from .discovery import DaemonAddress, find_daemon
+from .errors import (
+    ConnectionClosed,
+    DaemonNotFound,
+    InstanceReplaced,
+    LocalProtocolError,
+    RegistrationRejected,
+    ToolDefinitionError,
+    ToolUpdateRejected,
+)
+from .invoke import GuiExecutor
+from .session import Session
+from .tools import ToolDefinition, define_tool
+from .wire import AddTools, Register, Registered, RemoveTools
+
+if TYPE_CHECKING:
+    from .threaded import AppThread
+
+__all__ = [
+    "APP_NAME_PATTERN",
+    "CONNECT_TIMEOUT",
+    "FATAL_REGISTRATION_CODES",
+    "App",
+    "ConnectionState",
+    "Connector",
+    "connect_tcp",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Seconds allowed for opening the stream plus the ``register`` / ``registered`` exchange.
+CONNECT_TIMEOUT: Final = 10.0
+#: Registration error codes that end :meth:`App.run`: the registration itself is invalid.
+FATAL_REGISTRATION_CODES: Final = frozenset(
+    {
+        "invalid_app_name",
+        "invalid_register",
+        "invalid_tool",
+        "duplicate_tool",
+        "too_many_tools",
+        "unsupported_version",
+        "invalid_message",
+        "line_too_long",
+    }
+)
+#: App names protocol.md allows (plus: no ``__``, not ``toolbridge``).
+APP_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}")
+UNAUTHORIZED: Final = "unauthorized"
+
+_log = structlog.get_logger(__name__)
+
+
+class ConnectionState(enum.Enum):
+    """Where the app's connection to the daemon stands."""
+
+    #: Not running (before :meth:`App.run` and after it ends).
+    DISCONNECTED = "disconnected"
+    #: Running, first attempt in progress.
+    CONNECTING = "connecting"
+    #: Registered; tools are available to agents.
+    CONNECTED = "connected"
+    #: The connection was lost or an attempt failed; retrying with backoff.
+    RECONNECTING = "reconnecting"
+    #: The daemon refused the token; retrying with backoff, re-reading the token file.
+    UNAUTHORIZED = "unauthorized"
+    #: The daemon refused the registration for good; :meth:`App.run` raised.
+    FAILED = "failed"
+
+
+#: Opens the byte stream to the daemon; the default is :func:`connect_tcp`.
+Connector = Callable[[DaemonAddress], Awaitable[trio.abc.Stream]]
+
+
+async def connect_tcp(address: DaemonAddress) -> trio.abc.Stream:
+    """Open a TCP connection to ``address`` (raises OSError if refused or unreachable)."""
+    return await trio.open_tcp_stream(address.host, address.port)
+
+
+def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one non-Cancelled leaf of ``group``, if there is exactly one."""
+    leaves: list[BaseException] = []
+
+    def walk(exc: BaseException) -> None:
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                walk(inner)
+        elif not isinstance(exc, trio.Cancelled):
+            leaves.append(exc)
+
+    walk(group)
+    return leaves[0] if len(leaves) == 1 else None
+
+
+class App:
+    """A desktop app's connection to toolbridge, with the tools it offers.
+
+    Args:
+        name: the app's name (agents see tools as ``<label>__<tool>``, the label derived
+            from it by the broker).
+        instance_id: stable id of this instance; defaults to a random id per ``App``
+            object, kept across reconnects.
+        max_concurrency: calls run at once (more wait, first in the broker's queue).
+        home, host, port, token: where the daemon is; see :func:`find_daemon` for the
+            fallbacks (environment, then the home directory's files).
+        on_state_change: called with each new :class:`ConnectionState` (trio thread).
+        gui_executor: schedules a zero-argument callable on the GUI thread (for example
+            :func:`app_client.tk_executor`); sync tools then run there by default.
+        app_version: reported to the broker for ``toolbridge status``.
+        connector: opens the stream to the daemon; defaults to :func:`connect_tcp` (tests
+            pass memory streams here).
+        backoff: reconnect delays; defaults to ``Backoff()`` (0.1 s doubling to 5 s).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        instance_id: str | None = None,
+        max_concurrency: int = 1,
+        home: str | os.PathLike[str] | None = None,
+        host: str | None = None,
+        port: int | None = None,
+        token: str | None = None,
+        on_state_change: Callable[[ConnectionState], object] | None = None,
+        gui_executor: GuiExecutor | None = None,
+        app_version: str | None = None,
+        connector: Connector | None = None,
+        backoff: Backoff | None = None,
+    ) -> None:
+        if (
+            not isinstance(name, str)
+            or not APP_NAME_PATTERN.fullmatch(name)
+            or "__" in name
+            or name.lower() == "toolbridge"
+        ):
+            raise ValueError(
+                f"invalid app name {name!r}: 1-64 letters, digits, spaces, '_', '-' or '.', "
+                "starting with a letter or digit, without '__', not 'toolbridge'"
+            )
+        if instance_id is not None and not 0 < len(instance_id) <= 200:
+            raise ValueError("instance_id must be 1-200 characters")
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be at least 1")
+        self.name = name
+        self.instance_id = instance_id if instance_id is not None else uuid.uuid4().hex
+        self.max_concurrency = max_concurrency
+        self.app_version = app_version
+        self.gui_executor = gui_executor
+        self.on_state_change = on_state_change
+        self._home = home
+        self._host = host
+        self._port = port
+        self._token = token
+        self._connector: Connector = connector or connect_tcp
+        self._backoff = backoff or Backoff()
+        self._tools: dict[str, ToolDefinition] = {}
+        self._tools_lock = trio.Lock()
+        self._listeners: list[Callable[[ConnectionState], object]] = []
+        self._state = ConnectionState.DISCONNECTED
+        self._state_event = trio.Event()
+        self._last_error: str | None = None
+        self._registration: Registered | None = None
+        self._agent_names: dict[str, str] = {}
+        self._session: Session | None = None
+        self._running = False
+        self._log = _log.bind(app=name, instance_id=self.instance_id)
+
+    def __repr__(self) -> str:
+        return f"App({self.name!r}, instance_id={self.instance_id!r}, state={self._state.name})"
+
+    # --- read-only views ----------------------------------------------------------------
+
+    @property
+    def state(self) -> ConnectionState:
+        return self._state
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the last attempt failed or the last link ended (``None`` while connected)."""
+        return self._last_error
+
+    @property
+    def agent_names(self) -> Mapping[str, str]:
+        """Registered tool name -> agent-facing name (empty while not connected)."""
+        return types.MappingProxyType(self._agent_names)
+
+    @property
+    def registration(self) -> Registered | None:
+        """The broker's ``registered`` message for the current link."""
+        return self._registration
+
+    @property
+    def tools(self) -> Mapping[str, ToolDefinition]:
+        """The declared tools by name."""
+        return types.MappingProxyType(self._tools)
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    # --- declaring tools ----------------------------------------------------------------
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        path_guard: bool = True,
+        on_gui_thread: bool | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def tool(
+        self,
+        fn: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        title: str | None = None,
+        description: str | None = None,
+        annotations: Mapping[str, Any] | None = None,
+        output_schema: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        path_guard: bool = True,
+        on_gui_thread: bool | None = None,
+    ) -> F | Callable[[F], F]:
+        """Declare a tool, as ``@app.tool`` or ``@app.tool(name=..., ...)``.
+
+        The function is returned unchanged. See :func:`app_client.tools.define_tool` for
+        the options. Declare tools before :meth:`run`; afterwards use :meth:`add_tool`.
+        Raises ToolDefinitionError for an invalid or duplicate tool.
+        """
+
+        def declare(function: F) -> F:
+            if self._running:
+                raise RuntimeError(
+                    f"{self.name} is running: use `await app.add_tool(fn)` to add tools now"
+                )
+            definition = define_tool(
+                function,
+                name=name,
+                title=title,
+                description=description,
+                annotations=annotations,
+                output_schema=output_schema,
+                timeout=timeout,
+                path_guard=path_guard,
+                on_gui_thread=on_gui_thread,
+            )
+            self._check_new(definition)
+            self._tools[definition.name] = definition
+            return function
+
+        return declare if fn is None else declare(fn)
+
+    def _check_new(self, definition: ToolDefinition) -> None:
+        if definition.name in self._tools:
+            raise ToolDefinitionError(f"{self.name} already has a tool named {definition.name!r}")
+
+    async def add_tool(self, fn: Callable[..., Any], **options: Any) -> ToolDefinition:
+        """Declare a tool at runtime and, when connected, register it with the broker.
+
+        ``options`` are those of :meth:`tool`. Returns when the broker confirmed it (or at
+        once when not connected: the next registration includes it). Raises
+        ToolDefinitionError for an invalid or duplicate tool and ToolUpdateRejected if the
+        broker refused it (the tool is then not kept).
+        """
+        definition = define_tool(fn, **options)
+        async with self._tools_lock:
+            self._check_new(definition)
+            self._tools[definition.name] = definition
+            session = self._session
+            if session is None:
+                return definition
+            try:
+                await session.update_tools(AddTools(tools=[definition.spec]))
+            except ToolUpdateRejected:
+                del self._tools[definition.name]
+                raise
+            except LocalProtocolError as exc:
+                del self._tools[definition.name]
+                raise ToolUpdateRejected(exc.code, exc.message) from exc
+            except ConnectionClosed:
+                pass  # the next registration carries it
+        return definition
+
+    async def remove_tool(self, name: str) -> None:
+        """Withdraw a tool; when connected, wait for the broker to confirm.
+
+        Raises KeyError if there is no such tool, ToolUpdateRejected if the broker refused
+        (the tool is then kept).
+        """
+        async with self._tools_lock:
+            if name not in self._tools:
+                raise KeyError(f"{self.name} has no tool named {name!r}")
+            definition = self._tools.pop(name)
+            session = self._session
+            if session is None:
+                return
+            try:
+                await session.update_tools(RemoveTools(names=[name]))
+            except ToolUpdateRejected:
+                self._tools[name] = definition
+                raise
+            except ConnectionClosed:
+                pass
+
+    # --- state --------------------------------------------------------------------------
+
+    def _set_state(self, state: ConnectionState) -> None:
+        if state is self._state:
+            return
+        self._state = state
+        self._state_event.set()
+        self._state_event = trio.Event()
+        callbacks = [*self._listeners, *([self.on_state_change] if self.on_state_change else [])]
+        for callback in callbacks:
+            try:
+                callback(state)
+            except Exception:
+                self._log.exception("connection state callback raised", state=state.name)
+
+    def _add_listener(self, callback: Callable[[ConnectionState], object]) -> None:
+        self._listeners.append(callback)
+
+    def _remove_listener(self, callback: Callable[[ConnectionState], object]) -> None:
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(callback)
+
+    def _set_agent_names(self, names: dict[str, str]) -> None:
+        self._agent_names = dict(names)
+
+    async def wait_connected(self) -> None:
+        """Wait until the app is registered (returns at once if it is).
+
+        Only :meth:`run` (or :meth:`connected`) makes progress towards that: call this from
+        another task while the app runs.
+        """
+        while self._state is not ConnectionState.CONNECTED:
+            await self._state_event.wait()
+
+    def _note_failure(self, message: str, state: ConnectionState = ConnectionState.RECONNECTING) -> None:
+        if message != self._last_error:
+            self._log.warning("toolbridge connection attempt failed", error=message)
+        else:
+            self._log.debug("toolbridge connection attempt failed again", error=message)
+        self._last_error = message
+        self._set_state(state)
+
+    # --- running ------------------------------------------------------------------------
+
+    def _register_message(self, token: str) -> Register:
+        return Register(
+            app_name=self.name,
+            token=token,
+            tools=[definition.spec for definition in self._tools.values()],
+            instance_id=self.instance_id,
+            max_concurrency=self.max_concurrency,
+            app_version=self.app_version,
+        )
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Connect, register, serve calls and reconnect, until cancelled.
+
+        ``task_status.started()`` is called after the first registration (for
+        ``nursery.start``). Raises RegistrationRejected if the broker refuses the
+        registration for good, InstanceReplaced if another process took over this
+        instance id, ToolDefinitionError if a GUI-thread tool has no ``gui_executor``.
+        """
+        if self._running:
+            raise RuntimeError(f"{self.name} is already running")
+        for definition in self._tools.values():
+            if definition.on_gui_thread and self.gui_executor is None:
+                raise ToolDefinitionError(
+                    f"{definition.name} runs on the GUI thread but the App has no gui_executor"
+                )
+        self._running = True
+        self._last_error = None
+        limiter = trio.CapacityLimiter(self.max_concurrency)
+        backoff = self._backoff
+        backoff.reset()
+        started = False
+
+        def on_registered() -> None:
+            nonlocal started
+            backoff.reset()
+            if not started:
+                started = True
+                task_status.started()
+
+        self._set_state(ConnectionState.CONNECTING)
+        try:
+            while True:
+                await self._attempt(limiter, on_registered)
+                await trio.sleep(backoff.next_delay())
+        except (RegistrationRejected, InstanceReplaced) as exc:
+            self._last_error = str(exc)
+            self._set_state(ConnectionState.FAILED)
+            raise
+        finally:
+            self._running = False
+            if self._state is not ConnectionState.FAILED:
+                self._set_state(ConnectionState.DISCONNECTED)
+
+    async def _attempt(self, limiter: trio.CapacityLimiter, on_registered: Callable[[], None]) -> None:
+        """One connection: returns when it failed or ended; raises only fatal errors."""
+        try:
+            address = find_daemon(self._home, self._host, self._port, self._token)
+        except DaemonNotFound as exc:
+            self._note_failure(str(exc))
+            return
+        session: Session | None = None
+        conn: MessageStream | None = None
+        try:
+            try:
+                with trio.fail_after(CONNECT_TIMEOUT):
+                    stream = await self._connector(address)
+                    conn = MessageStream(stream)
+                    session = Session(
+                        conn,
+                        tools=self._tools,
+                        limiter=limiter,
+                        gui_executor=lambda: self.gui_executor,
+                        on_tool_names=self._set_agent_names,
+                        log=self._log,
+                    )
+                    async with self._tools_lock:
+                        registered = await session.handshake(self._register_message(address.token))
+                        self._session = session
+            except OSError as exc:
+                hint = (
+                    f" (the port came from {address.runtime_file}: the daemon may have exited; "
+                    "start it with `toolbridge serve`)"
+                    if address.runtime_file is not None
+                    else ""
+                )
+                self._note_failure(
+                    f"cannot connect to toolbridge at {address.host}:{address.port}: "
+                    f"{exc.strerror or exc}{hint}"
+                )
+                return
+            except trio.TooSlowError:
+                self._note_failure(
+                    f"toolbridge at {address.host}:{address.port} did not answer within "
+                    f"{CONNECT_TIMEOUT:g} s"
+                )
+                return
+            except ConnectionClosed as exc:
+                self._note_failure(f"registration failed: {exc}")
+                return
+            except RegistrationRejected as exc:
+                if exc.code in FATAL_REGISTRATION_CODES:
+                    self._log.error("toolbridge refused the registration", code=exc.code, error=exc.message)
+                    raise
+                if exc.code == UNAUTHORIZED:
+                    self._note_failure(
+                        f"toolbridge refused the token ({exc.message}); retrying with the "
+                        "current token",
+                        ConnectionState.UNAUTHORIZED,
+                    )
+                else:
+                    self._note_failure(f"toolbridge refused the registration ({exc.code}: {exc.message})")
+                return
+            self._registration = registered
+            self._agent_names = dict(registered.tool_names)
+            self._last_error = None
+            self._log.info(
+                "connected to toolbridge",
+                address=f"{address.host}:{address.port}",
+                label=registered.app_label,
+                tools=len(registered.tool_names),
+            )
+            self._set_state(ConnectionState.CONNECTED)
+            on_registered()
+            reason = await session.serve(registered.heartbeat_interval_ms)
+            self._log.warning("disconnected from toolbridge; reconnecting", reason=reason)
+            self._last_error = reason
+            self._set_state(ConnectionState.RECONNECTING)
+        finally:
+            self._session = None
+            self._registration = None
+            self._agent_names = {}
+            if conn is not None:
+                await conn.aclose()
+
+    @contextlib.asynccontextmanager
+    async def connected(self, *, timeout: float | None = None) -> AsyncIterator[App]:
+        """Run the app in a background task for the duration of the ``async with`` block.
+
+        Entering returns after the first registration; leaving stops the app. With
+        ``timeout`` (seconds) entering raises :class:`trio.TooSlowError` if the first
+        registration takes longer. Errors that end :meth:`run` are raised as they are (not
+        wrapped in an exception group).
+        """
+        try:
+            async with trio.open_nursery() as nursery:
+                with trio.fail_after(timeout) if timeout is not None else contextlib.nullcontext():
+                    await nursery.start(self.run)
+                try:
+                    yield self
+                finally:
+                    nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            sole = _sole_error(group)
+            if sole is None:
+                raise
+            context, cause = sole.__context__, sole.__cause__
+            try:
+                raise sole
+            finally:
+                sole.__context__, sole.__cause__ = context, cause
+
+    def start_in_thread(self) -> AppThread:
+        """Run the app in a background thread with its own trio loop (for Tk, Qt, ...).
+
+        Returns the started :class:`~app_client.threaded.AppThread`.
+        """
+        from .threaded import AppThread
+
+        runner = AppThread(self)
+        runner.start()
+        return runner

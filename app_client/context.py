@@ -1,0 +1,143 @@
+"""The per-call object a tool handler receives: ids, deadline, progress and cancellation.
+
+Theory of operation
+-------------------
+A handler asks for a :class:`ToolContext` by declaring a parameter annotated with it (any
+name, any position); the parameter is left out of the tool's input schema. One context is
+made per ``toolInvocation``.
+
+Progress goes out through one of two sinks the connection supplies:
+
+* :meth:`ToolContext.report_progress` is for async handlers running in trio; it waits for
+  room in the connection's outgoing queue (back-pressure) and never blocks on the socket.
+* :meth:`ToolContext.report_progress_threadsafe` is for sync handlers (worker threads or the
+  GUI thread); it hands the message to the trio thread and returns at once, never blocking
+  the caller. If the outgoing queue is full the update is dropped: progress is advisory.
+
+Both do nothing once the call is finished or cancelled, and neither raises when the
+connection has gone away.
+
+Cancellation: :attr:`ToolContext.cancelled` turns true when the call ends without the
+handler's result being used — a ``toolCancel`` from the broker, the call's deadline, the
+connection being lost, or the app stopping. Async handlers are cancelled through trio at the
+same moment; sync handlers cannot be interrupted, so long-running ones should poll
+``ctx.cancelled`` and return early (their result is then discarded).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+
+import trio
+
+from .wire import ToolProgress
+
+__all__ = ["ToolContext"]
+
+AsyncProgressSink = Callable[[ToolProgress], Awaitable[None]]
+SyncProgressSink = Callable[[ToolProgress], None]
+
+
+async def _discard_async(_: ToolProgress) -> None:
+    return None
+
+
+def _discard(_: ToolProgress) -> None:
+    return None
+
+
+class ToolContext:
+    """Information about the current call and a way to talk back to the broker about it.
+
+    Attributes:
+        correlation_id: the broker's id of this call.
+        tool: the tool name as the app registered it.
+        timeout_ms: the time the broker gave the call (``None``: no deadline).
+        deadline: the same as a :func:`trio.current_time` value (``math.inf`` if none);
+            only meaningful in the trio thread.
+        progress_requested: the agent asked for progress updates (they are welcome anyway).
+
+    Handlers normally get a context from the library; apps' own unit tests can build one
+    directly with ``ToolContext(correlation_id=1, tool="Demo")`` (progress is discarded).
+    """
+
+    def __init__(
+        self,
+        *,
+        correlation_id: int,
+        tool: str,
+        timeout_ms: int | None = None,
+        deadline: float = math.inf,
+        progress_requested: bool = False,
+        send_progress: AsyncProgressSink = _discard_async,
+        send_progress_threadsafe: SyncProgressSink = _discard,
+    ) -> None:
+        self.correlation_id = correlation_id
+        self.tool = tool
+        self.timeout_ms = timeout_ms
+        self.deadline = deadline
+        self.progress_requested = progress_requested
+        self._send_progress = send_progress
+        self._send_progress_threadsafe = send_progress_threadsafe
+        self._cancelled = False
+        self._finished = False
+        #: Set (in whichever thread) when the handler begins to run.
+        self._started = False
+
+    def __repr__(self) -> str:
+        return (
+            f"ToolContext(correlation_id={self.correlation_id}, tool={self.tool!r}, "
+            f"cancelled={self._cancelled})"
+        )
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the call was cancelled, timed out or lost; safe to read from any thread."""
+        return self._cancelled
+
+    @property
+    def active(self) -> bool:
+        """True while the result of this call is still wanted."""
+        return not (self._cancelled or self._finished)
+
+    def _progress(self, progress: float, total: float | None, message: str | None) -> ToolProgress:
+        return ToolProgress(
+            correlation_id=self.correlation_id,
+            progress=float(progress),
+            total=None if total is None else float(total),
+            message=message,
+        )
+
+    async def report_progress(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Send a ``toolProgress`` for this call (from async handlers, in the trio thread).
+
+        ``progress`` must grow from update to update (the broker drops updates that do
+        not); ``total`` is its end value if known.
+        """
+        if self.active:
+            await self._send_progress(self._progress(progress, total, message))
+
+    def report_progress_threadsafe(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        """Like :meth:`report_progress`, callable from any thread; never blocks.
+
+        For sync handlers running in a worker thread or on the GUI thread.
+        """
+        if self.active:
+            self._send_progress_threadsafe(self._progress(progress, total, message))
+
+    def time_remaining(self) -> float:
+        """Seconds until the deadline (``math.inf`` if none); call from the trio thread only."""
+        return self.deadline - trio.current_time()
+
+    # --- for the library ----------------------------------------------------------------
+
+    def _mark_cancelled(self) -> None:
+        self._cancelled = True
+
+    def _mark_finished(self) -> None:
+        self._finished = True

@@ -1,0 +1,203 @@
+"""Running one tool call: where the handler runs, the deadline, and the result it yields.
+
+Theory of operation
+-------------------
+:func:`run_tool` takes a validated call and always produces a
+:class:`~app_client.wire.ToolResult` — unless it is cancelled from outside (``toolCancel``,
+lost connection, app stopping), in which case it marks the context cancelled and lets
+:class:`trio.Cancelled` through.
+
+Where the handler runs:
+
+* ``async def`` handlers run in the trio task of the call.
+* sync handlers run in a worker thread (:func:`trio.to_thread.run_sync` with
+  ``abandon_on_cancel=True``), or on the app's GUI thread when they are marked
+  ``on_gui_thread`` (or left unmarked while the app has a ``gui_executor``). The GUI path
+  hands a closure to the executor; the closure runs the handler and posts the outcome back
+  with :meth:`trio.lowlevel.TrioToken.run_sync_soon`, so the trio thread is never blocked
+  and keeps answering heartbeats while the GUI thread works.
+
+Concurrency: every call takes one token of the app's :class:`trio.CapacityLimiter`
+(``max_concurrency`` tokens) before its handler starts. Threads hold their token until they
+really finish, even when the call was cancelled and the thread abandoned: trio releases a
+``to_thread`` limiter only when the thread ends, and the GUI path releases it from the
+posted-back outcome. So the app never runs more handlers at once than it declared.
+
+Deadline: the call's ``timeoutMs`` becomes ``ctx.deadline``; the wait for a token and the
+handler both count. At the deadline an async handler is cancelled, a thread is abandoned
+(``ctx.cancelled`` becomes true) and the result is ``success=false`` with ``"<tool> timed
+out after N s"`` — or, when the handler never got a slot because earlier (perhaps abandoned)
+handlers still run, a message saying the app was busy. The broker waits a little longer than ``timeoutMs``, so this message
+reaches the agent instead of the broker's generic timeout.
+
+Sync handlers cannot be interrupted: after a cancel or timeout they keep running until they
+return (poll ``ctx.cancelled`` to stop early); whatever they return then is discarded. A GUI
+call cancelled before the GUI thread got to it is skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import structlog
+import trio
+
+from .context import ToolContext
+from .errors import ToolError
+from .results import describe_exception, failure, to_tool_result
+from .tools import InvalidArguments, ToolDefinition
+from .wire import ToolResult
+
+__all__ = ["GuiExecutor", "run_tool"]
+
+#: Schedules a zero-argument callable to run soon on the GUI thread; callable from any thread.
+GuiExecutor = Callable[[Callable[[], None]], object]
+
+_log = structlog.get_logger(__name__)
+
+
+class _Outcome:
+    """A handler's result or exception, carried from the GUI thread to trio."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: object = None, error: BaseException | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    def unwrap(self) -> object:
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+
+async def _run_on_gui(
+    executor: GuiExecutor,
+    call: Callable[[], object],
+    ctx: ToolContext,
+    limiter: trio.CapacityLimiter,
+) -> object:
+    token = trio.lowlevel.current_trio_token()
+    borrower = object()
+    await limiter.acquire_on_behalf_of(borrower)
+    done = trio.Event()
+    box: list[_Outcome] = []
+
+    def deliver(outcome: _Outcome) -> None:  # runs in the trio thread
+        limiter.release_on_behalf_of(borrower)
+        box.append(outcome)
+        done.set()
+
+    def on_gui_thread() -> None:
+        outcome = _Outcome(error=RuntimeError("the GUI thread did not finish the call"))
+        try:
+            if ctx.cancelled:
+                outcome = _Outcome(error=RuntimeError("cancelled before it started"))
+            else:
+                ctx._started = True
+                outcome = _Outcome(value=call())
+        except Exception as exc:
+            outcome = _Outcome(error=exc)
+        finally:
+            try:
+                token.run_sync_soon(deliver, outcome)
+            except trio.RunFinishedError:
+                pass  # the app stopped meanwhile; nobody waits for this outcome
+
+    try:
+        executor(on_gui_thread)
+    except BaseException:
+        limiter.release_on_behalf_of(borrower)
+        raise
+    await done.wait()
+    return box[0].unwrap()
+
+
+async def _execute(
+    tool: ToolDefinition,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    ctx: ToolContext,
+    limiter: trio.CapacityLimiter,
+    gui_executor: GuiExecutor | None,
+) -> object:
+    if tool.is_async:
+        async with limiter:
+            ctx._started = True
+            return await tool.fn(*args, **kwargs)
+
+    def call() -> object:
+        ctx._started = True
+        return tool.fn(*args, **kwargs)
+
+    on_gui = tool.on_gui_thread if tool.on_gui_thread is not None else gui_executor is not None
+    if on_gui:
+        if gui_executor is None:
+            raise ToolError(
+                f"{tool.name} is marked on_gui_thread but the app has no gui_executor"
+            )
+        return await _run_on_gui(gui_executor, call, ctx, limiter)
+    return await trio.to_thread.run_sync(
+        call, abandon_on_cancel=True, limiter=limiter, thread_name=f"toolbridge {tool.name}"
+    )
+
+
+async def run_tool(
+    tool: ToolDefinition,
+    parameters: Mapping[str, Any],
+    ctx: ToolContext,
+    *,
+    limiter: trio.CapacityLimiter,
+    gui_executor: GuiExecutor | None = None,
+    log: Any = None,
+) -> ToolResult:
+    """Validate ``parameters``, run ``tool`` until ``ctx.deadline`` and map the outcome.
+
+    See the module docstring for threads, concurrency and deadlines. Only cancellation from
+    outside escapes (as :class:`trio.Cancelled`, after ``ctx.cancelled`` was set).
+    ``log`` is the structlog logger to report handler errors to.
+    """
+    log = (log if log is not None else _log).bind(tool=tool.name, correlation_id=ctx.correlation_id)
+    try:
+        args, kwargs = tool.bind(parameters, ctx)
+    except InvalidArguments as exc:
+        return failure(f"invalid arguments for {tool.name}: {exc}")
+    finished = False
+    value: object = None
+    try:
+        with trio.move_on_at(ctx.deadline):
+            try:
+                value = await _execute(tool, args, kwargs, ctx, limiter, gui_executor)
+            except Exception as exc:
+                finished = True
+                message = describe_exception(tool.name, exc)
+                if isinstance(exc, ToolError):
+                    log.info("tool reported an error", error=message)
+                else:
+                    log.error("tool handler raised", exc_info=exc)
+                return failure(message)
+            finished = True
+    finally:
+        if not finished:
+            ctx._mark_cancelled()
+    if not finished:
+        seconds = (ctx.timeout_ms or 0) / 1000
+        log.warning("tool call timed out", timeout_s=seconds, started=ctx._started)
+        if not ctx._started:
+            return failure(
+                f"{tool.name} timed out after {seconds:g} s without starting: the app was still "
+                f"busy with earlier calls (it runs {limiter.total_tokens:g} at a time)"
+            )
+        return failure(f"{tool.name} timed out after {seconds:g} s")
+    try:
+        return to_tool_result(value)
+    except (TypeError, ValueError) as exc:
+        log.error("tool returned a value that cannot be sent", exc_info=exc)
+        return failure(f"{tool.name} failed: it returned a {type(value).__name__}, which is not JSON")
+
+
+def deadline_for(timeout_ms: int | None) -> float:
+    """The trio time at which a call with ``timeout_ms`` (from now) ends."""
+    return math.inf if timeout_ms is None else trio.current_time() + timeout_ms / 1000

@@ -1,0 +1,417 @@
+"""One registered connection: handshake, reader, single writer, running calls, tool updates.
+
+Theory of operation
+-------------------
+A :class:`Session` lives for one TCP connection. :meth:`Session.handshake` sends
+``register`` and waits for ``registered`` (answering ``ping`` meanwhile); an ``error``
+instead raises :class:`~app_client.errors.RegistrationRejected`. Then :meth:`Session.serve`
+runs a nursery that owns every task of the connection:
+
+* **the reader** decodes each line and acts on it at once, never waiting for a handler:
+  ``ping`` → ``pong`` (queued straight away, so heartbeats flow while handlers or the GUI
+  thread are busy); ``toolInvocation`` → a new call task; ``toolCancel`` → cancel that
+  call; ``toolsUpdated`` / ``error`` → settle the oldest pending tool update. A bad line
+  gets a non-fatal ``error`` reply with the wire's code (``unknown_type``, ...), and a
+  message type an app never receives gets ``unexpected_message``; neither closes the link.
+  If nothing at all arrives for three heartbeat intervals the link is declared dead.
+* **the writer** is the only task that writes to the stream. Everyone else puts encoded
+  lines in a bounded in-memory queue, so a cancelled sender can never leave half a line on
+  the wire, and messages go out in the order they were queued.
+* **call tasks**, one per invocation, run :func:`app_client.invoke.run_tool` inside a
+  cancel scope that ``toolCancel`` cancels, then queue the ``toolResponse``.
+
+Cancellation rule (the broker relies on it): after ``toolCancel`` the app sends **no**
+``toolResponse`` for that call — the broker ended the call when it sent the cancel and
+would drop a late answer anyway. A response that was already queued may still go out; the
+broker drops it as unknown.
+
+Tool updates (``addTools`` / ``removeTools``) carry no id; the broker answers each one with
+exactly one ``toolsUpdated`` or one ``error`` without ``correlationId``, in order, so
+answers are matched to requests first-in first-out. A ``toolsUpdated`` with nothing pending
+is an unsolicited refresh of the agent-facing names.
+
+When the link ends (end of stream, broken stream, missed heartbeats, or the broker's fatal
+``error``), the reader ends the nursery: running calls are cancelled (their contexts are
+marked cancelled, no responses are sent), pending tool updates fail with
+:class:`~app_client.errors.ConnectionClosed`, and :meth:`serve` returns the reason. An
+``error`` with code ``replaced`` (another connection registered this instance) makes
+:meth:`serve` raise :class:`~app_client.errors.InstanceReplaced` instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+import structlog
+import trio
+
+from .connection import MessageStream
+from .context import ToolContext
+from .errors import (
+    ConnectionClosed,
+    InstanceReplaced,
+    LocalProtocolError,
+    RegistrationRejected,
+    RemoteProtocolError,
+    ToolUpdateRejected,
+)
+from .invoke import GuiExecutor, deadline_for, run_tool
+from .results import failure
+from .tools import ToolDefinition
+from .wire import (
+    DEFAULT_MAX_LINE_BYTES,
+    AddTools,
+    Error,
+    Message,
+    Ping,
+    Pong,
+    Register,
+    Registered,
+    RemoveTools,
+    ToolCancel,
+    ToolInvocation,
+    ToolProgress,
+    ToolResponse,
+    ToolResult,
+    ToolsUpdated,
+)
+
+__all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
+
+#: Lines waiting for the writer; senders wait (or progress updates are dropped) when full.
+OUTBOX_SIZE: Final = 64
+#: Error code the broker sends before dropping a link whose instance re-registered elsewhere.
+INSTANCE_REPLACED: Final = "replaced"
+#: Missed heartbeat intervals after which a silent link counts as dead.
+HEARTBEAT_MISSES: Final = 3
+
+_log = structlog.get_logger(__name__)
+
+
+@attrs.define
+class _Call:
+    ctx: ToolContext
+    scope: trio.CancelScope
+
+
+@attrs.define
+class _PendingUpdate:
+    done: trio.Event = attrs.field(factory=trio.Event)
+    names: dict[str, str] | None = None
+    error: Exception | None = None
+
+    def settle(self, names: dict[str, str] | None = None, error: Exception | None = None) -> None:
+        if not self.done.is_set():
+            self.names, self.error = names, error
+            self.done.set()
+
+
+class Session:
+    """The protocol state of one connection (see the module docstring).
+
+    ``tools`` is the app's live tool table (read at each invocation); ``gui_executor``
+    returns the app's current executor; ``on_tool_names`` receives every new
+    agent-name mapping from ``toolsUpdated``.
+    """
+
+    def __init__(
+        self,
+        conn: MessageStream,
+        *,
+        tools: Mapping[str, ToolDefinition],
+        limiter: trio.CapacityLimiter,
+        gui_executor: Callable[[], GuiExecutor | None],
+        on_tool_names: Callable[[dict[str, str]], None],
+        log: Any = None,
+    ) -> None:
+        self._conn = conn
+        self._tools = tools
+        self._limiter = limiter
+        self._gui_executor = gui_executor
+        self._on_tool_names = on_tool_names
+        self._log = log if log is not None else _log
+        self._calls: dict[int, _Call] = {}
+        self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
+        self._outbox_send, self._outbox_receive = trio.open_memory_channel[bytes](OUTBOX_SIZE)
+        self._nursery: trio.Nursery | None = None
+        self._token = trio.lowlevel.current_trio_token()
+        self._reason: str | None = None
+        self._replaced = False
+
+    @property
+    def active_calls(self) -> int:
+        """Calls received and not yet finished or cancelled."""
+        return len(self._calls)
+
+    # --- handshake ----------------------------------------------------------------------
+
+    async def handshake(self, register: Register) -> Registered:
+        """Send ``register`` and return the broker's ``registered``.
+
+        Raises RegistrationRejected if the broker answers ``error``, ConnectionClosed if
+        the link ends first or the peer does not speak the protocol.
+        """
+        await self._conn.send(register)
+        while True:
+            try:
+                message = await self._conn.receive()
+            except RemoteProtocolError as exc:
+                raise ConnectionClosed(
+                    f"the peer sent an invalid message before registration ({exc.code}: "
+                    f"{exc.message}); is it a toolbridge daemon?"
+                ) from exc
+            if isinstance(message, Registered):
+                self._conn.peer_max_line_bytes = message.max_line_bytes or DEFAULT_MAX_LINE_BYTES
+                return message
+            if isinstance(message, Error):
+                raise RegistrationRejected(message.code, message.message)
+            if isinstance(message, Ping):
+                await self._conn.send(Pong(id=message.id))
+            else:
+                self._log.debug("ignored a message before registration", type=type(message).__name__)
+
+    # --- serving ------------------------------------------------------------------------
+
+    async def serve(self, heartbeat_interval_ms: int) -> str:
+        """Serve the link until it ends; return why it ended.
+
+        Raises InstanceReplaced if the broker dropped us for another registration of our
+        instance id.
+        """
+        idle_timeout = (
+            HEARTBEAT_MISSES * heartbeat_interval_ms / 1000 if heartbeat_interval_ms > 0 else math.inf
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                nursery.start_soon(self._write_loop)
+                nursery.start_soon(self._read_loop, idle_timeout)
+        finally:
+            self._end("the app stopped")
+        if self._replaced:
+            raise InstanceReplaced(
+                "another process registered with this app's instance id; not reconnecting"
+            )
+        assert self._reason is not None
+        return self._reason
+
+    def _end(self, reason: str) -> None:
+        """End the link: first reason wins; cancels every task and fails waiting updates."""
+        if self._reason is None:
+            self._reason = reason
+        if self._nursery is not None:
+            self._nursery.cancel_scope.cancel()
+        self._outbox_receive.close()
+        while self._pending_updates:
+            self._pending_updates.popleft().settle(error=ConnectionClosed(self._reason))
+
+    async def _send(self, message: Message) -> None:
+        """Queue ``message`` for the writer (raises ConnectionClosed, LocalProtocolError)."""
+        data = self._conn.encode(message)
+        try:
+            await self._outbox_send.send(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionClosed(self._reason or "the connection is closed") from exc
+
+    async def _write_loop(self) -> None:
+        try:
+            async for data in self._outbox_receive:
+                await self._conn.send_bytes(data)
+        except ConnectionClosed as exc:
+            self._end(str(exc))
+        except trio.ClosedResourceError:
+            pass  # _end closed the queue
+
+    async def _read_loop(self, idle_timeout: float) -> None:
+        try:
+            while True:
+                message: Message | None = None
+                with trio.move_on_after(idle_timeout):
+                    try:
+                        message = await self._conn.receive()
+                    except RemoteProtocolError as exc:
+                        self._log.warning("invalid message from the broker", code=exc.code, error=exc.message)
+                        await self._send(
+                            Error(code=exc.code, message=exc.message, correlation_id=exc.correlation_id)
+                        )
+                        continue
+                if message is None:
+                    self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
+                    return
+                await self._dispatch(message)
+        except ConnectionClosed as exc:
+            self._end(str(exc))
+
+    async def _dispatch(self, message: Message) -> None:
+        if isinstance(message, Ping):
+            await self._send(Pong(id=message.id))
+        elif isinstance(message, ToolInvocation):
+            await self._start_call(message)
+        elif isinstance(message, ToolCancel):
+            self._cancel_call(message)
+        elif isinstance(message, ToolsUpdated):
+            self._tools_updated(message)
+        elif isinstance(message, Error):
+            self._on_error(message)
+        elif isinstance(message, (Pong, Registered)):
+            pass
+        else:
+            kind = type(message).__struct_config__.tag
+            await self._send(
+                Error(code="unexpected_message", message=f"an app does not accept {kind!r} messages")
+            )
+
+    # --- calls --------------------------------------------------------------------------
+
+    async def _start_call(self, invocation: ToolInvocation) -> None:
+        cid = invocation.correlation_id
+        if cid in self._calls:
+            self._log.warning("duplicate correlation id; invocation ignored", correlation_id=cid)
+            await self._send(
+                Error(code="duplicate_correlation_id", message=f"call {cid} is already running")
+            )
+            return
+        ctx = ToolContext(
+            correlation_id=cid,
+            tool=invocation.tool,
+            timeout_ms=invocation.timeout_ms,
+            deadline=deadline_for(invocation.timeout_ms),
+            progress_requested=invocation.progress,
+            send_progress=self._progress,
+            send_progress_threadsafe=self._progress_threadsafe,
+        )
+        call = _Call(ctx, trio.CancelScope())
+        self._calls[cid] = call
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_call, invocation, call, name=f"toolbridge call {cid}")
+
+    async def _run_call(self, invocation: ToolInvocation, call: _Call) -> None:
+        cid = invocation.correlation_id
+        result: ToolResult | None = None
+        try:
+            with call.scope:
+                tool = self._tools.get(invocation.tool)
+                if tool is None:
+                    result = failure(f"unknown tool {invocation.tool!r}")
+                else:
+                    result = await run_tool(
+                        tool,
+                        invocation.parameters,
+                        call.ctx,
+                        limiter=self._limiter,
+                        gui_executor=self._gui_executor(),
+                        log=self._log,
+                    )
+        finally:
+            del self._calls[cid]
+            call.ctx._mark_finished()
+        if result is None:
+            return  # cancelled by toolCancel: no response, by protocol
+        await self._respond(invocation.tool, cid, result)
+
+    async def _respond(self, tool: str, cid: int, result: ToolResult) -> None:
+        try:
+            try:
+                await self._send(ToolResponse(correlation_id=cid, result=result))
+            except LocalProtocolError as exc:
+                self._log.error("tool result cannot be sent", tool=tool, correlation_id=cid, error=exc.message)
+                reason = "too large" if exc.code == "line_too_long" else "not encodable"
+                await self._send(
+                    ToolResponse(
+                        correlation_id=cid,
+                        result=failure(f"{tool} failed: its result is {reason} ({exc.message})"),
+                    )
+                )
+        except ConnectionClosed:
+            self._log.debug("result not sent: the connection is closed", correlation_id=cid)
+
+    def _cancel_call(self, message: ToolCancel) -> None:
+        call = self._calls.get(message.correlation_id)
+        if call is None:
+            self._log.debug("toolCancel for a call not running", correlation_id=message.correlation_id)
+            return
+        self._log.info(
+            "call cancelled by the broker",
+            correlation_id=message.correlation_id,
+            tool=call.ctx.tool,
+            reason=message.reason,
+        )
+        call.ctx._mark_cancelled()
+        call.scope.cancel()
+
+    async def _progress(self, message: ToolProgress) -> None:
+        if message.correlation_id not in self._calls:
+            return
+        try:
+            await self._send(message)
+        except ConnectionClosed:
+            pass
+        except LocalProtocolError as exc:
+            self._log.warning("progress update dropped", error=exc.message)
+
+    def _progress_threadsafe(self, message: ToolProgress) -> None:
+        try:
+            self._token.run_sync_soon(self._progress_nowait, message)
+        except trio.RunFinishedError:
+            pass
+
+    def _progress_nowait(self, message: ToolProgress) -> None:
+        if message.correlation_id not in self._calls:
+            return
+        try:
+            self._outbox_send.send_nowait(self._conn.encode(message))
+        except trio.WouldBlock:
+            self._log.debug("progress update dropped: outgoing queue full")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+            pass
+
+    # --- tool updates -------------------------------------------------------------------
+
+    async def update_tools(self, message: AddTools | RemoveTools) -> dict[str, str]:
+        """Send ``addTools`` / ``removeTools`` and return the broker's new name mapping.
+
+        Raises ToolUpdateRejected if the broker refused, ConnectionClosed if the link ended
+        before the answer, LocalProtocolError if the message is over the line limit.
+        """
+        if self._reason is not None:
+            raise ConnectionClosed(self._reason)
+        pending = _PendingUpdate()
+        self._pending_updates.append(pending)
+        try:
+            await self._send(message)
+        except BaseException:
+            if pending in self._pending_updates:
+                self._pending_updates.remove(pending)
+            raise
+        await pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.names is not None
+        return pending.names
+
+    def _tools_updated(self, message: ToolsUpdated) -> None:
+        names = dict(message.tool_names)
+        if self._pending_updates:
+            self._pending_updates.popleft().settle(names=names)
+        self._on_tool_names(names)
+
+    def _on_error(self, message: Error) -> None:
+        log = self._log.bind(code=message.code, error=message.message, correlation_id=message.correlation_id)
+        if message.code == INSTANCE_REPLACED:
+            log.error("the broker dropped this link: another process registered this instance id")
+            self._replaced = True
+            self._end("replaced by another registration of this instance")
+            return
+        if message.correlation_id is None and self._pending_updates:
+            log.warning("the broker refused a tool update")
+            self._pending_updates.popleft().settle(
+                error=ToolUpdateRejected(message.code, message.message)
+            )
+        elif message.fatal:
+            log.error("the broker reported a fatal error and will close the connection")
+        else:
+            log.warning("the broker reported an error")

@@ -1,0 +1,253 @@
+"""A scriptable fake broker, for testing apps (and this library) without the daemon.
+
+Theory of operation
+-------------------
+:class:`FakeBroker` speaks the broker's side of wire protocol v1 one message at a time, as
+the test tells it to. It accepts connections two ways:
+
+* in-process: pass :attr:`FakeBroker.connector` as ``App(connector=...)``; each connection
+  attempt creates a :func:`trio.testing.memory_stream_pair` (works with ``autojump_clock``);
+* over real TCP: ``port = await broker.serve_tcp(nursery)`` listens on ``127.0.0.1`` (for an
+  app running in another thread or process).
+
+Either way each connection shows up as a :class:`FakeLink` from :meth:`FakeBroker.accept`,
+with helpers to receive typed messages, accept or reject the registration, invoke tools and
+close the link. Nothing happens behind the test's back except that :meth:`FakeLink.receive`
+can answer pings for the test when asked to. Use the helpers under ``trio.fail_after`` (or
+the ``autojump_clock``) so a test that waits for a message that never comes fails instead of
+hanging.
+
+Example::
+
+    broker = FakeBroker(token="t")
+    app = App("Demo", host="fake", port=1, token="t", connector=broker.connector)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app.run)
+        link = await broker.accept()
+        await link.accept_registration()
+        result = await link.call("echo", {"text": "hi"})
+        nursery.cancel_scope.cancel()
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from typing import Any, TypeVar
+
+import trio
+import trio.testing
+
+from .discovery import DaemonAddress
+from .errors import ConnectionClosed
+from .wire import (
+    DEFAULT_MAX_LINE_BYTES,
+    Error,
+    LineFramer,
+    Message,
+    Ping,
+    Pong,
+    Register,
+    Registered,
+    ToolInvocation,
+    ToolProgress,
+    ToolResponse,
+    ToolResult,
+    decode_message,
+    encode_message,
+)
+
+__all__ = ["FakeBroker", "FakeLink"]
+
+M = TypeVar("M")
+
+
+class FakeLink:
+    """The broker's end of one connection."""
+
+    def __init__(self, stream: trio.abc.Stream, address: DaemonAddress | None = None) -> None:
+        self.stream = stream
+        self.address = address
+        self.register: Register | None = None
+        self.closed = trio.Event()
+        self._framer = LineFramer()
+        self._ids = itertools.count(1)
+        self.progress: list[ToolProgress] = []
+
+    async def send(self, message: Message) -> None:
+        await self.stream.send_all(encode_message(message))
+
+    async def send_raw(self, data: bytes) -> None:
+        """Send bytes as they are (for malformed-input tests)."""
+        await self.stream.send_all(data)
+
+    async def receive(self, *, answer_pings: bool = False) -> Message:
+        """The next message from the app; raises ConnectionClosed at end of stream.
+
+        With ``answer_pings`` the app's own pings are answered and skipped.
+        """
+        while True:
+            line = self._framer.next_line()
+            if line is None:
+                try:
+                    data = await self.stream.receive_some(65536)
+                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                    raise ConnectionClosed("the app's connection broke") from exc
+                if not data:
+                    raise ConnectionClosed("the app closed the connection")
+                self._framer.receive_data(bytes(data))
+                continue
+            message = decode_message(line)
+            if answer_pings and isinstance(message, Ping):
+                await self.send(Pong(id=message.id))
+                continue
+            return message
+
+    async def expect(self, kind: type[M]) -> M:
+        """Receive the next message and check it is a ``kind``."""
+        message = await self.receive()
+        if not isinstance(message, kind):
+            raise AssertionError(f"expected {kind.__name__}, got {message!r}")
+        return message
+
+    async def accept_registration(
+        self,
+        *,
+        heartbeat_interval_ms: int = 0,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        check_token: str | None = None,
+    ) -> Register:
+        """Receive ``register`` and answer ``registered`` (agent names ``<app>__<tool>``).
+
+        With ``check_token`` a wrong token is answered with a fatal ``unauthorized`` error
+        and the link is closed; AssertionError is raised then.
+        """
+        register = await self.expect(Register)
+        self.register = register
+        if check_token is not None and register.token != check_token:
+            await self.reject(register, "unauthorized", "wrong token")
+            raise AssertionError("the app presented the wrong token")
+        await self.send(
+            Registered(
+                app_id=f"{register.app_name}-1",
+                instance_id=register.instance_id or "instance",
+                app_label=register.app_name,
+                tool_names={t.name: f"{register.app_name}__{t.name}" for t in register.tools},
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_line_bytes=max_line_bytes,
+            )
+        )
+        return register
+
+    async def reject(self, register: Register | None, code: str, message: str) -> None:
+        """Answer with a fatal ``error`` and close the link."""
+        del register
+        await self.send(Error(code=code, message=message, fatal=True))
+        await self.aclose()
+
+    async def invoke(
+        self,
+        tool: str,
+        parameters: dict[str, Any] | None = None,
+        *,
+        timeout_ms: int | None = None,
+        progress: bool = False,
+        correlation_id: int | None = None,
+    ) -> int:
+        """Send a ``toolInvocation``; returns its correlation id."""
+        cid = correlation_id if correlation_id is not None else next(self._ids)
+        await self.send(
+            ToolInvocation(
+                correlation_id=cid,
+                tool=tool,
+                parameters=parameters or {},
+                timeout_ms=timeout_ms,
+                progress=progress,
+            )
+        )
+        return cid
+
+    async def response(self, correlation_id: int | None = None) -> ToolResponse:
+        """Wait for the next ``toolResponse`` (pings answered, progress kept in
+        :attr:`progress`), optionally checking its correlation id."""
+        while True:
+            message = await self.receive(answer_pings=True)
+            if isinstance(message, ToolProgress):
+                self.progress.append(message)
+                continue
+            if not isinstance(message, ToolResponse):
+                raise AssertionError(f"expected toolResponse, got {message!r}")
+            if correlation_id is not None and message.correlation_id != correlation_id:
+                raise AssertionError(f"expected the response to {correlation_id}, got {message!r}")
+            return message
+
+    async def call(
+        self, tool: str, parameters: dict[str, Any] | None = None, *, timeout_ms: int | None = None
+    ) -> ToolResult:
+        """Invoke ``tool`` and return its result."""
+        cid = await self.invoke(tool, parameters, timeout_ms=timeout_ms)
+        return (await self.response(cid)).result
+
+    async def ping(self, ping_id: int = 1) -> None:
+        """Send ``ping`` and require ``pong`` with the same id as the next message.
+
+        ``toolProgress`` messages met on the way are kept in :attr:`progress`.
+        """
+        await self.send(Ping(id=ping_id))
+        while True:
+            pong = await self.receive()
+            if isinstance(pong, ToolProgress):
+                self.progress.append(pong)
+                continue
+            if not isinstance(pong, Pong):
+                raise AssertionError(f"expected Pong, got {pong!r}")
+            break
+        if pong.id != ping_id:
+            raise AssertionError(f"pong {pong.id} does not answer ping {ping_id}")
+
+    async def aclose(self) -> None:
+        """Close the link (the app sees end of stream)."""
+        await trio.aclose_forcefully(self.stream)
+        self.closed.set()
+
+
+class FakeBroker:
+    """Accepts app connections and hands them to the test as :class:`FakeLink` objects.
+
+    ``refuse_connections`` makes :attr:`connector` fail like a daemon that is not listening.
+    ``addresses`` records each address the app dialled (token included).
+    """
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[FakeLink](math.inf)
+        self.refuse_connections = False
+        self.addresses: list[DaemonAddress] = []
+        self.attempts = 0
+
+    async def connector(self, address: DaemonAddress) -> trio.abc.Stream:
+        """An ``App(connector=...)`` that connects over an in-memory stream pair."""
+        self.attempts += 1
+        self.addresses.append(address)
+        if self.refuse_connections:
+            raise ConnectionRefusedError(111, "Connection refused (fake)")
+        client, server = trio.testing.memory_stream_pair()
+        self._send.send_nowait(FakeLink(server, address))
+        return client
+
+    async def serve_tcp(self, nursery: trio.Nursery) -> int:
+        """Listen on 127.0.0.1, port chosen by the OS; returns the port."""
+
+        async def handle(stream: trio.SocketStream) -> None:
+            link = FakeLink(stream)
+            self.attempts += 1
+            self._send.send_nowait(link)
+            await link.closed.wait()
+
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+        port: int = listeners[0].socket.getsockname()[1]
+        return port
+
+    async def accept(self) -> FakeLink:
+        """The next connection."""
+        return await self._receive.receive()
