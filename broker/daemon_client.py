@@ -1,0 +1,177 @@
+"""How toolbridge's own commands reach the running daemon (status, tools, call, codegen).
+
+They use the app port with a different first message (protocol.md section 8): ``admin`` for one
+question and one answer, ``agentConnect`` for an MCP JSON-RPC stream. Every step has a
+deadline, so no command hangs when the daemon is down or stuck; failures raise
+:class:`DaemonUnavailable` with a one-line hint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from app_client.discovery import DaemonAddress, find_daemon
+from app_client.errors import DaemonNotFound, RemoteProtocolError
+from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
+
+from .errors import BrokerError
+
+CONNECT_TIMEOUT = 3.0
+
+
+class DaemonUnavailable(BrokerError):
+    """The daemon is not running, refused us, or did not answer in time."""
+
+
+class LineStream:
+    """A trio stream read and written one JSON line at a time."""
+
+    def __init__(self, stream: trio.abc.Stream, max_line_bytes: int = 64 * 1024 * 1024) -> None:
+        self.stream = stream
+        self._framer = LineFramer(max_line_bytes)
+
+    async def send_line(self, data: bytes) -> None:
+        await self.stream.send_all(data if data.endswith(b"\n") else data + b"\n")
+
+    async def receive_line(self) -> bytes | None:
+        """The next line, or None at end of stream."""
+        while True:
+            line = self._framer.next_line()
+            if line is not None:
+                return line
+            try:
+                data = await self.stream.receive_some(65536)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return None
+            if not data:
+                return None
+            self._framer.receive_data(data)
+
+    async def aclose(self) -> None:
+        await trio.aclose_forcefully(self.stream)
+
+
+def locate(home: Path) -> DaemonAddress:
+    try:
+        return find_daemon(home=home)
+    except DaemonNotFound as exc:
+        raise DaemonUnavailable(str(exc)) from None
+
+
+async def open_line_stream(address: DaemonAddress) -> LineStream:
+    try:
+        with trio.fail_after(CONNECT_TIMEOUT):
+            stream = await trio.open_tcp_stream(address.host, address.port)
+    except (OSError, trio.TooSlowError):
+        where = f" (from {address.runtime_file})" if address.runtime_file else ""
+        raise DaemonUnavailable(
+            f"the toolbridge daemon is not answering on {address.host}:{address.port}{where}; "
+            "start it with `toolbridge serve`"
+        ) from None
+    return LineStream(stream)
+
+
+async def admin_request(home: Path, command: str, args: dict[str, Any] | None = None, timeout: float = 10) -> Any:
+    """Ask the daemon one admin question; return its result. Raises DaemonUnavailable."""
+    address = locate(home)
+    link = await open_line_stream(address)
+    try:
+        with trio.move_on_after(timeout):
+            await link.send_line(encode_message(AdminRequest(token=address.token, command=command, args=args or {})))
+            line = await link.receive_line()
+            if line is None:
+                raise DaemonUnavailable("the daemon closed the connection without answering")
+            try:
+                answer = decode_message(line)
+            except RemoteProtocolError as exc:
+                raise DaemonUnavailable(f"the daemon sent something unexpected: {exc.message}") from None
+            if isinstance(answer, Error):
+                raise DaemonUnavailable(f"the daemon refused: {answer.message}")
+            if not isinstance(answer, AdminResponse):
+                raise DaemonUnavailable("the daemon sent something unexpected")
+            if not answer.ok:
+                raise DaemonUnavailable(answer.error or f"{command} failed")
+            return answer.result
+        raise DaemonUnavailable(f"the daemon did not answer {command!r} within {timeout:g} s")
+    finally:
+        await link.aclose()
+
+
+async def open_agent_stream(address: DaemonAddress, *, discovery: bool = False) -> LineStream:
+    """Connect as an agent: afterwards the stream carries MCP JSON-RPC lines."""
+    link = await open_line_stream(address)
+    try:
+        with trio.fail_after(CONNECT_TIMEOUT):
+            await link.send_line(encode_message(AgentConnect(token=address.token, discovery=discovery)))
+            line = await link.receive_line()
+        if line is None:
+            raise DaemonUnavailable("the daemon closed the connection")
+        answer = decode_message(line)
+        if isinstance(answer, Error):
+            raise DaemonUnavailable(f"the daemon refused the connection: {answer.message}")
+        if not isinstance(answer, AgentConnected):
+            raise DaemonUnavailable("the daemon sent something unexpected")
+        return link
+    except trio.TooSlowError:
+        await link.aclose()
+        raise DaemonUnavailable("the daemon did not answer in time") from None
+    except RemoteProtocolError as exc:
+        await link.aclose()
+        raise DaemonUnavailable(f"the daemon sent something unexpected: {exc.message}") from None
+    except BaseException:
+        await link.aclose()
+        raise
+
+
+class McpLineClient:
+    """A minimal MCP client over an agent stream (handshake era), for the CLI."""
+
+    def __init__(self, link: LineStream) -> None:
+        self.link = link
+        self._next_id = 0
+
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, on_notification: Any = None
+    ) -> dict[str, Any]:
+        """Send a request; return its JSON-RPC response object (result or error)."""
+        self._next_id += 1
+        request_id = self._next_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.link.send_line(json.dumps(message).encode())
+        while True:
+            line = await self.link.receive_line()
+            if line is None:
+                raise DaemonUnavailable("the daemon closed the connection during the request")
+            reply = json.loads(line)
+            if reply.get("id") == request_id and "method" not in reply:
+                return dict(reply)
+            if on_notification is not None and "method" in reply and "id" not in reply:
+                on_notification(reply)
+
+    async def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self.link.send_line(json.dumps(message).encode())
+
+    async def initialize(self, client_name: str = "toolbridge-cli") -> dict[str, Any]:
+        from .core import VERSION
+
+        reply = await self.request(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": client_name, "version": VERSION},
+            },
+        )
+        if "error" in reply:
+            raise DaemonUnavailable(f"the daemon refused to initialize: {reply['error'].get('message')}")
+        await self.notify("notifications/initialized")
+        return dict(reply["result"])
