@@ -21,6 +21,7 @@ import trio
 
 from . import home as home_files
 from .calllog import open_call_log
+from .codegen_command import install_admin as install_admin_tools
 from .config import Settings
 from .core import VERSION, BrokerCore
 from .errors import StartupError
@@ -106,6 +107,7 @@ async def run_daemon(
     async with open_call_log(settings) as call_log:
         core = BrokerCore(settings, token, call_log)
         core.ports["port"] = port
+        install_admin_tools(core)
         http_server = install_mcp(core)
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()

@@ -1,0 +1,183 @@
+"""Benchmark of tool discovery: search quality on the corpus and the size of ``tools/list``.
+
+Usage::
+
+    .venv/bin/python bench/discovery/run.py              # Markdown summary for BENCHMARKS.md
+    .venv/bin/python bench/discovery/run.py --misses     # also list queries not ranked first
+    .venv/bin/python bench/discovery/run.py --weights 10,2,5,4,1
+
+Each app of corpus.json is registered under its own name as label, so agent-facing names are
+``<App>__<Tool>`` exactly as the broker makes them (``broker.names``). Every query of
+queries.json has one correct tool; recall@k is the share of queries whose tool is among the
+first k results, MRR the mean of 1/rank (0 when not in the first 50).
+
+``tools/list`` sizes are the compact JSON of the MCP result ``{"tools": [...]}``: in full mode
+every tool with name, title, description, inputSchema, outputSchema and annotations; in
+discovery mode the two meta-tools. Tokens are approximated as bytes / 4.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from app_client.wire import ToolSpec
+from broker import names
+from broker.discovery import MAX_LIMIT, ToolIndex, Weights, meta_tools
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus.json"
+QUERIES = HERE / "queries.json"
+HOLDOUT = HERE / "queries_holdout.json"
+
+
+@attrs.frozen
+class Metrics:
+    queries: int
+    recall_at_1: float
+    recall_at_5: float
+    mrr: float
+    misses: list[tuple[str, str, list[str]]]  # (query, expected, top-5 found) when not first
+
+
+def load_corpus(path: Path = CORPUS) -> list[tuple[str, str, ToolSpec]]:
+    """The corpus as (agent_name, app_label, ToolSpec), named the way the broker names them."""
+    data = json.loads(path.read_text())
+    labels: set[str] = set()
+    taken: set[str] = set()
+    tools: list[tuple[str, str, ToolSpec]] = []
+    for app in data["apps"]:
+        label = names.make_label(app["name"], labels)
+        labels.add(label)
+        for raw in app["tools"]:
+            spec = ToolSpec(
+                name=raw["name"],
+                description=raw.get("description", ""),
+                input_schema=raw.get("inputSchema", {"type": "object"}),
+                title=raw.get("title"),
+                annotations=raw.get("annotations"),
+                output_schema=raw.get("outputSchema"),
+            )
+            agent_name = names.make_agent_name(label, spec.name, taken)
+            taken.add(agent_name)
+            tools.append((agent_name, label, spec))
+    return tools
+
+
+def load_queries(path: Path = QUERIES) -> list[tuple[str, str]]:
+    data = json.loads(path.read_text())
+    return [(q["query"], q["expected"]) for q in data["queries"]]
+
+
+def evaluate(index: ToolIndex, queries: list[tuple[str, str]]) -> Metrics:
+    hits1 = hits5 = 0
+    reciprocal = 0.0
+    misses: list[tuple[str, str, list[str]]] = []
+    for query, expected in queries:
+        found = [hit.agent_name for hit in index.search(query, limit=MAX_LIMIT)]
+        rank = found.index(expected) + 1 if expected in found else 0
+        hits1 += rank == 1
+        hits5 += 0 < rank <= 5
+        reciprocal += 1 / rank if rank else 0.0
+        if rank != 1:
+            misses.append((query, expected, found[:5]))
+    n = len(queries)
+    return Metrics(n, hits1 / n, hits5 / n, reciprocal / n, misses)
+
+
+def mcp_tool(agent_name: str, spec: ToolSpec) -> dict[str, Any]:
+    tool: dict[str, Any] = {"name": agent_name}
+    if spec.title:
+        tool["title"] = spec.title
+    tool["description"] = spec.description
+    tool["inputSchema"] = spec.input_schema
+    if spec.output_schema:
+        tool["outputSchema"] = spec.output_schema
+    if spec.annotations:
+        tool["annotations"] = spec.annotations
+    return tool
+
+
+def json_bytes(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--misses", action="store_true", help="list the queries whose tool was not ranked first")
+    parser.add_argument("--weights", help="BM25 column weights name,app,title,description,params")
+    args = parser.parse_args(argv)
+
+    weights = Weights(*(float(w) for w in args.weights.split(","))) if args.weights else Weights()
+    tools = load_corpus()
+    sets = {"tuning": load_queries(QUERIES), "held-out": load_queries(HOLDOUT)}
+    apps = sorted({label for _, label, _ in tools})
+
+    index = ToolIndex(weights)
+    start = time.perf_counter()
+    index.replace_all(tools)
+    build_ms = (time.perf_counter() - start) * 1000
+    start = time.perf_counter()
+    index.replace_all(tools)  # nothing changed
+    same_ms = (time.perf_counter() - start) * 1000
+    first_app = tools[0][1]
+    start = time.perf_counter()
+    index.replace_all([t for t in tools if t[1] != first_app])  # one app went away...
+    index.replace_all(tools)  # ...and came back
+    churn_ms = (time.perf_counter() - start) * 1000
+    app_size = sum(1 for t in tools if t[1] == first_app)
+    plain = ToolIndex(attrs.evolve(weights, expansion=0.0))
+    plain.replace_all(tools)
+    rows: list[tuple[str, str, Metrics]] = []
+    start = time.perf_counter()
+    for name, queries in sets.items():
+        rows.append((name, "BM25 + thesaurus", evaluate(index, queries)))
+    query_ms = (time.perf_counter() - start) * 1000 / sum(len(q) for q in sets.values())
+    for name, queries in sets.items():
+        rows.append((name, "BM25, no thesaurus", evaluate(plain, queries)))
+    queries = [q for qs in sets.values() for q in qs]
+
+    full = json_bytes({"tools": [mcp_tool(name, spec) for name, _, spec in tools]})
+    discovery = json_bytes({"tools": meta_tools()})
+    answers = [json_bytes([h.to_json() for h in index.search(q, limit=5)]) for q, _ in queries]
+    answer = sum(answers) / len(answers)
+
+    w = attrs.astuple(weights)
+    print("### Tool discovery (BM25, SQLite FTS5)\n")
+    print(f"Corpus: {len(tools)} tools in {len(apps)} apps (bench/discovery/corpus.json); "
+          f"{len(sets['tuning'])} tuning queries (queries.json) and {len(sets['held-out'])} held-out "
+          "queries (queries_holdout.json, not looked at while tuning). Weights "
+          f"name/app/title/description/params/expansion = {'/'.join(f'{x:g}' for x in w)}.\n")
+    print("| queries | ranking | recall@1 | recall@5 | MRR |")
+    print("|---|---|---|---|---|")
+    for name, ranking, m in rows:
+        print(f"| {name} ({m.queries}) | {ranking} | {m.recall_at_1:.3f} | {m.recall_at_5:.3f} | {m.mrr:.3f} |")
+    print()
+    print("| cost | value |")
+    print("|---|---|")
+    print(f"| index build ({len(tools)} tools) | {build_ms:.1f} ms |")
+    print(f"| re-sync, nothing changed | {same_ms:.1f} ms |")
+    print(f"| re-sync, one app ({app_size} tools) left and came back | {churn_ms:.1f} ms |")
+    print(f"| search, mean per query | {query_ms:.2f} ms |")
+    print()
+    print("| `tools/list` | bytes | ~tokens (bytes/4) |")
+    print("|---|---|---|")
+    print(f"| full mode ({len(tools)} tools) | {full} | {full // 4} |")
+    print(f"| discovery mode (2 meta-tools) | {discovery} | {discovery // 4} |")
+    print(f"| one `search_tools` answer, limit 5 (mean) | {answer:.0f} | {answer / 4:.0f} |")
+    if args.misses:
+        print("\nQueries whose tool was not first (BM25 + thesaurus):\n")
+        for query, expected, found in [miss for _, r, m in rows if r == "BM25 + thesaurus" for miss in m.misses]:
+            where = found.index(expected) + 1 if expected in found else "-"
+            print(f"- `{query}` -> expected {expected} (rank {where}); got {', '.join(found[:3]) or 'nothing'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

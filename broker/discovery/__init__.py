@@ -1,0 +1,40 @@
+"""Tool discovery: find the right tool among hundreds with a free-text query.
+
+When many apps register hundreds of tools, an agent in *discovery mode* sees only two
+meta-tools (``search_tools`` and ``call_tool``, see :func:`meta_tools`) and finds the tool it
+needs through :class:`ToolIndex`: BM25 over SQLite FTS5 (standard library), with tool names
+split into words, a small thesaurus for query expansion and column weights tuned on
+``bench/discovery``. Semantic (embedding) re-ranking is not implemented.
+
+Typical use by the MCP front door::
+
+    index = ToolIndex()
+    ...
+    index.sync(core.registry)          # cheap; rebuilds only what changed since last version
+    hits = index.search(query, limit)  # list[SearchHit]
+    return search_result(hits)
+"""
+
+from ._index import DEFAULT_LIMIT, DEFAULT_WEIGHTS, MAX_LIMIT, IndexedTool, SearchHit, ToolIndex, Weights
+from ._meta import CALL_TOOL, SEARCH_TOOLS, meta_tools, search_result
+from ._text import STOP_WORDS, match_expression, query_words, split_words
+from ._thesaurus import expand
+
+__all__ = [
+    "ToolIndex",
+    "SearchHit",
+    "IndexedTool",
+    "Weights",
+    "DEFAULT_WEIGHTS",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "SEARCH_TOOLS",
+    "CALL_TOOL",
+    "meta_tools",
+    "search_result",
+    "split_words",
+    "query_words",
+    "match_expression",
+    "expand",
+    "STOP_WORDS",
+]
