@@ -55,10 +55,13 @@ class BrokerCore:
         self.agent_handler: AgentHandler | None = None
         self.admin_handlers: dict[str, AdminHandler] = {}
         self.agent_sessions = 0
+        #: Set when a graceful stop begins (front doors end their long-lived streams).
+        self.shutdown_started = trio.Event()
 
     def begin_shutdown(self) -> int:
         """Refuse new calls and fail those in flight; return how many were failed."""
         self.router.shutting_down = True
+        self.shutdown_started.set()
         return self.calls.fail_all(
             "shutdown", "toolbridge is shutting down; the call did not complete"
         )

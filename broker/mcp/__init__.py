@@ -1,1 +1,12 @@
-"""The MCP front door: agents reach the router only through here."""
+"""The MCP front door: agents reach the router only through here.
+
+``install(core)`` (``front_door``) wires it into the daemon: ``toolbridge stdio`` relay links
+(``stdio_relay`` is the relay's side) and Streamable HTTP (``http``). ``session`` holds the
+protocol logic both transports share; ``jsonrpc``, ``protocol``, ``results``, ``gate`` and
+``headers`` are its sans-IO pieces.
+"""
+
+from .front_door import install, serve_agent
+from .session import McpServer, Session, open_session
+
+__all__ = ["install", "serve_agent", "McpServer", "Session", "open_session"]

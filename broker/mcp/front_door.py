@@ -1,15 +1,95 @@
-"""Placeholder front door (replaced by the MCP implementation)."""
+"""The MCP front door: wires the MCP sessions into the daemon (stdio relay links and HTTP).
+
+Theory of operation
+-------------------
+:func:`install` is called once by ``run_daemon``. It builds the :class:`McpServer` every
+session shares, makes the core hand ``agentConnect`` connections (the ``toolbridge stdio``
+relay) to :func:`serve_agent`, and returns the Streamable HTTP server function for the
+daemon to start with ``nursery.start(http_server, core, host, port)``.
+
+An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent: its
+session lives exactly as long as the connection, and when the connection ends every request
+still in flight is cancelled (the apps are told). Lines go through the connection's single
+writer; a line that is not valid JSON-RPC gets the JSON-RPC error it deserves and nothing
+else changes.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import structlog
 import trio
 
+from app_client.errors import RemoteProtocolError
+from app_client.wire import AgentConnect, AgentConnected
+
+from ..connection import Connection, PeerClosed
 from ..core import BrokerCore
+from . import jsonrpc
+from .http import serve_http
+from .session import McpServer, open_session
+
+log = structlog.get_logger("toolbridge.mcp")
+
+__all__ = ["install", "serve_agent", "ConnectionOutbox"]
 
 
-async def _no_http(core: BrokerCore, host: str, port: int, *, task_status: trio.TaskStatus[int | None] = trio.TASK_STATUS_IGNORED) -> None:
-    task_status.started(None)
+class ConnectionOutbox:
+    """Messages for a stdio-relay agent: NDJSON lines through the connection's writer."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    async def send(self, data: bytes, *, final: bool = False) -> None:
+        try:
+            await self._conn.send_bytes(data + b"\n")
+        except PeerClosed:
+            pass
+
+    def send_nowait(self, data: bytes) -> bool:
+        return self._conn.send_bytes_nowait(data + b"\n")
+
+    def close(self) -> None:
+        pass
 
 
-def install(core: BrokerCore):  # type: ignore[no-untyped-def]
-    return _no_http
+async def serve_agent(server: McpServer, conn: Connection, hello: AgentConnect) -> None:
+    """Serve one ``toolbridge stdio`` relay connection until it closes."""
+    await conn.send(AgentConnected())
+    outbox = ConnectionOutbox(conn)
+    label = server.next_label("stdio")
+    log.info("agent_connected", conn_id=conn.id, session=label)
+    async with open_session(server, transport="stdio", label=label, notify=outbox, reinitialize=True) as session:
+        while True:
+            try:
+                line = await conn.receive_line()
+            except PeerClosed:
+                break
+            except RemoteProtocolError as exc:  # a line over the size limit (already discarded)
+                error = jsonrpc.RpcError(jsonrpc.INVALID_REQUEST, f"Invalid Request: {exc.message}")
+                await outbox.send(error.encode())
+                continue
+            try:
+                message = jsonrpc.parse_message(line)
+            except jsonrpc.RpcError as exc:
+                await outbox.send(exc.encode())
+                continue
+            await session.handle(message, outbox)
+    log.info("agent_disconnected", conn_id=conn.id, session=label)
+
+
+def install(core: BrokerCore) -> Any:
+    """Attach the MCP front door to ``core``; return the HTTP server for ``run_daemon``."""
+    server = McpServer(core)
+
+    async def agent_handler(core: BrokerCore, conn: Connection, hello: AgentConnect) -> None:
+        await serve_agent(server, conn, hello)
+
+    async def http_server(
+        core: BrokerCore, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        await serve_http(server, host, port, task_status=task_status)
+
+    core.agent_handler = agent_handler
+    return http_server

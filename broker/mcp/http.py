@@ -1,0 +1,617 @@
+"""MCP over Streamable HTTP: an ASGI app at ``/mcp`` served by hypercorn's trio worker.
+
+Theory of operation
+-------------------
+Every request passes the same gate first, in this order: ``Host`` must be a loopback name
+or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` (404), a present
+``Origin`` must be loopback or configured (403), and ``Authorization: Bearer <token>`` must
+match (401, compared in constant time). Then:
+
+* ``POST`` carries one JSON-RPC message (``Content-Type: application/json``, 415; ``Accept``
+  listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
+  ``MCP-Protocol-Version`` header or ``_meta`` names the 2026-07-28 revision is *modern*:
+  its headers are checked against the body (400, -32020), it runs in a session of its own
+  that ends with the exchange, and closing the response stream cancels it. Anything else is
+  *legacy* (2025-11-25 and older): ``initialize`` without ``Mcp-Session-Id`` starts a session
+  (the id comes back in that header); other messages need the id (400 without, 404 when
+  unknown) and run in that session, where ``notifications/cancelled`` cancels (in that era a
+  dropped connection is not a cancellation: the call finishes and its answer is dropped).
+  JSON-RPC errors are HTTP 200 in the legacy era and 400/404 in the modern one, as the
+  specification of each asks.
+* ``GET`` with a session id opens the session's SSE stream for ``list_changed``; ``DELETE``
+  ends the session. Without a session id both are 405 (the 2026-07-28 rule).
+
+A request's messages come out of its session through a bounded channel (see
+:class:`_ChannelOutbox`). The reply is ``application/json`` when the response is the first
+message; it switches to ``text/event-stream`` when a notification (progress, a listen
+acknowledgement) comes first or the request runs longer than :data:`SSE_AFTER_SECONDS`,
+after which SSE comments keep the connection alive. Legacy sessions run in a nursery owned
+by the HTTP server, so nothing outlives it; idle ones expire.
+"""
+
+from __future__ import annotations
+
+import errno
+import hmac
+import logging
+import secrets
+import socket
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from typing import Any, Final, cast
+
+import attrs
+import structlog
+import trio
+
+from ..errors import StartupError
+from . import jsonrpc, protocol
+from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
+from .headers import check_modern_headers
+from .jsonrpc import (
+    INVALID_REQUEST,
+    SERVER_ERROR,
+    Notification,
+    Request,
+    Response,
+    RpcError,
+    encode_error,
+)
+from .session import McpServer, Session, open_session
+
+log = structlog.get_logger("toolbridge.http")
+
+__all__ = ["HttpApp", "serve_http", "bind_socket", "SSE_AFTER_SECONDS"]
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+PATH: Final = "/mcp"
+#: A request silent for this long switches to SSE, and SSE streams get a comment this often.
+SSE_AFTER_SECONDS: Final = 15.0
+#: Legacy sessions with nothing in flight and no GET stream are dropped after this long.
+SESSION_IDLE_SECONDS: Final = 3600.0
+MAX_SESSIONS: Final = 256
+_OUTBOX_SIZE: Final = 64
+#: HTTP status for a JSON-RPC error on a modern request (as the SDK's server maps them).
+_MODERN_STATUS: Final = {
+    jsonrpc.PARSE_ERROR: 400,
+    jsonrpc.INVALID_REQUEST: 400,
+    jsonrpc.INVALID_PARAMS: 400,
+    jsonrpc.HEADER_MISMATCH: 400,
+    jsonrpc.MISSING_REQUIRED_CLIENT_CAPABILITY: 400,
+    jsonrpc.UNSUPPORTED_PROTOCOL_VERSION: 400,
+    jsonrpc.METHOD_NOT_FOUND: 404,
+}
+_SSE_HEADERS: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+_KEEPALIVE: Final = b": keepalive\n\n"
+
+
+# --- outboxes ------------------------------------------------------------------------------
+
+
+class _ChannelOutbox:
+    """One request's messages, on their way to its HTTP response: ``(final, data)`` pairs."""
+
+    def __init__(self, channel: trio.MemorySendChannel[tuple[bool, bytes]]) -> None:
+        self._channel = channel
+
+    async def send(self, data: bytes, *, final: bool = False) -> None:
+        try:
+            await self._channel.send((final, data))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+
+    def send_nowait(self, data: bytes) -> bool:
+        try:
+            self._channel.send_nowait((False, data))
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+        return True
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+class _NullOutbox:
+    async def send(self, data: bytes, *, final: bool = False) -> None:
+        pass
+
+    def send_nowait(self, data: bytes) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+@attrs.define(eq=False)
+class _HttpSession:
+    id: str
+    session: Session
+    streaming: bool = False
+
+
+class _Reply(Exception):
+    """Stop handling a request and answer with this status (and JSON-RPC error body)."""
+
+    def __init__(self, status: int, message: str = "", code: int = INVALID_REQUEST,
+                 headers: list[tuple[bytes, bytes]] | None = None, request_id: Any = None,
+                 data: Any = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.code = code
+        self.headers = headers or []
+        self.request_id = request_id
+        self.data = data
+
+
+async def _send_json(send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_empty(send: Send, status: int, headers: Sequence[tuple[bytes, bytes]] = ()) -> None:
+    await send({"type": "http.response.start", "status": status, "headers": list(headers)})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def _sse(data: bytes) -> bytes:
+    return b"event: message\ndata: " + data + b"\n\n"
+
+
+# --- the app -------------------------------------------------------------------------------
+
+
+class HttpApp:
+    """The ASGI application. ``nursery`` runs the legacy sessions (owned by the server)."""
+
+    def __init__(self, server: McpServer, nursery: trio.Nursery, *, sse_after: float = SSE_AFTER_SECONDS) -> None:
+        self.server = server
+        self.sse_after = sse_after
+        self.core = server.core
+        self.settings = server.core.settings
+        self._token = server.core.token.encode()
+        self._nursery = nursery
+        self._sessions: dict[str, _HttpSession] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers = Headers(scope["headers"])
+        try:
+            await self._route(scope, headers, receive, send)
+        except _Reply as reply:
+            body = encode_error(reply.request_id, reply.code, reply.message, reply.data)
+            await _send_json(send, reply.status, body, reply.headers)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _route(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        settings = self.settings
+        if not host_allowed(headers.get("host"), settings.allowed_hosts):
+            log.warning("http_rejected", reason="host", host=headers.get("host"))
+            raise _Reply(421, "Misdirected Request: the Host header must name 127.0.0.1 or localhost "
+                         "(add other names to allowed_hosts in the daemon's config)")
+        if scope["path"].rstrip("/") != PATH:
+            raise _Reply(404, f"Not Found: the MCP endpoint is {PATH}")
+        if not origin_allowed(headers.get("origin"), settings.allowed_origins):
+            log.warning("http_rejected", reason="origin", origin=headers.get("origin"))
+            raise _Reply(403, "Forbidden: requests from this Origin are not allowed "
+                         "(add it to allowed_origins in the daemon's config)")
+        if not self._authorized(headers.get("authorization")):
+            log.warning("http_rejected", reason="token")
+            raise _Reply(
+                401, "Unauthorized: send the header 'Authorization: Bearer <token>' with the token "
+                "printed by `toolbridge token`", SERVER_ERROR,
+                headers=[(b"www-authenticate", b'Bearer realm="toolbridge"')],
+            )
+        method = scope["method"]
+        if method == "POST":
+            await self._post(headers, receive, send)
+        elif method == "GET":
+            await self._get(headers, receive, send)
+        elif method == "DELETE":
+            await self._delete(headers, send)
+        else:
+            raise _Reply(405, f"Method Not Allowed: {method}", headers=[(b"allow", b"POST, GET, DELETE")])
+
+    def _authorized(self, value: str | None) -> bool:
+        if value is None:
+            return False
+        scheme, _, credentials = value.strip().partition(" ")
+        if scheme.lower() != "bearer":
+            return False
+        return hmac.compare_digest(credentials.strip().encode("utf-8", "replace"), self._token)
+
+    # --- POST --------------------------------------------------------------------------------
+
+    async def _read_body(self, headers: Headers, receive: Receive) -> bytes:
+        limit = self.settings.max_http_body_bytes
+        too_big = _Reply(413, f"Payload Too Large: the limit is {limit} bytes")
+        length = headers.get("content-length")
+        if length is not None and length.strip().isdigit() and int(length) > limit:
+            raise too_big
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise too_big
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _post(self, headers: Headers, receive: Receive, send: Send) -> None:
+        if "application/json" not in media_types(headers.get("content-type")):
+            raise _Reply(415, "Unsupported Media Type: the body must be application/json")
+        wants_json, wants_sse = accepts(headers.get("accept"))
+        if not (wants_json and wants_sse):
+            raise _Reply(406, "Not Acceptable: the Accept header must list application/json and text/event-stream")
+        try:
+            body = await self._read_body(headers, receive)
+        except _Disconnected:
+            return
+        try:
+            message = jsonrpc.parse_message(body)
+        except RpcError as exc:
+            raise _Reply(400, exc.message, exc.code, request_id=exc.request_id) from None
+
+        header_version = headers.get("mcp-protocol-version")
+        modern = header_version in protocol.MODERN_VERSIONS or (
+            isinstance(message, Request) and protocol.modern_version_of(message.params) is not None
+        )
+        if modern:
+            await self._post_modern(headers, message, receive, send)
+        else:
+            await self._post_legacy(headers, message, receive, send)
+
+    async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send) -> None:
+        if not isinstance(message, Request):
+            # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
+            await _send_empty(send, 202)
+            return
+        try:
+            envelope = protocol.read_envelope(message.params, check_version=False)
+            check_modern_headers(headers, message, envelope.protocol_version, self._input_schema(message))
+            protocol.check_modern_version(envelope.protocol_version)
+        except RpcError as exc:
+            raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
+                         request_id=message.id, data=exc.data) from None
+        async with open_session(self.server, transport="http", stateful=False) as session:
+            await self._exchange(session, message, receive, send, modern=True)
+
+    async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send) -> None:
+        session_id = headers.get("mcp-session-id")
+        if session_id is None:
+            if isinstance(message, Request) and message.method == "initialize":
+                await self._initialize(message, receive, send)
+                return
+            raise _Reply(
+                400, "Bad Request: missing Mcp-Session-Id header. Start a session with initialize "
+                "(protocol 2025-11-25 and older), or send 2026-07-28 requests with their _meta.",
+                request_id=message.id if isinstance(message, Request) else None,
+            )
+        entry = self._lookup(session_id)
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version not in protocol.HANDSHAKE_VERSIONS:
+            raise _Reply(
+                400, f"Bad Request: unsupported MCP-Protocol-Version {version!r}; supported: "
+                + ", ".join(protocol.SUPPORTED_VERSIONS),
+                request_id=message.id if isinstance(message, Request) else None,
+            )
+        if isinstance(message, Notification | Response):
+            await entry.session.handle(message, _NullOutbox())
+            await _send_empty(send, 202)
+            return
+        await self._exchange(entry.session, message, receive, send, modern=False)
+
+    def _input_schema(self, request: Request) -> Any:
+        if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
+            return None
+        tool = self.core.registry.lookup(request.params["name"])
+        return tool.spec.input_schema if tool is not None else None
+
+    def _lookup(self, session_id: str) -> _HttpSession:
+        entry = self._sessions.get(session_id)
+        if entry is None:
+            raise _Reply(404, "Not Found: unknown or expired Mcp-Session-Id; start a new session with initialize")
+        return entry
+
+    async def _initialize(self, request: Request, receive: Receive, send: Send) -> None:
+        if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
+            raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
+                         SERVER_ERROR, request_id=request.id)
+        session_id = secrets.token_urlsafe(24)
+        session: Session = await self._nursery.start(self._run_session, session_id)
+        try:
+            await self._exchange(session, request, receive, send, modern=False,
+                                 session_header=session_id.encode())
+        finally:
+            if not session.initialized.is_set():
+                session.close()
+        if session.initialized.is_set():
+            log.info("http_session_started", session=session.label, sessions=len(self._sessions))
+
+    async def _run_session(self, session_id: str, *, task_status: trio.TaskStatus[Session]) -> None:
+        label = self.server.next_label("http")
+        try:
+            async with open_session(self.server, transport="http", label=label, stateful=True) as session:
+                self._sessions[session_id] = _HttpSession(session_id, session)
+                task_status.started(session)
+                await session.closed.wait()
+        finally:
+            self._sessions.pop(session_id, None)
+
+    def _evict_one(self) -> bool:
+        idle = [e for e in self._sessions.values() if not e.streaming and e.session.in_flight == 0]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda e: e.session.last_activity)
+        log.info("http_session_evicted", session=oldest.session.label)
+        oldest.session.close()
+        del self._sessions[oldest.id]
+        return True
+
+    async def expire_idle(self) -> None:
+        """Drop legacy sessions nobody has used for a long time (clients that never DELETE)."""
+        while True:
+            await trio.sleep(min(60.0, SESSION_IDLE_SECONDS / 4))
+            now = trio.current_time()
+            for entry in list(self._sessions.values()):
+                session = entry.session
+                idle = now - session.last_activity
+                if not entry.streaming and session.in_flight == 0 and idle > SESSION_IDLE_SECONDS:
+                    log.info("http_session_expired", session=session.label)
+                    session.close()
+                    self._sessions.pop(entry.id, None)
+
+    async def _exchange(
+        self,
+        session: Session,
+        request: Request,
+        receive: Receive,
+        send: Send,
+        *,
+        modern: bool,
+        session_header: bytes | None = None,
+    ) -> None:
+        """Run one request in ``session`` and stream what it produces into the HTTP response.
+
+        ``session_header`` is the new session's id, sent if ``initialize`` succeeded.
+        """
+        send_channel, receive_channel = trio.open_memory_channel[tuple[bool, bytes]](_OUTBOX_SIZE)
+        async with receive_channel, trio.open_nursery() as nursery:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                if modern:  # 2026-07-28: closing the response stream is the cancellation
+                    session.cancel(request.id, "the client closed the response stream")
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_disconnect)
+            await session.handle(request, _ChannelOutbox(send_channel))
+            headers = []
+            if session_header is not None and session.initialized.is_set():
+                headers.append((b"mcp-session-id", session_header))
+            await self._pump(receive_channel, send, modern, headers)
+            nursery.cancel_scope.cancel()
+
+    async def _pump(
+        self,
+        channel: trio.MemoryReceiveChannel[tuple[bool, bytes]],
+        send: Send,
+        modern: bool,
+        headers: list[tuple[bytes, bytes]],
+    ) -> None:
+        first: tuple[bool, bytes] | None = None
+        ended = False
+        with trio.move_on_after(self.sse_after):
+            try:
+                first = await channel.receive()
+            except trio.EndOfChannel:
+                ended = True
+        if first is not None and first[0]:
+            status = 200
+            if modern:
+                status = _status_of(first[1])
+            await _send_json(send, status, first[1], headers)
+            return
+        await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
+        if first is not None:
+            await send({"type": "http.response.body", "body": _sse(first[1]), "more_body": True})
+        while not ended:
+            item = None
+            with trio.move_on_after(self.sse_after):
+                try:
+                    item = await channel.receive()
+                except trio.EndOfChannel:
+                    ended = True
+            if item is None and not ended:
+                await send({"type": "http.response.body", "body": _KEEPALIVE, "more_body": True})
+            elif item is not None:
+                final, data = item
+                await send({"type": "http.response.body", "body": _sse(data), "more_body": not final})
+                if final:
+                    return
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    # --- GET and DELETE ----------------------------------------------------------------------
+
+    async def _get(self, headers: Headers, receive: Receive, send: Send) -> None:
+        session_id = headers.get("mcp-session-id")
+        if session_id is None:
+            raise _Reply(405, "Method Not Allowed: GET needs an Mcp-Session-Id (2026-07-28 clients use "
+                         "subscriptions/listen instead)", headers=[(b"allow", b"POST")])
+        entry = self._lookup(session_id)
+        if not accepts(headers.get("accept"))[1]:
+            raise _Reply(406, "Not Acceptable: the GET stream is text/event-stream")
+        if entry.streaming:
+            raise _Reply(409, "Conflict: this session already has a GET stream open")
+        session = entry.session
+        send_channel, receive_channel = trio.open_memory_channel[tuple[bool, bytes]](_OUTBOX_SIZE)
+        outbox = _ChannelOutbox(send_channel)
+        entry.streaming = True
+        session.notify_outbox = outbox
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": list(_SSE_HEADERS)})
+            async with receive_channel, trio.open_nursery() as nursery:
+
+                async def end_when(event: Callable[[], Awaitable[Any]]) -> None:
+                    await event()
+                    nursery.cancel_scope.cancel()
+
+                async def disconnected() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+
+                nursery.start_soon(end_when, disconnected)
+                nursery.start_soon(end_when, session.closed.wait)
+                nursery.start_soon(end_when, self.core.shutdown_started.wait)
+                while True:
+                    item = None
+                    with trio.move_on_after(self.sse_after):
+                        item = await receive_channel.receive()
+                    body = _KEEPALIVE if item is None else _sse(item[1])
+                    await send({"type": "http.response.body", "body": body, "more_body": True})
+        finally:
+            entry.streaming = False
+            if session.notify_outbox is outbox:
+                session.notify_outbox = None
+        with trio.move_on_after(1) as cleanup:
+            cleanup.shield = True
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    async def _delete(self, headers: Headers, send: Send) -> None:
+        session_id = headers.get("mcp-session-id")
+        if session_id is None:
+            raise _Reply(405, "Method Not Allowed: DELETE needs an Mcp-Session-Id", headers=[(b"allow", b"POST")])
+        entry = self._lookup(session_id)
+        self._sessions.pop(session_id, None)
+        entry.session.close()
+        log.info("http_session_closed", session=entry.session.label)
+        await _send_empty(send, 200)
+
+
+class _Disconnected(Exception):
+    """The client went away while we were reading its request."""
+
+
+def _status_of(data: bytes) -> int:
+    """The HTTP status for a modern JSON response: errors map like the SDK's server maps them."""
+    if b'"error"' not in data:
+        return 200
+    try:
+        message = jsonrpc.parse_message(data)
+    except RpcError:
+        return 200
+    if isinstance(message, Response) and isinstance(message.error, dict):
+        return _MODERN_STATUS.get(message.error.get("code"), 200)  # type: ignore[arg-type]
+    return 200
+
+
+# --- serving -------------------------------------------------------------------------------
+
+
+class _ToStructlog(logging.Handler):
+    """hypercorn logs through the stdlib; send its warnings and errors to our log."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        log.error("http_server_error", detail=record.getMessage(), exc_info=record.exc_info)
+
+
+def _hypercorn_logger() -> logging.Logger:
+    logger = logging.getLogger("toolbridge.http.hypercorn")
+    if not logger.handlers:
+        logger.addHandler(_ToStructlog(logging.WARNING))
+        logger.propagate = False
+    return logger
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket (exclusive on Windows). Raises StartupError if the port is taken."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise StartupError(f"cannot listen on {host}:{port} for MCP over HTTP: {exc.strerror}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        if hasattr(socket, "SO_EXCLUSIVEADDRUSE"):  # Windows: SO_REUSEADDR would allow port theft
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+        else:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+            raise
+        raise StartupError(f"cannot listen on {host}:{port} for MCP over HTTP: {exc.strerror}") from None
+    return sock
+
+
+async def serve_http(
+    server: McpServer,
+    host: str,
+    port: int,
+    *,
+    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve MCP at ``http://host:port/mcp`` until the daemon stops; reports the bound port.
+
+    Raises :class:`StartupError` when the port is taken or cannot be bound.
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    from ..daemon import port_in_use, port_taken_error
+
+    core = server.core
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        if port_in_use(exc):
+            raise port_taken_error(host, port, "MCP HTTP", "--http-port", core.settings.home) from None
+        raise
+    bound = sock.getsockname()[1]
+    config = Config()
+    config.bind = [f"fd://{sock.detach()}"]
+    config.accesslog = None
+    config.errorlog = _hypercorn_logger()
+    config.graceful_timeout = 1.0
+    config.include_server_header = False
+    async with trio.open_nursery() as nursery:
+        app = HttpApp(server, nursery)
+
+        async def run(*, task_status: trio.TaskStatus[Any]) -> None:
+            try:
+                await serve(
+                    cast(Any, app), config, shutdown_trigger=core.shutdown_started.wait, task_status=task_status
+                )
+            finally:
+                nursery.cancel_scope.cancel()  # legacy sessions end with the server
+
+        await nursery.start(run)
+        nursery.start_soon(app.expire_idle)
+        log.info("http_listening", host=host, port=bound, path=PATH)
+        task_status.started(bound)

@@ -1,0 +1,529 @@
+"""One agent's MCP session: both protocol eras, requests in flight, cancellation, progress.
+
+Theory of operation
+-------------------
+A :class:`Session` is transport-free: a transport decodes a message (``jsonrpc``) and calls
+:meth:`Session.handle` with it and an :class:`Outbox` — where that request's messages go.
+On stdio every request shares the connection's outbox; on HTTP each POST brings its own, and
+the session's unsolicited handshake-era notifications go to ``notify_outbox`` (the GET
+stream), when there is one.
+
+The era is decided per request (see ``protocol``): ``_meta`` with a protocol version makes a
+request modern (2026-07-28, stateless: version, capabilities and client info come with it);
+anything else needs the session's ``initialize`` first. Quick requests (initialize, ping,
+server/discover, tools/list) are answered inline, in the order they arrived; ``tools/call``
+and ``subscriptions/listen`` run as tasks in the session's own nursery, each inside a cancel
+scope kept in ``_in_flight`` under its request id. ``notifications/cancelled`` (or, on
+modern HTTP, the response stream closing — the transport then closes the session) cancels
+that scope: the router tells the app (``toolCancel``) and no response is sent. Every other
+request gets exactly one response; a request cut short because its session ended gets a
+best-effort error, so nobody waits in silence.
+
+Progress: a request's ``_meta.progressToken`` gives the router a callback that queues
+``notifications/progress`` on the request's outbox without blocking (the router drops
+non-increasing values and anything after the call ended). Tool-list changes are coalesced:
+after a change the watcher waits ``coalesce`` seconds and sends one notification for the
+burst — to ``notify_outbox`` once initialized (handshake era), and on every
+``subscriptions/listen`` stream that asked for them (modern era).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import attrs
+import structlog
+import trio
+
+from ..core import VERSION
+from ..router import CallerInfo
+from . import protocol
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    SERVER_ERROR,
+    Message,
+    Notification,
+    Request,
+    RequestId,
+    Response,
+    RpcError,
+    encode_error,
+    encode_notification,
+    encode_result,
+    is_request_id,
+)
+from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
+
+if TYPE_CHECKING:
+    from ..core import BrokerCore
+
+log = structlog.get_logger("toolbridge.mcp")
+
+__all__ = ["Outbox", "McpServer", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
+
+LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
+#: Methods that exist only in the modern era: they always need the per-request envelope.
+_MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
+_KNOWN_ELSEWHERE: Final = frozenset(
+    {
+        "prompts/list", "prompts/get", "resources/list", "resources/read",
+        "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
+        "completion/complete", "logging/setLevel",
+    }
+)
+_INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
+INSTRUCTIONS: Final = (
+    "toolbridge connects you to desktop applications that are running on this computer. "
+    "Each tool belongs to one app and is named <App>__<tool>. The list changes as apps start "
+    "and quit: list the tools again when told they changed, or when a call says a tool is "
+    "unknown. A result with isError explains what went wrong and whether retrying can help."
+)
+
+
+class Outbox(Protocol):
+    """Where the messages for one request (or one session) go; the transport implements it."""
+
+    async def send(self, data: bytes, *, final: bool = False) -> None:
+        """Send one encoded message, waiting for room; ``final`` marks the request's response.
+
+        Never raises for a peer that went away (the message is dropped).
+        """
+
+    def send_nowait(self, data: bytes) -> bool:
+        """Queue a notification if there is room right now; False if it was dropped."""
+
+    def close(self) -> None:
+        """No more messages for this request."""
+
+
+@attrs.frozen
+class RequestContext:
+    """What a handler knows about the request besides its params."""
+
+    modern: bool
+    protocol_version: str | None
+    client_name: str | None
+    client_version: str | None
+    progress_token: str | int | None = None
+
+
+@attrs.define(eq=False)
+class _InFlight:
+    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
+    #: The client cancelled it: no response.
+    cancelled: bool = False
+    #: The response is being sent: no more progress.
+    done: bool = False
+
+
+Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
+
+
+class McpServer:
+    """What every session shares: the core, our identity, the tool list and its cache."""
+
+    def __init__(self, core: BrokerCore, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> None:
+        self.core = core
+        self.router = core.router
+        self.registry = core.registry
+        self.page_size = page_size
+        self.coalesce = coalesce
+        self.server_info: dict[str, Any] = {"name": "toolbridge", "version": VERSION}
+        self.shutdown = core.shutdown_started
+        self._tools: tuple[int, list[str], list[dict[str, Any]]] | None = None
+        self._session_labels = itertools.count(1)
+
+    def next_label(self, transport: str) -> str:
+        return f"{transport}-{next(self._session_labels)}"
+
+    @property
+    def capabilities(self) -> dict[str, Any]:
+        return {"tools": {"listChanged": True}}
+
+    def _snapshot(self) -> tuple[list[str], list[dict[str, Any]]]:
+        version = self.registry.version
+        if self._tools is None or self._tools[0] != version:
+            tools = self.router.list_tools()
+            self._tools = (version, [t.agent_name for t in tools], [tool_entry(t) for t in tools])
+        return self._tools[1], self._tools[2]
+
+    def list_tools(self, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        names, entries = self._snapshot()
+        page, next_cursor = list_page(names, entries, params.get("cursor"), self.page_size)
+        result: dict[str, Any] = {"tools": page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        if modern:
+            # Apps come and go at any time, so a cached list is soon wrong: never cache.
+            result.update(self._modern_fields(ttl=True))
+        return result
+
+    def _modern_fields(self, *, ttl: bool) -> dict[str, Any]:
+        fields: dict[str, Any] = {"resultType": "complete", "_meta": {protocol.SERVER_INFO_KEY: self.server_info}}
+        if ttl:
+            fields["ttlMs"] = 0
+            fields["cacheScope"] = "private"
+        return fields
+
+    def discover_result(self) -> dict[str, Any]:
+        return {
+            "supportedVersions": list(protocol.SUPPORTED_VERSIONS),
+            "capabilities": self.capabilities,
+            "instructions": INSTRUCTIONS,
+            **self._modern_fields(ttl=True),
+        }
+
+    def initialize_result(self, version: str) -> dict[str, Any]:
+        return {
+            "protocolVersion": version,
+            "capabilities": self.capabilities,
+            "serverInfo": self.server_info,
+            "instructions": INSTRUCTIONS,
+        }
+
+    async def next_change(self, seen: int) -> int | None:
+        """Wait until the tool set changes (the new version) or the daemon stops (None)."""
+        if self.shutdown.is_set():
+            return None
+        found: list[int] = []
+        async with trio.open_nursery() as nursery:
+
+            async def changed() -> None:
+                found.append(await self.router.wait_tools_changed(seen))
+                nursery.cancel_scope.cancel()
+
+            async def stopping() -> None:
+                await self.shutdown.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(changed)
+            nursery.start_soon(stopping)
+        return found[0] if found and not self.shutdown.is_set() else None
+
+    async def coalesced_change(self, seen: int) -> int | None:
+        """:meth:`next_change`, then a short wait so a burst of changes is reported once."""
+        if await self.next_change(seen) is None:
+            return None
+        with trio.move_on_after(self.coalesce):
+            await self.shutdown.wait()
+        return None if self.shutdown.is_set() else self.registry.version
+
+
+class Session:
+    """The MCP state of one agent connection (stdio) or one ``Mcp-Session-Id`` (HTTP).
+
+    Create it with :func:`open_session`, which owns the nursery its requests run in.
+    """
+
+    def __init__(
+        self,
+        server: McpServer,
+        nursery: trio.Nursery,
+        *,
+        transport: str,
+        label: str | None,
+        reinitialize: bool,
+    ) -> None:
+        self.server = server
+        self._nursery = nursery
+        self.transport = transport
+        self.label = label
+        self._reinitialize = reinitialize
+        self.protocol_version: str | None = None
+        self.client_name: str | None = None
+        self.client_version: str | None = None
+        self.initialized = trio.Event()
+        self.client_ready = False
+        self._tools_seen = 0
+        self._in_flight: dict[RequestId, _InFlight] = {}
+        #: Where handshake-era notifications (list_changed) go; None drops them.
+        self.notify_outbox: Outbox | None = None
+        self.last_activity = trio.current_time()
+        self.closed = trio.Event()
+
+    # --- the transport's face ------------------------------------------------------------
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    async def handle(self, message: Message, outbox: Outbox) -> None:
+        """Handle one message from the agent; replies go to ``outbox`` (closed when done)."""
+        self.last_activity = trio.current_time()
+        if isinstance(message, Request):
+            await self._on_request(message, outbox)
+            return
+        if isinstance(message, Notification):
+            self._on_notification(message)
+        elif isinstance(message, Response):
+            log.debug("mcp_unexpected_response", session=self.label, id=message.id)
+        outbox.close()
+
+    def cancel(self, request_id: RequestId, reason: str = "") -> bool:
+        """Cancel a request in flight as asked by the client (no response). False if unknown."""
+        entry = self._in_flight.get(request_id)
+        if entry is None or entry.done:
+            return False
+        log.info("mcp_request_cancelled", session=self.label, id=request_id, reason=reason[:200])
+        entry.cancelled = True
+        entry.scope.cancel()
+        return True
+
+    def close(self) -> None:
+        """End the session: requests in flight are cancelled (their apps are told)."""
+        self.closed.set()
+        self._nursery.cancel_scope.cancel()
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    async def _on_request(self, request: Request, outbox: Outbox) -> None:
+        try:
+            if request.id in self._in_flight:
+                raise RpcError(
+                    INVALID_REQUEST, f"Invalid Request: id {request.id!r} is already used by a request in flight"
+                )
+            context = self._context(request)
+            table = _MODERN if context.modern else _HANDSHAKE
+            handler = table.get(request.method)
+            if handler is None:
+                raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
+            if isinstance(handler, _Inline):
+                data = encode_result(request.id, handler.fn(self, request, context))
+            else:
+                entry = _InFlight()
+                self._in_flight[request.id] = entry
+                self._nursery.start_soon(
+                    self._run, handler, request, context, outbox, entry, name=f"mcp {request.method}"
+                )
+                return
+        except RpcError as exc:
+            data = exc.encode(request.id)
+        except Exception:
+            log.exception("mcp_internal_error", session=self.label, method=request.method)
+            data = encode_error(request.id, INTERNAL_ERROR, _INTERNAL)
+        await outbox.send(data, final=True)
+        outbox.close()
+
+    def _context(self, request: Request) -> RequestContext:
+        params = request.params
+        if protocol.modern_version_of(params) is not None or request.method in _MODERN_ONLY:
+            envelope = protocol.read_envelope(params)
+            name, version = protocol.client_identity(envelope.client_info)
+            return RequestContext(True, envelope.protocol_version, name, version, protocol.progress_token_of(params))
+        if request.method not in ("initialize", "ping") and not self.initialized.is_set():
+            raise RpcError(
+                INVALID_REQUEST,
+                "Invalid Request: the session is not initialized. Send initialize first "
+                "(protocol 2025-11-25 and older), or put io.modelcontextprotocol/protocolVersion "
+                "and io.modelcontextprotocol/clientCapabilities in params._meta (protocol 2026-07-28).",
+            )
+        return RequestContext(
+            False, self.protocol_version, self.client_name, self.client_version, protocol.progress_token_of(params)
+        )
+
+    async def _run(
+        self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> None:
+        data: bytes | None = None
+        responded = False
+        try:
+            with entry.scope:
+                try:
+                    data = encode_result(request.id, await handler(self, request, context, outbox, entry))
+                except RpcError as exc:
+                    data = exc.encode(request.id)
+                except Exception:
+                    log.exception("mcp_internal_error", session=self.label, method=request.method)
+                    data = encode_error(
+                        request.id, INTERNAL_ERROR, _INTERNAL
+                    )
+            if data is None:  # cancelled by the client: it wants no answer
+                return
+            entry.done = True
+            await outbox.send(data, final=True)
+            responded = True
+        finally:
+            self.last_activity = trio.current_time()
+            if self._in_flight.get(request.id) is entry:
+                del self._in_flight[request.id]
+            if not responded and not entry.cancelled:
+                outbox.send_nowait(
+                    encode_error(
+                        request.id,
+                        SERVER_ERROR,
+                        "the MCP session ended before this request completed (the daemon is "
+                        "stopping or the session was closed); the call was cancelled at the app",
+                    )
+                )
+            outbox.close()
+
+    def _on_notification(self, note: Notification) -> None:
+        if note.method == "notifications/cancelled":
+            request_id = note.params.get("requestId")
+            if is_request_id(request_id):
+                reason = note.params.get("reason")
+                self.cancel(request_id, reason if isinstance(reason, str) else "")
+        elif note.method == "notifications/initialized":
+            self.client_ready = True
+        else:
+            log.debug("mcp_notification_ignored", session=self.label, method=note.method)
+
+    # --- handlers ------------------------------------------------------------------------
+
+    def _initialize(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        requested = request.params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: initialize needs a string "protocolVersion"')
+        if self.initialized.is_set() and not self._reinitialize:
+            raise RpcError(
+                INVALID_REQUEST,
+                "Invalid Request: this session is already initialized; start a new session "
+                "(POST initialize without Mcp-Session-Id) to initialize again",
+            )
+        self.protocol_version = protocol.negotiate_handshake(requested)
+        self.client_name, self.client_version = protocol.client_identity(request.params.get("clientInfo"))
+        if not self.initialized.is_set():
+            self._tools_seen = self.server.registry.version
+            self.initialized.set()
+        log.info(
+            "mcp_initialized", session=self.label, transport=self.transport, requested=requested,
+            version=self.protocol_version, client=self.client_name, client_version=self.client_version,
+        )
+        return self.server.initialize_result(self.protocol_version)
+
+    def _ping(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        return {}
+
+    def _discover(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        return self.server.discover_result()
+
+    def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        return self.server.list_tools(request.params, modern=context.modern)
+
+    async def _call_tool(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        params = request.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
+        arguments = params.get("arguments")
+        token = context.progress_token
+        on_progress = None
+        if token is not None:
+
+            def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                if entry.done:
+                    return
+                note: dict[str, Any] = {"progressToken": token, "progress": progress}
+                if total is not None:
+                    note["total"] = total
+                if message is not None:
+                    note["message"] = message
+                outbox.send_nowait(encode_notification("notifications/progress", note))
+
+        caller = CallerInfo(context.client_name, context.client_version, self.label, self.transport)
+        outcome = await self.server.router.call_tool(
+            name, arguments, caller=caller, timeout=protocol.timeout_of(params), on_progress=on_progress
+        )
+        result = call_result(outcome, name)
+        if context.modern:
+            result["resultType"] = "complete"
+        return result
+
+    async def _listen(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        wanted = request.params.get("notifications")
+        if not isinstance(wanted, dict):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: subscriptions/listen needs a "notifications" object')
+        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") is True else {}
+        meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
+        server = self.server
+        seen = server.registry.version
+        await outbox.send(
+            encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
+        )
+        changed = encode_notification("notifications/tools/list_changed", {"_meta": meta})
+        while True:
+            new = await server.coalesced_change(seen)
+            if new is None:  # the daemon is stopping: end the subscription gracefully
+                return {"resultType": "complete", "_meta": meta}
+            seen = new
+            if honored:
+                await outbox.send(changed)
+
+    async def watch_tools(self) -> None:
+        """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
+        await self.initialized.wait()
+        seen = self._tools_seen
+        while True:
+            new = await self.server.coalesced_change(seen)
+            if new is None:
+                return
+            seen = new
+            outbox = self.notify_outbox
+            if outbox is not None:
+                outbox.send_nowait(LIST_CHANGED)
+
+
+@attrs.frozen
+class _Inline:
+    fn: Callable[[Session, Request, RequestContext], dict[str, Any]]
+
+
+_HANDSHAKE: Final[dict[str, _Inline | Handler]] = {
+    "initialize": _Inline(Session._initialize),
+    "ping": _Inline(Session._ping),
+    "tools/list": _Inline(Session._list_tools),
+    "tools/call": Session._call_tool,
+}
+_MODERN: Final[dict[str, _Inline | Handler]] = {
+    "server/discover": _Inline(Session._discover),
+    "tools/list": _Inline(Session._list_tools),
+    "tools/call": Session._call_tool,
+    "subscriptions/listen": Session._listen,
+}
+
+
+def _method_not_found(method: str, modern: bool) -> str:
+    if method in _KNOWN_ELSEWHERE:
+        return f"Method not found: {method} (toolbridge offers tools only)"
+    if modern and method in _HANDSHAKE:
+        return f"Method not found: {method} does not exist in protocol 2026-07-28"
+    if not modern and method in _MODERN:
+        return f"Method not found: {method} (handshake-era session; it is a 2026-07-28 method)"
+    return f"Method not found: {method}"
+
+
+@asynccontextmanager
+async def open_session(
+    server: McpServer,
+    *,
+    transport: str,
+    label: str | None = None,
+    notify: Outbox | None = None,
+    stateful: bool = True,
+    reinitialize: bool = False,
+) -> AsyncIterator[Session]:
+    """A session whose requests run in a nursery owned by this context; leaving it cancels them.
+
+    ``stateful`` sessions (stdio, a legacy HTTP session) watch the tool list for the
+    handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
+    """
+    async with trio.open_nursery() as nursery:
+        session = Session(server, nursery, transport=transport, label=label, reinitialize=reinitialize)
+        session.notify_outbox = notify
+        if stateful:
+            nursery.start_soon(session.watch_tools)
+        try:
+            yield session
+        finally:
+            session.closed.set()
+            nursery.cancel_scope.cancel()

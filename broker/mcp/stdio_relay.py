@@ -1,0 +1,523 @@
+"""``toolbridge stdio``: what agents launch. A thin relay between stdin/stdout and the daemon.
+
+Theory of operation
+-------------------
+The relay speaks no MCP itself. It finds the daemon through the home directory
+(``runtime.json`` for the port, ``token`` for the secret), opens a TCP connection, sends
+``{"type":"agentConnect","token":...}``, waits for ``agentConnected``, and from then on copies
+lines: each stdin line to the daemon, each daemon line to stdout. stdout carries nothing but
+MCP messages; logs go to stderr. If no daemon answers, the relay starts one in the
+background (``python -m broker serve --home H``, detached, its output appended to
+``<home>/daemon.log``) and waits for it to come up.
+
+It peeks at each message just enough to keep the promises the daemon cannot keep once it is
+gone: it remembers the requests the daemon has not answered yet (by id), the ``initialize``
+request and whether ``notifications/initialized`` was sent. When the connection drops, every
+unanswered request gets a JSON-RPC error at once (never silence), and the next message
+opens a new connection, first replaying the cached ``initialize`` (under an id of the
+relay's own, whose answer is swallowed) and ``notifications/initialized``, so the new daemon
+knows the session. On stdin EOF the relay waits for the answers still owed (not for
+``subscriptions/listen`` streams, which never end by themselves), then exits.
+
+stdin and stdout are trio streams: ``FdStream`` over pipes on POSIX; threads elsewhere
+(Windows consoles and pipes, regular files), which works everywhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO, Final
+
+import msgspec
+import structlog
+import trio
+
+from app_client.errors import RemoteProtocolError
+from app_client.wire import AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
+
+from .. import cli
+from .. import home as home_files
+from ..errors import BrokerError
+
+log = structlog.get_logger("toolbridge.stdio")
+
+__all__ = ["Relay", "DaemonUnavailable", "run_relay", "start_daemon", "cmd_stdio", "register"]
+
+MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+#: How long to wait for a daemon we started (or found starting) to answer.
+START_TIMEOUT: Final = 20.0
+CONNECT_TIMEOUT: Final = 5.0
+LOG_FILE: Final = "daemon.log"
+SERVER_ERROR: Final = -32000
+_REINIT_PREFIX: Final = "toolbridge-relay-reinit-"
+_NO_ANSWER_METHODS: Final = frozenset({"subscriptions/listen"})
+_READ_SIZE: Final = 65536
+_decoder: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
+
+
+class DaemonUnavailable(BrokerError):
+    """No daemon could be reached or started; the message says why and what to do."""
+
+
+def _key(request_id: Any) -> tuple[bool, Any]:
+    # 1 and "1" are different ids; True is not an id at all (filtered before).
+    return (isinstance(request_id, str), request_id)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _peek(line: bytes) -> dict[str, Any] | None:
+    try:
+        value = _decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def start_daemon(home: Path) -> subprocess.Popen[bytes]:
+    """Start ``python -m broker serve --home HOME`` detached, output appended to daemon.log."""
+    home_files.ensure_home(home)
+    kwargs: dict[str, Any] = {"stdin": subprocess.DEVNULL, "close_fds": True}
+    if os.name == "nt":
+        kwargs["creationflags"] = (
+            getattr(subprocess, "DETACHED_PROCESS", 0)
+            | getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)
+            | getattr(subprocess, "CREATE_NO_WINDOW", 0)
+        )
+    else:
+        kwargs["start_new_session"] = True
+    with open(home / LOG_FILE, "ab") as log_file:
+        return subprocess.Popen(
+            [sys.executable, "-m", "broker", "serve", "--home", str(home)],
+            stdout=log_file, stderr=log_file, **kwargs,
+        )
+
+
+def _log_tail(home: Path, lines: int = 3) -> str:
+    try:
+        text = (home / LOG_FILE).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])[-600:]
+
+
+class _Link:
+    """One connection to the daemon."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, stream: trio.SocketStream, framer: LineFramer) -> None:
+        self.id = next(self._ids)
+        self.stream = stream
+        self.framer = framer
+        self.lock = trio.Lock()
+        self.closed = False
+
+
+class Relay:
+    def __init__(self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT) -> None:
+        self.home = home
+        self.auto_start = auto_start
+        self.start_timeout = start_timeout
+        self._out_send, self._out_receive = trio.open_memory_channel[bytes](256)
+        #: Requests the daemon has not answered: id key -> method.
+        self._pending: dict[tuple[bool, Any], str] = {}
+        self._owed = trio.Event()  # set whenever nothing but listen streams is pending
+        self._owed.set()
+        self._init_request: dict[str, Any] | None = None
+        self._client_initialized = False
+        self._reinit_ids: set[str] = set()
+        self._reinit_counter = itertools.count(1)
+        self._link: _Link | None = None
+        self._connect_lock = trio.Lock()
+        self._links: trio.Nursery | None = None
+        self._exiting = False
+        self._daemon_process: subprocess.Popen[bytes] | None = None
+
+    # --- the main loop -------------------------------------------------------------------
+
+    async def run(self, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream) -> None:
+        """Relay until stdin ends and every answer still owed has been written."""
+        async with trio.open_nursery() as outer:
+            outer.start_soon(self._write_stdout, stdout, outer.cancel_scope)
+            async with trio.open_nursery() as links:
+                self._links = links
+                await self._read_stdin(stdin)
+                await self._owed.wait()
+                self._exiting = True
+                links.cancel_scope.cancel()
+            await self._out_send.aclose()
+
+    async def _write_stdout(self, stdout: trio.abc.SendStream, everything: trio.CancelScope) -> None:
+        async with self._out_receive:
+            async for first in self._out_receive:
+                chunks = [first]
+                while True:
+                    try:
+                        chunks.append(self._out_receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                try:
+                    await stdout.send_all(b"".join(chunks))
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    log.info("stdout_closed")  # the agent is gone: nothing left to relay for
+                    everything.cancel()
+                    return
+
+    async def _read_stdin(self, stdin: trio.abc.ReceiveStream) -> None:
+        framer = LineFramer(MAX_LINE_BYTES)
+        eof = False
+        while not eof:
+            try:
+                data = await stdin.receive_some(_READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if not data:
+                eof = True
+                data = b"\n"  # a last line without its newline still counts
+            framer.receive_data(data)
+            while True:
+                try:
+                    line = framer.next_line()
+                except RemoteProtocolError as exc:
+                    await self._emit_error(None, -32600, f"Invalid Request: {exc.message}")
+                    continue
+                if line is None:
+                    break
+                await self._from_client(line)
+
+    # --- client -> daemon ----------------------------------------------------------------
+
+    async def _from_client(self, line: bytes) -> None:
+        message = _peek(line)
+        key = None
+        request_id = None
+        method = message.get("method") if message is not None else None
+        if message is not None and isinstance(method, str):
+            if "id" in message and _is_id(message["id"]):
+                request_id = message["id"]
+                key = _key(request_id)
+                self._pending[key] = method
+                self._update_owed()
+            elif method == "notifications/cancelled":
+                params = message.get("params")
+                cancelled = params.get("requestId") if isinstance(params, dict) else None
+                if _is_id(cancelled):
+                    self._pending.pop(_key(cancelled), None)  # the daemon will not answer it
+                    self._update_owed()
+                if self._link is None:
+                    return  # that request already got its error when the connection dropped
+        try:
+            link = await self._ensure_link()
+        except DaemonUnavailable as exc:
+            log.warning("daemon_unavailable", reason=str(exc))
+            if key is not None:
+                self._pending.pop(key, None)
+                self._update_owed()
+                await self._emit_error(request_id, SERVER_ERROR, str(exc))
+            return
+        if method == "initialize" and message is not None:
+            self._init_request = message
+        elif method == "notifications/initialized":
+            self._client_initialized = True
+        await self._send(link, line)
+
+    async def _send(self, link: _Link, line: bytes) -> None:
+        try:
+            async with link.lock:
+                await link.stream.send_all(line + b"\n")
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            await self._lost(link)
+
+    async def _ensure_link(self) -> _Link:
+        async with self._connect_lock:
+            if self._link is not None and not self._link.closed:
+                return self._link
+            stream, framer = await self._connect()
+            link = _Link(stream, framer)
+            self._link = link
+            assert self._links is not None
+            self._links.start_soon(self._read_link, link)
+            if self._init_request is not None:
+                await self._replay_initialize(link)
+            return link
+
+    async def _replay_initialize(self, link: _Link) -> None:
+        assert self._init_request is not None
+        request = dict(self._init_request)
+        request["id"] = f"{_REINIT_PREFIX}{next(self._reinit_counter)}"
+        self._reinit_ids.add(request["id"])
+        log.info("session_replayed", link=link.id)
+        await self._send(link, _encoder.encode(request))
+        if self._client_initialized:
+            await self._send(link, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+
+    # --- daemon -> client ----------------------------------------------------------------
+
+    async def _read_link(self, link: _Link) -> None:
+        try:
+            while True:
+                while True:
+                    try:
+                        line = link.framer.next_line()
+                    except RemoteProtocolError as exc:
+                        log.warning("daemon_line_too_long", detail=exc.message)
+                        continue
+                    if line is None:
+                        break
+                    await self._from_daemon(line)
+                try:
+                    data = await link.stream.receive_some(_READ_SIZE)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    data = b""
+                if not data:
+                    return
+                link.framer.receive_data(data)
+        finally:
+            if not self._exiting:
+                with trio.move_on_after(5) as cleanup:
+                    cleanup.shield = True
+                    await self._lost(link)
+
+    async def _from_daemon(self, line: bytes) -> None:
+        message = _peek(line)
+        if message is not None and "method" not in message and _is_id(message.get("id")):
+            request_id = message["id"]
+            if isinstance(request_id, str) and request_id in self._reinit_ids:
+                self._reinit_ids.discard(request_id)
+                if "error" in message:
+                    log.warning("session_replay_failed", error=message.get("error"))
+                return
+            self._pending.pop(_key(request_id), None)
+            self._update_owed()
+        await self._output(line + b"\n")
+
+    async def _output(self, data: bytes) -> None:
+        try:
+            await self._out_send.send(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # stdout is gone
+
+    async def _lost(self, link: _Link) -> None:
+        if link.closed:
+            return
+        link.closed = True
+        if self._link is link:
+            self._link = None
+        await trio.aclose_forcefully(link.stream)
+        lost = list(self._pending.items())
+        self._pending.clear()
+        self._update_owed()
+        log.warning("daemon_connection_lost", link=link.id, unanswered=len(lost))
+        for (_, request_id), method in lost:
+            await self._emit_error(
+                request_id,
+                SERVER_ERROR,
+                f"the connection to the toolbridge daemon was lost before it answered {method} "
+                "(the daemon stopped or restarted); the request may or may not have run. "
+                "toolbridge stdio reconnects on the next request.",
+            )
+
+    async def _emit_error(self, request_id: Any, code: int, message: str) -> None:
+        error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+        await self._output(_encoder.encode(error) + b"\n")
+
+    def _update_owed(self) -> None:
+        if any(m not in _NO_ANSWER_METHODS for m in self._pending.values()):
+            if self._owed.is_set():
+                self._owed = trio.Event()
+        else:
+            self._owed.set()
+
+    # --- finding (or starting) the daemon ------------------------------------------------
+
+    async def _connect(self) -> tuple[trio.SocketStream, LineFramer]:
+        stream = await self._open_existing()
+        if stream is None:
+            if not self.auto_start:
+                raise DaemonUnavailable(
+                    f"no toolbridge daemon is running for {self.home}: start it with `toolbridge serve`"
+                )
+            stream = await self._start_and_open()
+        try:
+            return await self._hello(stream)
+        except BaseException:
+            await trio.aclose_forcefully(stream)
+            raise
+
+    async def _open_existing(self) -> trio.SocketStream | None:
+        info = home_files.read_runtime(self.home)
+        if not info or not isinstance(info.get("port"), int):
+            return None
+        host = info.get("host")
+        if not isinstance(host, str):
+            host = "127.0.0.1"
+        with trio.move_on_after(CONNECT_TIMEOUT):
+            try:
+                return await trio.open_tcp_stream(host, info["port"])
+            except OSError:
+                return None
+        return None
+
+    async def _start_and_open(self) -> trio.SocketStream:
+        log.info("daemon_starting", home=str(self.home), log=str(self.home / LOG_FILE))
+        try:
+            process = start_daemon(self.home)
+        except (OSError, BrokerError) as exc:
+            raise DaemonUnavailable(f"the toolbridge daemon is not running and could not be started: {exc}") from None
+        self._daemon_process = process
+        exited_at: float | None = None
+        with trio.move_on_after(self.start_timeout):
+            while True:
+                stream = await self._open_existing()
+                if stream is not None:
+                    log.info("daemon_started", pid=process.pid)
+                    return stream
+                if process.poll() is not None:
+                    # It may have lost a race to another relay's daemon: give that one a moment.
+                    if exited_at is None:
+                        exited_at = trio.current_time()
+                    elif trio.current_time() - exited_at > 2.0:
+                        break
+                await trio.sleep(0.05)
+        tail = _log_tail(self.home)
+        raise DaemonUnavailable(
+            "the toolbridge daemon is not running and could not be started"
+            + (f" (exit code {process.returncode})" if process.returncode is not None else " in time")
+            + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "")
+        )
+
+    async def _hello(self, stream: trio.SocketStream) -> tuple[trio.SocketStream, LineFramer]:
+        try:
+            token = (self.home / home_files.TOKEN_FILE).read_text().strip()
+        except OSError as exc:
+            raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
+        framer = LineFramer(MAX_LINE_BYTES)
+        try:
+            await stream.send_all(encode_message(AgentConnect(token=token)))
+            with trio.fail_after(CONNECT_TIMEOUT):
+                while True:
+                    line = framer.next_line()
+                    if line is not None:
+                        break
+                    data = await stream.receive_some(_READ_SIZE)
+                    if not data:
+                        raise DaemonUnavailable("the toolbridge daemon closed the connection at once")
+                    framer.receive_data(data)
+        except trio.TooSlowError:
+            raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
+        except (trio.BrokenResourceError, OSError) as exc:
+            raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc}") from None
+        try:
+            reply = decode_message(line)
+        except RemoteProtocolError as exc:
+            raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected reply ({exc.message})") from None
+        if isinstance(reply, Error):
+            raise DaemonUnavailable(f"the toolbridge daemon refused the connection: {reply.message}")
+        if not isinstance(reply, AgentConnected):
+            raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected {type(reply).__name__}")
+        return stream, framer
+
+
+# --- standard streams ----------------------------------------------------------------------
+
+
+class _ThreadReader(trio.abc.ReceiveStream):
+    """Blocking reads in a worker thread: portable (Windows, regular files)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        read = getattr(self._file, "read1", self._file.read)
+        return await trio.to_thread.run_sync(read, max_bytes or _READ_SIZE, abandon_on_cancel=True)
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+class _ThreadWriter(trio.abc.SendStream):
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+
+    def _write(self, data: bytes) -> None:
+        self._file.write(data)
+        self._file.flush()
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await trio.to_thread.run_sync(self._write, bytes(data))
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+def _pollable(fd: int) -> bool:
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _stdin() -> trio.abc.ReceiveStream:
+    if os.name == "posix" and _pollable(0):
+        return trio.lowlevel.FdStream(os.dup(0))
+    return _ThreadReader(sys.stdin.buffer)
+
+
+def _stdout() -> trio.abc.SendStream:
+    if os.name == "posix" and _pollable(1):
+        return trio.lowlevel.FdStream(os.dup(1))
+    return _ThreadWriter(sys.stdout.buffer)
+
+
+async def run_relay(home: Path, auto_start: bool = True) -> None:
+    stdin, stdout = _stdin(), _stdout()
+    try:
+        await Relay(home, auto_start=auto_start).run(stdin, stdout)
+    finally:
+        with trio.CancelScope(shield=True):
+            await stdin.aclose()
+            await stdout.aclose()
+
+
+# --- the command ---------------------------------------------------------------------------
+
+
+def cmd_stdio(args: argparse.Namespace) -> int:
+    from ..cli import home_from
+    from ..logsetup import configure_logging
+
+    configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
+    trio.run(run_relay, home_from(args), args.auto_start)
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from ..cli import add_home
+
+    parser = sub.add_parser(
+        "stdio",
+        help="MCP over stdin/stdout, relayed to the daemon (what agents launch); starts the daemon if needed",
+    )
+    add_home(parser)
+    parser.add_argument(
+        "--no-start", dest="auto_start", action="store_false",
+        help="fail requests instead of starting the daemon when none is running",
+    )
+    parser.set_defaults(func=cmd_stdio)
+
+
+cli._EXTRA_COMMANDS.append(register)

@@ -1,0 +1,211 @@
+"""Helpers for the MCP front-door tests: a real daemon, a scripted app, real MCP clients.
+
+The app speaks the wire protocol with plain trio sockets and ``app_client.wire`` (not the
+app_client library), so these tests see exactly what crosses the wire.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+import sys
+import zlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+from app_client.wire import (
+    LineFramer,
+    Ping,
+    Pong,
+    Register,
+    Registered,
+    ToolCancel,
+    ToolInvocation,
+    ToolProgress,
+    ToolResponse,
+    ToolResult,
+    ToolSpec,
+    decode_message,
+    encode_message,
+)
+from broker.config import Settings
+from broker.daemon import DaemonInfo, run_daemon
+
+
+#: Code that stops reading an httpx2 stream early (the SDK client, once the answer is in; these
+#: tests, after the event they wait for) abandons httpx2's nested async generators, which trio
+#: reports as ResourceWarnings when they are collected. Harmless; not what is under test.
+HTTPX_STREAM_WARNINGS = [
+    "ignore:Async generator 'httpx2.:ResourceWarning",
+    "ignore:Async generator 'httpcore2.:ResourceWarning",
+]
+
+
+def png_bytes() -> bytes:
+    """A real 2x2 PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    rows = b"".join(b"\x00" + bytes([200, 10 * y, 30]) * 2 for y in range(2))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+PNG_B64 = base64.b64encode(png_bytes()).decode()
+
+OBJECT = {"type": "object"}
+DEMO_TOOLS = [
+    # x-mcp-header: 2026-07-28 HTTP clients mirror "text" into an Mcp-Param-Text header.
+    ToolSpec("echo", "Echo the arguments back",
+             {"type": "object", "properties": {"text": {"type": "string", "x-mcp-header": "Text"}}}),
+    ToolSpec("text", "Return plain text", OBJECT, title="Plain text", annotations={"readOnlyHint": True}),
+    ToolSpec("fail", "Always fails", OBJECT),
+    ToolSpec("image", "Return a PNG", OBJECT),
+    ToolSpec("slow", "Runs until cancelled", OBJECT),
+    ToolSpec("progress", "Reports progress, then answers", OBJECT),
+    ToolSpec("hang", "Never answers (tiny timeout)", OBJECT, timeout_ms=300),
+]
+
+
+class ScriptedApp:
+    """A desktop app over a raw socket whose tools behave by name (see ``_answer``)."""
+
+    def __init__(self, port: int, token: str, app_name: str = "Demo", tools: list[ToolSpec] | None = None) -> None:
+        self.port = port
+        self.token = token
+        self.app_name = app_name
+        self.tools = DEMO_TOOLS if tools is None else tools
+        self.invocations: list[ToolInvocation] = []
+        self.cancels: list[ToolCancel] = []
+        self.registered: Registered | None = None
+        self._changed = trio.Event()
+        self._stream: trio.SocketStream | None = None
+        self._send_lock = trio.Lock()
+        self._scope = trio.CancelScope()
+        self._closed = trio.Event()
+
+    async def start(self, nursery: trio.Nursery) -> ScriptedApp:
+        await nursery.start(self._run)
+        return self
+
+    async def until(self, predicate: Callable[[], bool], timeout: float = 10) -> None:
+        with trio.fail_after(timeout):
+            while not predicate():
+                await self._changed.wait()
+
+    def _touch(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def send(self, message: Any) -> None:
+        assert self._stream is not None
+        async with self._send_lock:
+            await self._stream.send_all(encode_message(message))
+
+    async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
+        try:
+            with self._scope:
+                await self._serve(task_status)
+        finally:
+            self._closed.set()
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        self._stream = await trio.open_tcp_stream("127.0.0.1", self.port)
+        framer = LineFramer()
+        await self.send(Register(app_name=self.app_name, token=self.token, tools=self.tools, max_concurrency=8))
+        started = False
+        async with self._stream, trio.open_nursery() as nursery:
+            while True:
+                line = framer.next_line()
+                if line is None:
+                    data = await self._stream.receive_some(65536)
+                    if not data:
+                        return
+                    framer.receive_data(data)
+                    continue
+                message = decode_message(line)
+                if isinstance(message, Registered):
+                    self.registered = message
+                    if not started:
+                        started = True
+                        task_status.started()
+                elif isinstance(message, Ping):
+                    await self.send(Pong(id=message.id))
+                elif isinstance(message, ToolInvocation):
+                    self.invocations.append(message)
+                    nursery.start_soon(self._answer, message)
+                elif isinstance(message, ToolCancel):
+                    self.cancels.append(message)
+                else:
+                    raise AssertionError(f"unexpected message {message!r}")
+                self._touch()
+
+    async def close(self) -> None:
+        """Disconnect from the daemon (like the app quitting)."""
+        self._scope.cancel()
+        await self._closed.wait()
+
+    async def _answer(self, call: ToolInvocation) -> None:
+        tool = call.tool
+        if tool == "echo":
+            result = ToolResult(data={"echo": call.parameters})
+        elif tool == "text":
+            result = ToolResult(data="just text")
+        elif tool == "fail":
+            result = ToolResult(success=False, error="the disk is full; free some space and retry")
+        elif tool == "image":
+            result = ToolResult(content=[{"type": "text", "text": "a screenshot"},
+                                         {"type": "image", "data": PNG_B64, "mimeType": "image/png"}])
+        elif tool == "progress":
+            if call.progress:
+                await self.send(ToolProgress(call.correlation_id, 1, 2, "step 1"))
+                await self.send(ToolProgress(call.correlation_id, 2, 2, "step 2"))
+            result = ToolResult(data="done")
+        else:  # slow, hang: never answer
+            return
+        await self.send(ToolResponse(call.correlation_id, result))
+
+
+@asynccontextmanager
+async def running_daemon(home: Path, **settings: Any) -> AsyncIterator[DaemonInfo]:
+    """The real daemon in this trio loop, on free ports (HTTP on), stopped gracefully after."""
+    shutdown = trio.Event()
+    options: dict[str, Any] = {"port": 0, "http_port": 0, **settings}
+    async with trio.open_nursery() as nursery:
+        info: DaemonInfo = await nursery.start(
+            lambda task_status: run_daemon(Settings(home=home, **options), shutdown=shutdown, task_status=task_status)
+        )
+        try:
+            yield info
+        finally:
+            shutdown.set()
+
+
+def http_client(info: DaemonInfo, **headers: str) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {info.token}", **headers},
+        timeout=httpx2.Timeout(30.0, read=300.0),
+    )
+
+
+def mcp_url(info: DaemonInfo) -> str:
+    return f"http://127.0.0.1:{info.http_port}/mcp"
+
+
+def relay_env(**extra: str) -> dict[str, str]:
+    """What the relay subprocess needs besides what the SDK passes (HOME, PATH, ...)."""
+    env = {"TOOLBRIDGE_LOG_FORMAT": "json", **extra}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
+def relay_command(home: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "broker", "stdio", "--home", str(home), *extra]

@@ -1,0 +1,260 @@
+"""The MCP session driven directly: messages in, messages out, no sockets."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from app_client.wire import ToolSpec
+from broker.config import Settings
+from broker.core import BrokerCore
+from broker.mcp.jsonrpc import parse_message
+from broker.mcp.session import McpServer, Session, open_session
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "tester", "version": "9"},
+}
+
+
+class Outbox:
+    """Collects what a session sends; ``next()`` waits for the next message."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[tuple[bool, dict[str, Any]]](math.inf)
+        self.closes = 0
+
+    async def send(self, data: bytes, *, final: bool = False) -> None:
+        self._send.send_nowait((final, json.loads(data)))
+
+    def send_nowait(self, data: bytes) -> bool:
+        self._send.send_nowait((False, json.loads(data)))
+        return True
+
+    def close(self) -> None:
+        self.closes += 1
+
+    async def next(self, timeout: float = 5) -> tuple[bool, dict[str, Any]]:
+        with trio.fail_after(timeout):
+            return await self._receive.receive()
+
+    def empty(self) -> bool:
+        return self._receive.statistics().current_buffer_used == 0
+
+
+def request(request_id: Any, method: str, params: dict[str, Any] | None = None, *, modern: bool = False) -> Any:
+    params = dict(params or {})
+    if modern:
+        params["_meta"] = {**MODERN_META, **params.get("_meta", {})}
+    return parse_message(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+
+
+def notification(method: str, params: dict[str, Any] | None = None) -> Any:
+    return parse_message(json.dumps({"jsonrpc": "2.0", "method": method, "params": params or {}}))
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> BrokerCore:
+    return BrokerCore(Settings(home=tmp_path), "secret")
+
+
+@asynccontextmanager
+async def session_for(core: BrokerCore, **kwargs: Any) -> AsyncIterator[tuple[Session, Outbox]]:
+    outbox = Outbox()
+    server = McpServer(core, **kwargs)
+    async with open_session(server, transport="stdio", label="test", notify=outbox, reinitialize=True) as session:
+        yield session, outbox
+
+
+async def ask(session: Session, outbox: Outbox, message: Any) -> dict[str, Any]:
+    await session.handle(message, outbox)
+    final, reply = await outbox.next()
+    assert final
+    return reply
+
+
+def add_app(core: BrokerCore, name: str, tools: list[str]) -> None:
+    core.registry.register(
+        object(),  # type: ignore[arg-type]  # the registry only keeps the link
+        app_name=name, instance_id=None, tools=[ToolSpec(t) for t in tools], max_concurrency=1, app_version=None,
+    )
+
+
+async def test_the_handshake_comes_first(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        early = await ask(session, outbox, request(1, "tools/list"))
+        assert early["error"]["code"] == -32600
+        assert "not initialized" in early["error"]["message"]
+        assert (await ask(session, outbox, request(2, "ping")))["result"] == {}
+        init = await ask(session, outbox, request(3, "initialize", {
+            "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}))
+        assert init["result"]["protocolVersion"] == "2025-03-26"
+        assert init["result"]["capabilities"] == {"tools": {"listChanged": True}}
+        assert init["result"]["serverInfo"]["name"] == "toolbridge"
+        await session.handle(notification("notifications/initialized"), outbox)
+        listed = await ask(session, outbox, request(4, "tools/list"))
+        assert listed["result"] == {"tools": []}  # no modern-only fields in the handshake era
+        assert (session.client_name, session.client_version) == ("c", "1")
+
+
+@pytest.mark.parametrize(("offered", "answered"), [
+    ("2024-11-05", "2024-11-05"), ("2025-11-25", "2025-11-25"), ("1999-01-01", "2025-11-25"),
+    ("2026-07-28", "2025-11-25"),
+])
+async def test_initialize_negotiates_the_version(core: BrokerCore, offered: str, answered: str) -> None:
+    async with session_for(core) as (session, outbox):
+        reply = await ask(session, outbox, request(1, "initialize", {"protocolVersion": offered, "capabilities": {}}))
+        assert reply["result"]["protocolVersion"] == answered
+
+
+async def test_initialize_needs_a_version(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        reply = await ask(session, outbox, request(1, "initialize", {"capabilities": {}}))
+        assert reply["error"]["code"] == -32602
+        assert not session.initialized.is_set()
+
+
+async def test_modern_requests_carry_their_envelope(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        discover = (await ask(session, outbox, request(1, "server/discover", modern=True)))["result"]
+        assert discover["supportedVersions"][0] == "2026-07-28"
+        assert "2025-11-25" in discover["supportedVersions"]
+        assert discover["capabilities"] == {"tools": {"listChanged": True}}
+        assert (discover["resultType"], discover["ttlMs"], discover["cacheScope"]) == ("complete", 0, "private")
+        assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "toolbridge"
+        listed = (await ask(session, outbox, request(2, "tools/list", modern=True)))["result"]
+        assert (listed["tools"], listed["resultType"], listed["ttlMs"], listed["cacheScope"]) == (
+            [], "complete", 0, "private")
+
+        unsupported = await ask(session, outbox, request(3, "tools/list", {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}}, modern=True))
+        assert unsupported["error"]["code"] == -32022
+        assert unsupported["error"]["data"]["requested"] == "2099-01-01"
+        assert "2026-07-28" in unsupported["error"]["data"]["supported"]
+
+        no_caps = await ask(session, outbox, request(4, "tools/list", {
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}))
+        assert no_caps["error"]["code"] == -32602
+        assert "clientCapabilities" in no_caps["error"]["message"]
+
+        bare = await ask(session, outbox, request(5, "server/discover"))
+        assert bare["error"]["code"] == -32602
+
+        ping = await ask(session, outbox, request(6, "ping", modern=True))
+        assert ping["error"]["code"] == -32601
+        assert not session.initialized.is_set()  # modern requests never initialize the session
+
+
+@pytest.mark.parametrize(("method", "words"), [("resources/list", "tools only"), ("frobnicate", "frobnicate")])
+async def test_unknown_methods(core: BrokerCore, method: str, words: str) -> None:
+    async with session_for(core) as (session, outbox):
+        reply = await ask(session, outbox, request(1, method, modern=True))
+        assert reply["error"]["code"] == -32601
+        assert words in reply["error"]["message"]
+
+
+async def test_bad_params(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        no_name = await ask(session, outbox, request(1, "tools/call", {"arguments": {}}, modern=True))
+        assert no_name["error"]["code"] == -32602
+        bad_cursor = await ask(session, outbox, request(2, "tools/list", {"cursor": "nope"}, modern=True))
+        assert bad_cursor["error"]["code"] == -32602
+        bad_filter = await ask(session, outbox, request(3, "subscriptions/listen", {"notifications": 1}, modern=True))
+        assert bad_filter["error"]["code"] == -32602
+
+
+async def test_unknown_tool_is_minus_32602(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        reply = await ask(session, outbox, request(1, "tools/call", {"name": "App__nope", "arguments": {}}, modern=True))
+        assert reply["error"]["code"] == -32602
+        assert reply["error"]["data"] == {"name": "App__nope"}
+
+
+async def test_listen_stream_acknowledges_coalesces_and_cancels(core: BrokerCore, autojump_clock: Any) -> None:
+    async with session_for(core) as (session, outbox):
+        await session.handle(request("listen-1", "subscriptions/listen", {
+            "notifications": {"toolsListChanged": True, "promptsListChanged": True}}, modern=True), outbox)
+        final, ack = await outbox.next()
+        assert not final
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"] == {"notifications": {"toolsListChanged": True},
+                                 "_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}}
+
+        duplicate = await ask(session, outbox, request("listen-1", "tools/list", modern=True))
+        assert duplicate["error"]["code"] == -32600
+
+        for name in ("A", "B", "C"):  # one burst
+            add_app(core, name, ["t"])
+        final, changed = await outbox.next()
+        assert changed == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                           "params": {"_meta": {"io.modelcontextprotocol/subscriptionId": "listen-1"}}}
+        await trio.sleep(1)
+        assert outbox.empty()
+        add_app(core, "D", ["t"])
+        assert (await outbox.next())[1]["method"] == "notifications/tools/list_changed"
+
+        await session.handle(notification("notifications/cancelled", {"requestId": "listen-1"}), outbox)
+        await trio.sleep(1)
+        assert session.in_flight == 0
+        assert outbox.empty()  # a cancelled request gets no response
+
+
+async def test_shutdown_ends_a_listen_stream_gracefully(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        await session.handle(request(1, "subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                                     modern=True), outbox)
+        await outbox.next()
+        core.begin_shutdown()
+        final, reply = await outbox.next()
+        assert final
+        assert reply["result"] == {"resultType": "complete", "_meta": {"io.modelcontextprotocol/subscriptionId": 1}}
+
+
+async def test_a_closing_session_still_answers_what_is_in_flight(core: BrokerCore) -> None:
+    async with session_for(core) as (session, outbox):
+        await session.handle(request(1, "subscriptions/listen", {"notifications": {}}, modern=True), outbox)
+        await outbox.next()
+    final, reply = await outbox.next()
+    assert reply["id"] == 1
+    assert reply["error"]["code"] == -32000
+    assert "session ended" in reply["error"]["message"]
+
+
+async def test_handshake_list_changed_is_coalesced(core: BrokerCore, autojump_clock: Any) -> None:
+    async with session_for(core) as (session, outbox):
+        add_app(core, "Before", ["t"])  # before initialize: not announced
+        await ask(session, outbox, request(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {}}))
+        await trio.sleep(1)
+        assert outbox.empty()
+        for name in ("A", "B", "C"):
+            add_app(core, name, ["t", "u"])
+        assert (await outbox.next()) == (False, {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        await trio.sleep(1)
+        assert outbox.empty()
+        add_app(core, "D", ["t"])
+        assert (await outbox.next())[1]["method"] == "notifications/tools/list_changed"
+
+
+async def test_tools_list_pages(core: BrokerCore) -> None:
+    for name in ("E", "D", "C", "B", "A"):
+        add_app(core, name, ["t"])
+    async with session_for(core, page_size=2) as (session, outbox):
+        names: list[str] = []
+        cursor = None
+        for request_id in range(1, 10):
+            params: dict[str, Any] = {} if cursor is None else {"cursor": cursor}
+            result = (await ask(session, outbox, request(request_id, "tools/list", params, modern=True)))["result"]
+            names += [tool["name"] for tool in result["tools"]]
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                break
+        assert names == ["A__t", "B__t", "C__t", "D__t", "E__t"]
+        assert request_id == 3

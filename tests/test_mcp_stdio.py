@@ -1,0 +1,171 @@
+"""``toolbridge stdio``: the relay process against a daemon that is missing, restarted or started by it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+from mcp import Client, MCPError, StdioServerParameters
+
+from broker import home as home_files
+from broker.config import Settings
+from broker.daemon import DaemonInfo, run_daemon
+from mcp_testkit import ScriptedApp, relay_command, relay_env, running_daemon
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+class Lines:
+    """Newline-framed JSON from a process's stdout."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def next(self, timeout: float = 10) -> dict[str, Any] | None:
+        with trio.fail_after(timeout):
+            while b"\n" not in self._buffer:
+                chunk = await self._stream.receive_some(65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
+@asynccontextmanager
+async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, Lines]]:
+    process = await trio.lowlevel.open_process(
+        relay_command(home, *extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        env={**os.environ, **relay_env()},
+    )
+    try:
+        assert process.stdout is not None
+        yield process, Lines(process.stdout)
+    finally:
+        with trio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:  # pragma: no cover - only when a test failed
+            process.kill()
+            await process.wait()
+
+
+async def write(process: trio.Process, *messages: dict[str, Any]) -> None:
+    assert process.stdin is not None
+    await process.stdin.send_all(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
+
+
+async def test_without_a_daemon_requests_get_errors_not_silence(tmp_path: Path) -> None:
+    async with relay(tmp_path / "empty", "--no-start") as (process, lines):
+        await write(process, {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"protocolVersion": "2025-11-25", "capabilities": {}}})
+        reply = await lines.next()
+        assert reply is not None
+        assert reply["id"] == 1
+        assert reply["error"]["code"] == -32000
+        assert "no toolbridge daemon is running" in reply["error"]["message"]
+        assert process.stdin is not None
+        await process.stdin.aclose()
+        assert await lines.next() is None
+    assert process.returncode == 0
+
+
+async def test_stdin_eof_waits_for_the_answers_still_owed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with running_daemon(home, http_port=None), relay(home, "--no-start") as (process, lines):
+        listen = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+                  "params": {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META}}
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": MODERN_META}}
+        await write(process, listen, listing, {"jsonrpc": "2.0", "id": 3, "method": "nonsense", "params": {"_meta": MODERN_META}})
+        assert process.stdin is not None
+        await process.stdin.aclose()  # EOF right away: answers still come; the listen stream does not hold us
+        seen = []
+        while (message := await lines.next()) is not None:
+            seen.append(message)
+    assert process.returncode == 0
+    # The listen stream's acknowledgement may or may not have come before the relay left.
+    assert {m["method"] for m in seen if "method" in m} <= {"notifications/subscriptions/acknowledged"}
+    replies = {m["id"]: m for m in seen if "id" in m}
+    assert replies[2]["result"]["tools"] == []
+    assert replies[3]["error"]["code"] == -32601
+
+
+async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope]:
+    """A daemon that can be killed abruptly (its scope cancelled: no goodbye to anyone)."""
+    scope = trio.CancelScope()
+
+    async def run(*, task_status: trio.TaskStatus[DaemonInfo]) -> None:
+        with scope:
+            await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
+
+    info: DaemonInfo = await nursery.start(run)
+    return info, scope
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_relay_survives_a_daemon_restart(tmp_path: Path, mode: str) -> None:
+    home = tmp_path / "home"
+    command = relay_command(home, "--no-start")
+    params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
+    async with trio.open_nursery() as nursery:
+        first, first_scope = await start_daemon_task(nursery, home)
+        app = await ScriptedApp(first.port, first.token).start(nursery)
+        async with Client(params, mode=mode) as client:
+            assert not (await client.call_tool("Demo__text", {})).is_error
+
+            failure: list[MCPError] = []
+
+            async def slow_call() -> None:
+                try:
+                    await client.call_tool("Demo__slow", {})
+                except MCPError as exc:
+                    failure.append(exc)
+
+            async with trio.open_nursery() as calls:
+                calls.start_soon(slow_call)
+                await app.until(lambda: any(i.tool == "slow" for i in app.invocations))
+                first_scope.cancel()  # the daemon dies without answering
+            assert failure, "the call in flight must fail, not hang"
+            assert failure[0].code == -32000
+            assert "connection to the toolbridge daemon was lost" in failure[0].message
+
+            second, second_scope = await start_daemon_task(nursery, home)
+            assert second.port != first.port
+            await ScriptedApp(second.port, second.token).start(nursery)
+            result = await client.call_tool("Demo__text", {})  # reconnects; replays initialize in legacy mode
+            assert not result.is_error
+            assert second.core.agent_sessions == 1
+        second_scope.cancel()
+
+
+async def test_the_relay_starts_a_daemon_when_none_runs(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    command = relay_command(home)
+    env = relay_env(TOOLBRIDGE_PORT="0", TOOLBRIDGE_HTTP_PORT="off")
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    try:
+        async with Client(params) as client:
+            assert client.protocol_version == "2026-07-28"
+            assert (await client.list_tools()).tools == []
+        runtime = home_files.read_runtime(home)
+        assert runtime is not None and runtime["pid"] != os.getpid()
+        assert "daemon_started" in (home / "daemon.log").read_text()
+    finally:
+        runtime = home_files.read_runtime(home)
+        if runtime is not None:
+            os.kill(runtime["pid"], signal.SIGTERM)
+            with trio.fail_after(10):
+                while home_files.read_runtime(home) is not None:  # removed by the daemon on its way out
+                    await trio.sleep(0.05)
