@@ -52,7 +52,8 @@ from .errors import (
 from .invoke import GuiExecutor
 from .results import Content, ContentBlock, image, text
 from .threaded import AppThread, tk_executor
-from .tools import ToolDefinition, define_tool, derive_input_schema
+from .tls import client_context
+from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
 from .wire import ToolResult
 
 __all__ = [
@@ -71,6 +72,7 @@ __all__ = [
     "LocalProtocolError",
     "ProtocolError",
     "RegistrationRejected",
+    "RemoteHandler",
     "RemoteProtocolError",
     "RuntimeInfo",
     "ToolContext",
@@ -80,8 +82,10 @@ __all__ = [
     "ToolResult",
     "ToolUpdateRejected",
     "ToolbridgeError",
+    "client_context",
     "connect_tcp",
     "default_home",
+    "define_remote_tool",
     "define_tool",
     "derive_input_schema",
     "find_daemon",

@@ -4,6 +4,8 @@ Theory of operation
 -------------------
 An :class:`App` holds the tool table (filled by ``@app.tool`` before it runs and by
 :meth:`App.add_tool` / :meth:`App.remove_tool` while it runs) and the connection loop.
+Programs that relay tools rather than implement them (a broker uplinking into another)
+replace the whole table with wire specs and one handler: :meth:`App.set_tool_specs`.
 
 :meth:`App.run` loops forever: find the daemon (:func:`~app_client.discovery.find_daemon`,
 re-read each attempt so a restarted daemon or a rotated token is picked up), open a stream,
@@ -31,11 +33,13 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import os
 import re
+import ssl
 import types
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import structlog
@@ -55,8 +59,9 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .session import Session
-from .tools import ToolDefinition, define_tool
-from .wire import AddTools, Register, Registered, RemoveTools
+from .tls import client_context
+from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool
+from .wire import AddTools, Register, Registered, RemoveTools, ToolSpec
 
 if TYPE_CHECKING:
     from .threaded import AppThread
@@ -116,9 +121,18 @@ class ConnectionState(enum.Enum):
 Connector = Callable[[DaemonAddress], Awaitable[trio.abc.Stream]]
 
 
-async def connect_tcp(address: DaemonAddress) -> trio.abc.Stream:
-    """Open a TCP connection to ``address`` (raises OSError if refused or unreachable)."""
-    return await trio.open_tcp_stream(address.host, address.port)
+async def connect_tcp(address: DaemonAddress, ssl_context: ssl.SSLContext | None = None) -> trio.abc.Stream:
+    """Open a TCP connection to ``address`` (raises OSError if refused or unreachable).
+
+    With ``ssl_context``, or when ``address.tls`` asks for it, the stream is TLS (see
+    :mod:`app_client.tls`); the handshake, and so a certificate error (``ssl.SSLError``, an
+    OSError), happens on the first send or receive.
+    """
+    if ssl_context is None and address.tls:
+        ssl_context = client_context(address.tls_ca, pinned_cert=address.tls_pin)
+    if ssl_context is None:
+        return await trio.open_tcp_stream(address.host, address.port)
+    return await trio.open_ssl_over_tcp_stream(address.host, address.port, ssl_context=ssl_context)
 
 
 def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -154,6 +168,16 @@ class App:
         connector: opens the stream to the daemon; defaults to :func:`connect_tcp` (tests
             pass memory streams here).
         backoff: reconnect delays; defaults to ``Backoff()`` (0.1 s doubling to 5 s).
+        ssl_context: connect over TLS with this context (see :mod:`app_client.tls`).
+        tls_ca: connect over TLS, trusting the CA certificates in this PEM file (also
+            ``TOOLBRIDGE_TLS_CA``); a daemon whose ``runtime.json`` says TLS is pinned anyway.
+        prepare_register: called before each registration with the ``register`` message;
+            returns the message to send (for programs that set more protocol fields, such as
+            a broker's ``via``).
+        check_registered: called with the broker's ``registered`` reply before the app
+            counts as connected; raising RegistrationRejected refuses that broker: the link
+            is closed and retried with backoff (ended, for a code in
+            :data:`FATAL_REGISTRATION_CODES`).
     """
 
     def __init__(
@@ -171,6 +195,10 @@ class App:
         app_version: str | None = None,
         connector: Connector | None = None,
         backoff: Backoff | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        prepare_register: Callable[[Register], Register] | None = None,
+        check_registered: Callable[[Registered], None] | None = None,
     ) -> None:
         if (
             not isinstance(name, str)
@@ -184,6 +212,8 @@ class App:
             )
         if instance_id is not None and not 0 < len(instance_id) <= 200:
             raise ValueError("instance_id must be 1-200 characters")
+        if instance_id is not None and instance_id.startswith("#"):
+            raise ValueError("instance_id must not start with '#' (reserved for ids the broker assigns)")
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
         self.name = name
@@ -196,7 +226,12 @@ class App:
         self._host = host
         self._port = port
         self._token = token
-        self._connector: Connector = connector or connect_tcp
+        self._tls_ca = tls_ca
+        self._connector: Connector = connector or functools.partial(connect_tcp, ssl_context=ssl_context)
+        self._prepare_register = prepare_register
+        self._check_registered = check_registered
+        #: Set by set_tool_specs: also handles invoked names not (or no longer) in the table.
+        self._catch_all: RemoteHandler | None = None
         self._backoff = backoff or Backoff()
         self._tools: dict[str, ToolDefinition] = {}
         self._tools_lock = trio.Lock()
@@ -359,6 +394,58 @@ class App:
             except ConnectionClosed:
                 pass
 
+    async def set_tool_specs(self, specs: Iterable[ToolSpec], handler: RemoteHandler) -> None:
+        """Make ``specs`` the app's whole tool set, every call going to ``handler``.
+
+        For programs that relay tools rather than implement them (a broker uplinking into
+        another): see :func:`~app_client.tools.define_remote_tool`. Tools that are gone or
+        whose spec changed are withdrawn, new and changed ones added; when connected this
+        waits for the broker to confirm (``removeTools``, then ``addTools``), otherwise the
+        next registration carries the new set. From then on ``handler`` also receives calls
+        of names not in the table (a broker a moment behind), so it can say what is missing
+        in its own words. Raises ToolDefinitionError for an invalid or
+        duplicate name (nothing changes) and ToolUpdateRejected if the broker refused the
+        additions (those tools are then not kept).
+        """
+        wanted: dict[str, ToolDefinition] = {}
+        for spec in specs:
+            if spec.name in wanted:
+                raise ToolDefinitionError(f"{self.name}: two tools named {spec.name!r}")
+            wanted[spec.name] = define_remote_tool(spec, handler)
+        self._catch_all = handler
+        async with self._tools_lock:
+            tools = self._tools  # the session reads this very dict: change it in place
+            removed = [n for n, d in tools.items() if n not in wanted or d.spec != wanted[n].spec]
+            added = [d for n, d in wanted.items() if n not in tools or tools[n].spec != d.spec]
+            for name in removed:
+                del tools[name]
+            for definition in added:
+                tools[definition.name] = definition
+            session = self._session
+            if session is None:
+                return
+            try:
+                if removed:
+                    await session.update_tools(RemoveTools(names=removed))
+                if added:
+                    await session.update_tools(AddTools(tools=[d.spec for d in added]))
+            except (ToolUpdateRejected, LocalProtocolError) as exc:
+                for definition in added:
+                    tools.pop(definition.name, None)
+                if isinstance(exc, LocalProtocolError):
+                    raise ToolUpdateRejected(exc.code, exc.message) from exc
+                raise
+            except ConnectionClosed:
+                pass  # the next registration carries the new set
+
+    def _catch_all_tool(self, name: str) -> ToolDefinition | None:
+        if self._catch_all is None:
+            return None
+        try:
+            return define_remote_tool(ToolSpec(name=name), self._catch_all)
+        except ToolDefinitionError:
+            return None
+
     # --- state --------------------------------------------------------------------------
 
     def _set_state(self, state: ConnectionState) -> None:
@@ -404,7 +491,7 @@ class App:
     # --- running ------------------------------------------------------------------------
 
     def _register_message(self, token: str) -> Register:
-        return Register(
+        register = Register(
             app_name=self.name,
             token=token,
             tools=[definition.spec for definition in self._tools.values()],
@@ -412,6 +499,7 @@ class App:
             max_concurrency=self.max_concurrency,
             app_version=self.app_version,
         )
+        return register if self._prepare_register is None else self._prepare_register(register)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Connect, register, serve calls and reconnect, until cancelled.
@@ -459,7 +547,7 @@ class App:
     async def _attempt(self, limiter: trio.CapacityLimiter, on_registered: Callable[[], None]) -> None:
         """One connection: returns when it failed or ended; raises only fatal errors."""
         try:
-            address = find_daemon(self._home, self._host, self._port, self._token)
+            address = find_daemon(self._home, self._host, self._port, self._token, self._tls_ca)
         except DaemonNotFound as exc:
             self._note_failure(str(exc))
             return
@@ -477,9 +565,12 @@ class App:
                         gui_executor=lambda: self.gui_executor,
                         on_tool_names=self._set_agent_names,
                         log=self._log,
+                        unknown_tool=self._catch_all_tool,
                     )
                     async with self._tools_lock:
                         registered = await session.handshake(self._register_message(address.token))
+                        if self._check_registered is not None:
+                            self._check_registered(registered)
                         self._session = session
             except OSError as exc:
                 hint = (

@@ -57,7 +57,7 @@ class MessageStream:
         try:
             await self.stream.send_all(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise ConnectionClosed(f"the connection to the broker broke while sending: {exc}") from exc
+            raise ConnectionClosed(f"the connection to the broker broke while sending: {_why(exc)}") from exc
 
     async def send(self, message: Message) -> None:
         """Encode and write ``message`` (see :meth:`encode` and :meth:`send_bytes`)."""
@@ -76,7 +76,7 @@ class MessageStream:
             try:
                 data = await self.stream.receive_some(_RECEIVE_SIZE)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise ConnectionClosed(f"the connection to the broker broke: {exc}") from exc
+                raise ConnectionClosed(f"the connection to the broker broke: {_why(exc)}") from exc
             if not data:
                 raise ConnectionClosed("the broker closed the connection")
             self._framer.receive_data(bytes(data))
@@ -84,3 +84,9 @@ class MessageStream:
     async def aclose(self) -> None:
         """Close the underlying stream (safe to call more than once, even when cancelled)."""
         await trio.aclose_forcefully(self.stream)
+
+
+def _why(exc: BaseException) -> str:
+    """The useful part of a trio stream error: a TLS failure is in its cause."""
+    cause = exc.__cause__
+    return f"{exc} ({cause})" if cause is not None and str(cause) else str(exc)

@@ -20,6 +20,13 @@ argument or variable did not already supply the value, and they are read again o
 call, so a client that calls it before each connection attempt follows a restarted daemon
 (new port) and a rotated token.
 
+TLS: a daemon that serves its app port over TLS says so in ``runtime.json`` (``"tls": true``
+and ``"tlsCert"``, the path of its certificate). The address then asks for TLS: verified
+against ``tls_ca`` (argument, else ``TOOLBRIDGE_TLS_CA``) when one is given, else by pinning
+the daemon's certificate from ``tlsCert`` (see :mod:`app_client.tls`). A CA given by argument
+or environment, or ``TOOLBRIDGE_TLS=1`` (the system's trust store), asks for TLS whatever
+``runtime.json`` says, for daemons on another machine.
+
 Nothing here touches the network or checks that the recorded ``pid`` is alive (that cannot
 be done portably without extra dependencies; on Windows ``os.kill(pid, 0)`` would kill the
 process). A stale ``runtime.json`` therefore shows up as a refused connection, and callers
@@ -46,6 +53,8 @@ __all__ = [
     "ENV_HOME",
     "ENV_HOST",
     "ENV_PORT",
+    "ENV_TLS",
+    "ENV_TLS_CA",
     "ENV_TOKEN",
     "RUNTIME_FILE",
     "TOKEN_FILE",
@@ -62,6 +71,8 @@ ENV_HOME: Final = "TOOLBRIDGE_HOME"
 ENV_HOST: Final = "TOOLBRIDGE_HOST"
 ENV_PORT: Final = "TOOLBRIDGE_PORT"
 ENV_TOKEN: Final = "TOOLBRIDGE_TOKEN"
+ENV_TLS_CA: Final = "TOOLBRIDGE_TLS_CA"
+ENV_TLS: Final = "TOOLBRIDGE_TLS"
 TOKEN_FILE: Final = "token"
 RUNTIME_FILE: Final = "runtime.json"
 #: Used when neither an argument, the environment nor ``runtime.json`` names a host.
@@ -79,6 +90,9 @@ class RuntimeInfo(msgspec.Struct, rename="camel", frozen=True):
     http_port: int | None = None
     version: str = ""
     started_at: float = 0.0
+    #: The app port speaks TLS; ``tls_cert`` is the daemon's certificate file (for pinning).
+    tls: bool = False
+    tls_cert: str | None = None
 
 
 @attrs.frozen
@@ -88,12 +102,17 @@ class DaemonAddress:
     ``token`` is left out of ``repr`` so that logging an address never leaks it.
     ``runtime_file`` is the ``runtime.json`` the port came from, or ``None`` when the port
     came from an argument or the environment (useful when explaining a refused connection).
+    ``tls`` asks for TLS, verified against ``tls_ca`` (a CA file; ``None``: the system's
+    trust store) or, when set, by pinning the certificate in ``tls_pin``.
     """
 
     host: str
     port: int
     token: str = attrs.field(repr=False)
     runtime_file: Path | None = None
+    tls: bool = False
+    tls_ca: Path | None = None
+    tls_pin: Path | None = None
 
 
 def default_home() -> Path:
@@ -169,6 +188,7 @@ def find_daemon(
     host: str | None = None,
     port: int | None = None,
     token: str | None = None,
+    tls_ca: str | os.PathLike[str] | None = None,
 ) -> DaemonAddress:
     """Resolve the daemon's address and token (arguments > environment > home directory).
 
@@ -200,4 +220,12 @@ def find_daemon(
         resolved_host = resolved_host or DEFAULT_HOST
 
     resolved_token = token or os.environ.get(ENV_TOKEN) or read_token(home)
+    ca = tls_ca or os.environ.get(ENV_TLS_CA) or None
+    if ca is not None:
+        return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True, Path(ca))
+    if os.environ.get(ENV_TLS, "").strip().lower() in ("1", "true", "yes", "on"):
+        return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True)
+    if runtime is not None and runtime.tls:
+        pin = Path(runtime.tls_cert) if runtime.tls_cert else None
+        return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True, None, pin)
     return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file)

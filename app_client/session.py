@@ -115,7 +115,8 @@ class Session:
 
     ``tools`` is the app's live tool table (read at each invocation); ``gui_executor``
     returns the app's current executor; ``on_tool_names`` receives every new
-    agent-name mapping from ``toolsUpdated``.
+    agent-name mapping from ``toolsUpdated``; ``unknown_tool``, if given, may supply a
+    definition for an invoked name that is not in the table (a relay's catch-all).
     """
 
     def __init__(
@@ -127,12 +128,14 @@ class Session:
         gui_executor: Callable[[], GuiExecutor | None],
         on_tool_names: Callable[[dict[str, str]], None],
         log: Any = None,
+        unknown_tool: Callable[[str], ToolDefinition | None] | None = None,
     ) -> None:
         self._conn = conn
         self._tools = tools
         self._limiter = limiter
         self._gui_executor = gui_executor
         self._on_tool_names = on_tool_names
+        self._unknown_tool = unknown_tool
         self._log = log if log is not None else _log
         self._calls: dict[int, _Call] = {}
         self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
@@ -295,6 +298,8 @@ class Session:
         try:
             with call.scope:
                 tool = self._tools.get(invocation.tool)
+                if tool is None and self._unknown_tool is not None:
+                    tool = self._unknown_tool(invocation.tool)
                 if tool is None:
                     result = failure(f"unknown tool {invocation.tool!r}")
                 else:

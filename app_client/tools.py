@@ -33,7 +33,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -43,7 +43,15 @@ from .context import ToolContext
 from .errors import ToolDefinitionError
 from .wire import ToolSpec
 
-__all__ = ["TOOL_NAME_PATTERN", "InvalidArguments", "ToolDefinition", "define_tool", "derive_input_schema"]
+__all__ = [
+    "TOOL_NAME_PATTERN",
+    "InvalidArguments",
+    "RemoteHandler",
+    "ToolDefinition",
+    "define_remote_tool",
+    "define_tool",
+    "derive_input_schema",
+]
 
 #: Tool names protocol.md allows (also no leading or trailing space).
 TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_.\-/: ]{1,128}")
@@ -206,7 +214,8 @@ class ToolDefinition:
     spec: ToolSpec
     is_async: bool
     on_gui_thread: bool | None
-    _signature: _Signature
+    #: ``None`` for a tool made by :func:`define_remote_tool` (parameters passed as they are).
+    _signature: _Signature | None
 
     def bind(
         self, parameters: Mapping[str, Any], ctx: ToolContext
@@ -217,6 +226,8 @@ class ToolDefinition:
         e.g. ``Expected `int`, got `str` - at `$.x```).
         """
         sig = self._signature
+        if sig is None:  # a remote tool: the broker validated against spec.input_schema
+            return [dict(parameters), ctx], {}
         try:
             values = msgspec.convert(dict(parameters), sig.arguments_type)
         except msgspec.ValidationError as exc:
@@ -280,3 +291,29 @@ def define_tool(
         path_guard=path_guard,
     )
     return ToolDefinition(tool_name, fn, spec, is_async, on_gui_thread, signature)
+
+
+#: Handles every call of tools made by :func:`define_remote_tool`: ``await handler(parameters,
+#: ctx)`` with the invocation's parameters as they came and its context (``ctx.tool`` is the
+#: tool's name); returns what a tool function returns (a :class:`ToolResult` is sent as is).
+RemoteHandler = Callable[[dict[str, Any], ToolContext], Awaitable[Any]]
+
+
+def define_remote_tool(spec: ToolSpec, handler: RemoteHandler) -> ToolDefinition:
+    """A tool given as a wire :class:`ToolSpec` whose calls all go to one async ``handler``.
+
+    For programs that relay tools they do not implement themselves (a toolbridge broker
+    uplinking into another, a bridge to another RPC system): the spec is sent as it is and
+    the parameters reach ``handler`` unconverted (the broker has already validated them
+    against ``spec.input_schema``). Raises :class:`ToolDefinitionError` for an invalid name.
+    """
+    if not TOOL_NAME_PATTERN.fullmatch(spec.name) or spec.name != spec.name.strip():
+        raise ToolDefinitionError(
+            f"invalid tool name {spec.name!r}: use 1-128 letters, digits, '_', '-', '.', '/', "
+            "':' and inner spaces"
+        )
+
+    async def relay(parameters: dict[str, Any], ctx: ToolContext) -> Any:
+        return await handler(parameters, ctx)
+
+    return ToolDefinition(spec.name, relay, spec, True, None, None)

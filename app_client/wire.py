@@ -73,6 +73,9 @@ class ToolSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     timeout_ms: int | None = None
     #: ``False`` opts this tool out of the path-traversal argument guard.
     path_guard: bool = True
+    #: Set by brokers only (an uplink, protocol.md section 9): the broker ids this tool came
+    #: through, nearest first: the registering broker, ..., the broker of the owning app.
+    via: list[str] | None = None
 
 
 class ToolResult(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -103,6 +106,9 @@ class Register(_Base, tag="register"):
     #: How many invocations the app runs at once; more wait in the broker's queue.
     max_concurrency: int = 1
     app_version: str | None = None
+    #: Set by brokers only (an uplink, protocol.md section 9): the registering broker's id,
+    #: then the ids of the brokers below it whose tools it carries.
+    via: list[str] | None = None
 
 
 class ToolResponse(_Base, tag="toolResponse"):
@@ -140,6 +146,9 @@ class Registered(_Base, tag="registered"):
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     max_tools: int = 0
     max_schema_bytes: int = 0
+    #: The broker's id, then the ids of the brokers it is uplinked into, nearest first
+    #: (protocol.md section 9). Sent by brokers that have an id; apps may ignore it.
+    chain: list[str] | None = None
 
 
 class ToolInvocation(_Base, tag="toolInvocation"):
@@ -234,6 +243,7 @@ _decoder: Final = msgspec.json.Decoder(Message)
 _generic_decoder: Final = msgspec.json.Decoder()
 _encoder: Final = msgspec.json.Encoder()
 _CORRELATION_ID = re.compile(rb'"correlationId"\s*:\s*(\d{1,18})')
+_TOO_DEEP: Final = "the line is not valid JSON (nested too deeply)"
 
 
 def _find_correlation_id(line: bytes) -> int | None:
@@ -244,9 +254,10 @@ def _find_correlation_id(line: bytes) -> int | None:
 def decode_message(line: bytes) -> Message:
     """Decode one line (without its newline) into a message.
 
-    Raises :class:`RemoteProtocolError` with code ``invalid_json``, ``invalid_utf8``,
-    ``not_an_object``, ``unknown_type`` or ``invalid_message``; its ``correlation_id`` is set
-    when the line names one, so the call it belongs to can fail at once.
+    Raises :class:`RemoteProtocolError` with code ``invalid_json`` (also for nesting too deep
+    to decode), ``invalid_utf8``, ``not_an_object``, ``unknown_type`` or ``invalid_message``;
+    its ``correlation_id`` is set when the line names one, so the call it belongs to can fail
+    at once.
     """
     try:
         message: Message = _decoder.decode(line)
@@ -257,6 +268,8 @@ def decode_message(line: bytes) -> Message:
         code, detail = _classify(line, str(exc))
     except msgspec.DecodeError as exc:
         code, detail = "invalid_json", f"the line is not valid JSON ({exc})"
+    except RecursionError:  # msgspec refuses very deep nesting this way, not with DecodeError
+        code, detail = "invalid_json", _TOO_DEEP
     raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line))
 
 
@@ -266,6 +279,8 @@ def _classify(line: bytes, detail: str) -> tuple[str, str]:
         value = _generic_decoder.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):  # pragma: no cover - decoded once already
         return "invalid_json", "the line is not valid JSON"
+    except RecursionError:
+        return "invalid_json", _TOO_DEEP
     if not isinstance(value, dict):
         return "not_an_object", f"each line must be a JSON object, got {type(value).__name__}"
     kind = value.get("type")

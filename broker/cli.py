@@ -45,6 +45,10 @@ def cmd_token(args: argparse.Namespace) -> int:
     from . import home as home_files
 
     home = home_from(args)
+    if args.issue or args.list or args.revoke or args.scope:
+        from .tokens import run_token_command
+
+        return run_token_command(home, args)
     if args.rotate:
         token = home_files.rotate_token(home)
         print(token)
@@ -80,13 +84,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--http-port", type=int, help="TCP port for MCP over HTTP (default 47701; 0 = any)")
     serve.add_argument("--no-http", action="store_true", help="do not serve MCP over HTTP")
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
+    serve.add_argument("--tls-cert", help="PEM certificate (chain): TLS on the app and HTTP ports")
+    serve.add_argument("--tls-key", help="PEM private key of --tls-cert")
+    serve.add_argument("--allow-insecure-remote", action="store_true",
+                       help="allow a non-loopback --host (or --uplink) without TLS (not recommended)")
+    serve.add_argument("--uplink", metavar="HOST:PORT", help="appear as one app in the broker at HOST:PORT")
+    serve.add_argument("--uplink-name", metavar="NAME", help="the name to appear under (default: host name)")
+    serve.add_argument("--uplink-token-file", metavar="PATH", help="file holding the token the parent issued")
+    serve.add_argument("--uplink-tls-ca", metavar="PEM", help="connect to the parent over TLS, trusting this CA")
+    serve.add_argument("--uplink-tls", action="store_true", help="connect to the parent over TLS (system CAs)")
     serve.add_argument("--log-format", choices=["auto", "console", "json"], help="log style on stderr")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     serve.set_defaults(func=cmd_serve)
 
-    token = sub.add_parser("token", help="print the token apps and agents use")
+    token = sub.add_parser("token", help="print the token apps and agents use; manage scoped tokens")
     add_home(token)
-    token.add_argument("--rotate", action="store_true", help="replace the token with a new one")
+    action = token.add_mutually_exclusive_group()
+    action.add_argument("--rotate", action="store_true", help="replace the default token with a new one")
+    action.add_argument("--issue", metavar="NAME", help="create a named token (printed once) with --scope")
+    action.add_argument("--list", action="store_true", help="list the named tokens (never their secrets)")
+    action.add_argument("--revoke", metavar="NAME", help="revoke a named token (its connections are dropped)")
+    token.add_argument("--scope", action="append", default=[], metavar="SCOPE",
+                       help="with --issue: app:<name-pattern>, uplink[:<name-pattern>] or agent (repeatable)")
     token.set_defaults(func=cmd_token)
 
     for register in _EXTRA_COMMANDS:

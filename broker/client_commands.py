@@ -57,6 +57,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"apps on {status['host']}:{status['port']}{http}"
     )
     print(f"home: {status['home']}")
+    uplink = status.get("uplink")
+    if uplink:
+        error = f" ({uplink['lastError']})" if uplink.get("lastError") else ""
+        print(f"uplink: as {uplink['name']!r} to {uplink['parent']}: {uplink['state']}, {uplink['tools']} tools{error}")
     apps = status["apps"]
     print(
         f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "

@@ -30,6 +30,23 @@ class Settings:
     http_port: int | None = DEFAULT_HTTP_PORT
     #: Binding to a non-loopback address needs this explicit opt-in.
     allow_remote: bool = False
+    #: A non-loopback ``host`` without TLS needs this too (logged as a warning at each start).
+    allow_insecure_remote: bool = False
+    #: PEM certificate (chain) and key: TLS on the app port and on HTTP (see ``broker.tls``).
+    tls_cert: str = ""
+    tls_key: str = ""
+
+    #: ``HOST:PORT`` of a parent broker to uplink into (see ``broker.uplink``); empty: none.
+    uplink: str = ""
+    #: The name this broker registers under at the parent (default: the short host name).
+    uplink_name: str = ""
+    #: The token the parent issued (prefer ``uplink_token_file`` or the environment).
+    uplink_token: str = ""
+    uplink_token_file: str = ""
+    #: Verify the parent's TLS certificate against this CA file (implies ``uplink_tls``).
+    uplink_tls_ca: str = ""
+    #: Connect to the parent over TLS, trusting the system's CA store.
+    uplink_tls: bool = False
     #: Extra ``Host`` header names accepted on HTTP besides the loopback names.
     allowed_hosts: tuple[str, ...] = ()
     #: Extra ``Origin`` values accepted on HTTP besides loopback origins.

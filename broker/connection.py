@@ -5,9 +5,11 @@ Theory of operation
 Every connection has exactly one writer: :meth:`Connection.writer_loop`, fed by a bounded
 memory channel. Senders wait when the channel is full (back-pressure reaches the caller, whose
 deadline then applies), or use :meth:`send_nowait` for messages that may be dropped. The
-writer coalesces queued lines into one ``send_all``. If the peer stops reading and a write
-cannot finish within ``write_timeout``, the connection is cancelled as a whole: a peer that
-does not read can hold at most the channel's bound plus one chunk of our memory.
+writer coalesces queued lines into one ``send_all``; when it wakes to a single line it first
+yields once, so lines that other ready tasks are about to queue go in the same write. If the
+peer stops reading and a write cannot finish within ``write_timeout``, the connection is
+cancelled as a whole: a peer that does not read can hold at most the channel's bound plus one
+chunk of our memory.
 
 Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``.
 """
@@ -121,6 +123,10 @@ class Connection:
             async for first in self._outbound:
                 chunks = [first]
                 size = len(first)
+                if self._outbound.statistics().current_buffer_used == 0:
+                    # Let the tasks that are ready to run queue their lines too (a burst of
+                    # responses resolves many calls at once): one send for the lot.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
                 while size < _COALESCE_BYTES:
                     try:
                         more = self._outbound.receive_nowait()

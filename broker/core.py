@@ -8,6 +8,10 @@ first line decides what it is — ``register`` (an app; see ``links``), ``agentC
 ``toolbridge stdio`` relay: MCP JSON-RPC lines from then on) or ``admin`` (one request from
 the CLI, one answer). A connection that says nothing within ``register_timeout`` or starts
 with anything else gets a fatal ``error`` and is closed.
+
+Every token is checked by :attr:`BrokerCore.auth` (``broker.tokens``): ``agentConnect`` needs
+the default token or the ``agent`` scope, ``admin`` the default token; connections made with
+a named token are dropped when it is revoked.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Re
 
 from .calls import CorrelationMap
 from .connection import Connection, PeerClosed
-from .links import AppLink, serve_app, token_matches
+from .links import AppLink, serve_app
 from .registry import Registry
 from .router import Router
+from .tokens import Authenticator
 
 if TYPE_CHECKING:
     from .calllog import CallLog
@@ -45,6 +50,13 @@ class BrokerCore:
     def __init__(self, settings: Settings, token: str, call_log: CallLog | None = None) -> None:
         self.settings = settings
         self.token = token
+        #: Checks the default token and the named, scoped tokens of the home (``tokens``).
+        self.auth = Authenticator(token, settings.home)
+        #: Federation (``federation``, ``uplink``): this daemon's id, the ids of the brokers
+        #: it is uplinked into (nearest first, while connected) and its uplink, if any.
+        self.broker_id = ""
+        self.upstream: tuple[str, ...] = ()
+        self.uplink: Any = None
         self.registry = Registry(settings)
         self.calls = CorrelationMap()
         self.call_log = call_log
@@ -75,17 +87,22 @@ class BrokerCore:
             write_timeout=settings.write_timeout,
         )
         try:
-            with conn.scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(conn.writer_loop)
-                    try:
-                        await self._serve(conn)
-                    finally:
-                        conn.finish_sending()
-        finally:
-            await conn.close()
-        if conn.after_close is not None:
-            await conn.after_close()
+            try:
+                with conn.scope:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(conn.writer_loop)
+                        try:
+                            await self._serve(conn)
+                        finally:
+                            conn.finish_sending()
+            finally:
+                await conn.close()
+            if conn.after_close is not None:
+                await conn.after_close()
+        except Exception:
+            # A bug met by one connection ends that connection, never the daemon
+            # (trio.serve_listeners would pass the exception on to the daemon's nursery).
+            log.exception("connection_failed", conn_id=conn.id)
 
     async def _serve(self, conn: Connection) -> None:
         first: Any = None
@@ -120,9 +137,15 @@ class BrokerCore:
             )
 
     async def _serve_agent(self, conn: Connection, hello: AgentConnect) -> None:
-        if not token_matches(hello.token, self.token):
+        grant = self.auth.check(hello.token)
+        if grant is None:
             await conn.send(Error("unauthorized", "wrong token: read it with `toolbridge token`", fatal=True))
             return
+        if not grant.allows_agent:
+            await conn.send(Error("forbidden", f"the token {grant.name!r} may not connect agents "
+                                  f"(its scopes: {grant.describe()})", fatal=True))
+            return
+        self.auth.track(grant, conn)
         if self.agent_handler is None:
             await conn.send(Error("unavailable", "this daemon does not serve agents", fatal=True))
             return
@@ -133,8 +156,10 @@ class BrokerCore:
             self.agent_sessions -= 1
 
     async def _serve_admin(self, conn: Connection, request: AdminRequest) -> None:
-        if not token_matches(request.token, self.token):
-            await conn.send(AdminResponse(ok=False, error="wrong token: read it with `toolbridge token`"))
+        grant = self.auth.check(request.token)
+        if grant is None or not grant.is_default:
+            await conn.send(AdminResponse(ok=False, error="wrong token: admin needs the daemon's own token "
+                                          "(`toolbridge token`)"))
             return
         handler = self.admin_handlers.get(request.command)
         if request.command == "status":
@@ -163,4 +188,7 @@ class BrokerCore:
             "tools": len(self.registry.tools()),
             "callsInFlight": len(self.calls),
             "agentSessions": self.agent_sessions,
+            "brokerId": self.broker_id,
+            "upstream": list(self.upstream),
+            "uplink": None if self.uplink is None else self.uplink.status(),
         }

@@ -20,11 +20,14 @@ import structlog
 import trio
 
 from . import home as home_files
+from . import tls
 from .calllog import open_call_log
 from .codegen_command import install_admin as install_admin_tools
 from .config import Settings
 from .core import VERSION, BrokerCore
 from .errors import StartupError
+from .federation import load_or_create_broker_id
+from .uplink import Uplink, uplink_options
 
 log = structlog.get_logger("toolbridge.daemon")
 
@@ -92,20 +95,28 @@ async def run_daemon(
             f"refusing to listen on the non-loopback address {settings.host}: anyone who can "
             "reach it could try to drive your apps. Pass --allow-remote if you really mean it."
         )
+    ssl_context = tls.server_context(settings)
+    tls.check_exposure(settings, ssl_context, is_loopback(settings.host))
+    uplink_config = uplink_options(settings)
     home_files.ensure_home(settings.home)
     home_files.check_not_owned(settings.home)
     token = home_files.load_or_create_token(settings.home)
+    broker_id = load_or_create_broker_id(settings.home)
 
     from .mcp.front_door import install as install_mcp  # the MCP front door registers itself
 
     app_listener = await _bind(settings.host, settings.port, "app", "--port", settings.home)
     port = app_listener.socket.getsockname()[1]
+    listener: trio.abc.Listener[trio.abc.Stream] = app_listener
+    if ssl_context is not None:
+        listener = trio.SSLListener(app_listener, ssl_context, https_compatible=False)
     if not is_loopback(settings.host):
         log.warning("listening_on_non_loopback", host=settings.host, hint="anyone on the network can try the token")
 
     shutdown = shutdown if shutdown is not None else trio.Event()
     async with open_call_log(settings) as call_log:
         core = BrokerCore(settings, token, call_log)
+        core.broker_id = broker_id
         core.ports["port"] = port
         install_admin_tools(core)
         http_server = install_mcp(core)
@@ -114,7 +125,7 @@ async def run_daemon(
 
             async def serve_listeners() -> None:
                 with listeners_scope:
-                    await trio.serve_listeners(core.handle_connection, [app_listener], handler_nursery=nursery)
+                    await trio.serve_listeners(core.handle_connection, [listener], handler_nursery=nursery)
 
             nursery.start_soon(serve_listeners)
             http_port = None
@@ -123,7 +134,12 @@ async def run_daemon(
                 core.ports["httpPort"] = http_port
             if handle_signals:
                 nursery.start_soon(_watch_signals, shutdown)
-            home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION)
+            nursery.start_soon(core.auth.watch)
+            if uplink_config is not None:
+                core.uplink = Uplink(core, **uplink_config)
+                nursery.start_soon(core.uplink.run)
+            home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION,
+                                     tls_cert=settings.tls_cert if ssl_context is not None else None)
             log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
             try:
                 task_status.started(DaemonInfo(settings.host, port, http_port, token, core))

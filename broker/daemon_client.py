@@ -14,6 +14,7 @@ from typing import Any
 
 import trio
 
+from app_client.app import connect_tcp
 from app_client.discovery import DaemonAddress, find_daemon
 from app_client.errors import DaemonNotFound, RemoteProtocolError
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
@@ -65,7 +66,7 @@ def locate(home: Path) -> DaemonAddress:
 async def open_line_stream(address: DaemonAddress) -> LineStream:
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
-            stream = await trio.open_tcp_stream(address.host, address.port)
+            stream = await connect_tcp(address)  # TLS when runtime.json or the environment say so
     except (OSError, trio.TooSlowError):
         where = f" (from {address.runtime_file})" if address.runtime_file else ""
         raise DaemonUnavailable(

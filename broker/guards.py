@@ -2,32 +2,51 @@
 
 The path-traversal guard walks every string in the arguments, through nested objects and
 lists, and rejects ``..`` used as a path segment with either separator, also when it is
-percent-encoded (once or twice: ``%2e%2e``, ``%252e%252e``) or written with Unicode's fullwidth
-dots. A plain ``..`` inside a word ("wait..." or "1..10") is not a path segment and passes.
+percent-encoded (any number of times: ``%2e%2e``, ``%252e%252e``, ...; overlong UTF-8 such as
+``%c0%ae`` included), written with Unicode compatibility forms that fold to dots and slashes
+(fullwidth ``．．／``, the two-dot leader ``‥``, small ``﹒``) or with slash look-alikes that
+Windows' "best fit" code-page conversion turns into real separators (``∕ ⁄ ⧵``), or ended by a
+NUL (which C string APIs treat as the end). A plain ``..`` inside a word ("wait..." or
+"1..10") is not a path segment and passes. Absolute paths are not traversal and pass: tools
+that take paths must still check them against what they mean to allow.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 import urllib.parse
 from typing import Any
 
 # ".." bounded on each side by the string's edge or a path separator.
 _DOT_DOT_SEGMENT = re.compile(r"(?:^|[\\/])\.\.(?:[\\/]|$)")
 _MAX_DEPTH = 64
+#: Percent-decoding rounds before giving up on a string that keeps changing.
+_MAX_ROUNDS = 8
+#: Separator look-alikes that NFKC keeps but Windows' best-fit conversion maps to ASCII; and NUL.
+_LOOKALIKES = str.maketrans({"\u2215": "/", "\u2044": "/", "\u29f8": "/", "\u2216": "\\", "\u29f5": "\\",
+                             "\u29f9": "\\", "\x00": "/"})
+#: Overlong UTF-8 for "." "/" "\\" that lax decoders accept.
+_OVERLONG = ((b"\xc0\xae", b"."), (b"\xe0\x80\xae", b"."), (b"\xc0\xaf", b"/"), (b"\xe0\x80\xaf", b"/"),
+             (b"\xc1\x9c", b"\\"))
 
 
 def _normalise(text: str) -> str:
-    text = text.replace("\uff0e", ".").replace("\uff0f", "/").replace("\uff3c", "\\")
-    for _ in range(2):
-        if "%" not in text:
+    for _ in range(_MAX_ROUNDS):
+        folded = unicodedata.normalize("NFKC", text).translate(_LOOKALIKES)
+        if "%" in folded:
+            raw = urllib.parse.unquote_to_bytes(folded)
+            for overlong, plain in _OVERLONG:
+                raw = raw.replace(overlong, plain)
+            folded = raw.decode("utf-8", "replace")
+        if folded == text:
             break
-        text = urllib.parse.unquote(text)
+        text = folded
     return text
 
 
 def _is_traversal(text: str) -> bool:
-    if ".." not in text and "%" not in text and "\uff0e" not in text:
+    if ".." not in text and "%" not in text and "\x00" not in text and text.isascii():
         return False  # the fast path for ordinary strings
     return bool(_DOT_DOT_SEGMENT.search(_normalise(text)))
 

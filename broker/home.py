@@ -13,9 +13,12 @@ import json
 import os
 import secrets
 import socket
+import stat
 import time
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from .errors import StartupError
 
@@ -50,11 +53,23 @@ def new_token() -> str:
     return secrets.token_urlsafe(32)
 
 
+def _keep_private(path: Path) -> None:
+    """Tighten a token file others may read (restored from a backup, written by hand) to 0600."""
+    if os.name != "posix":
+        return
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        os.chmod(path, 0o600)
+        structlog.get_logger("toolbridge.home").warning(
+            "token_file_permissions_tightened", path=str(path), mode=oct(mode), now="0o600")
+
+
 def load_or_create_token(home: Path) -> str:
     path = home / TOKEN_FILE
     try:
         token = path.read_text().strip()
         if token:
+            _keep_private(path)
             return token
     except FileNotFoundError:
         pass
@@ -103,8 +118,10 @@ def _connect_host(host: str) -> str:
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
 
 
-def write_runtime(home: Path, *, host: str, port: int, http_port: int | None, version: str) -> None:
-    info = {
+def write_runtime(
+    home: Path, *, host: str, port: int, http_port: int | None, version: str, tls_cert: str | None = None
+) -> None:
+    info: dict[str, Any] = {
         "pid": os.getpid(),
         "host": _connect_host(host),
         "port": port,
@@ -112,6 +129,9 @@ def write_runtime(home: Path, *, host: str, port: int, http_port: int | None, ve
         "version": version,
         "startedAt": time.time(),
     }
+    if tls_cert:  # the ports speak TLS; local clients pin this certificate
+        info["tls"] = True
+        info["tlsCert"] = str(Path(tls_cert).expanduser().resolve())
     _write_private(home / RUNTIME_FILE, json.dumps(info) + "\n")
 
 

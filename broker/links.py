@@ -12,6 +12,10 @@ that was sent over this very link; anything else is logged and dropped.
 
 When the link ends, for whatever reason, every call in flight on it fails at once with
 ``app_disconnected`` and the instance enters its reconnect grace period.
+
+Before anything is registered the token must allow the name (``tokens``: ``app:<pattern>``
+for apps, ``uplink`` for a ``register`` carrying ``via``), and a broker's uplink must not
+make a loop or go too deep (``federation``, also checked on each ``addTools``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from app_client.wire import (
     ToolsUpdated,
 )
 
+from . import federation
 from .connection import Connection, PeerClosed, seconds_to_ms
 from .errors import RegistrationError
 from .registry import Instance
@@ -80,10 +85,25 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
         await _refuse(conn, "unauthorized", "register needs a token: read it from the daemon's home directory (`toolbridge token`)")
         bound.warning("app_rejected", reason="no token")
         return
-    if not token_matches(register.token, core.token):
+    grant = core.auth.check(register.token)
+    if grant is None:
         await _refuse(conn, "unauthorized", "wrong token: read the current one with `toolbridge token`")
         bound.warning("app_rejected", reason="wrong token")
         return
+    uplink = register.via is not None
+    if not grant.allows_register(register.app_name, uplink=uplink):
+        what = "an uplink named" if uplink else "the app name"
+        await _refuse(conn, "forbidden", f"the token {grant.name!r} may not register {what} "
+                      f"{register.app_name!r} (its scopes: {grant.describe()})")
+        bound.warning("app_rejected", reason="token scope", token=grant.name, uplink=uplink)
+        return
+    try:
+        federation.check_register(core, register)
+    except RegistrationError as exc:
+        bound.warning("app_rejected", code=exc.code, reason=exc.message)
+        await _refuse(conn, exc.code, exc.message)
+        return
+    core.auth.track(grant, conn)
     if register.protocol_version < 1:
         await _refuse(conn, "unsupported_version", f"protocolVersion must be 1..{PROTOCOL_VERSION}")
         return
@@ -117,6 +137,7 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
             max_line_bytes=settings.max_line_bytes,
             max_tools=settings.max_tools_per_app,
             max_schema_bytes=settings.max_schema_bytes,
+            chain=federation.own_chain(core) or None,
         )
     )
     try:
@@ -138,7 +159,8 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
 
 async def _grace(core: BrokerCore, instance: Instance) -> None:
     """Keep the instance's names for the grace period; drop it if it does not come back."""
-    assert instance.grace_deadline is not None
+    if instance.grace_deadline is None:
+        return  # a new link took the instance over before this grace period began
     with trio.move_on_at(instance.grace_deadline):
         await instance.relinked.wait()
     if core.registry.expire(instance):
@@ -205,6 +227,7 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
     elif isinstance(message, Pong):
         pass  # receiving it already refreshed the link's liveness
     elif isinstance(message, AddTools):
+        federation.check_tools(core, message.tools)
         core.registry.add_tools(instance, message.tools)
         log.info("app_tools_added", label=instance.label, tools=[t.name for t in message.tools])
         conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))

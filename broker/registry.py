@@ -139,6 +139,11 @@ class Registry:
             raise RegistrationError("invalid_register", "maxConcurrency must be at least 1")
         if instance_id is not None and not (0 < len(instance_id) <= 200):
             raise RegistrationError("invalid_register", "instanceId must be 1-200 characters")
+        if instance_id is not None and instance_id.startswith("#"):
+            # "#1", "#2", ... are the ids the broker gives apps that send none: an app naming one
+            # would take over (replace) another app's anonymous instance.
+            raise RegistrationError("invalid_register", "instanceId must not start with '#' (reserved for "
+                                    "the ids the broker assigns)")
         key = (app_name, instance_id if instance_id is not None else f"#{next(self._anonymous_ids)}")
         existing = self._instances.get(key)
         self._check_tools(tools, existing_names=())

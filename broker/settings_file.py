@@ -102,14 +102,16 @@ def _from_env(environ: dict[str, str]) -> dict[str, Any]:
 
 def _from_flags(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
-    for name in ("host", "port", "http_port", "log_format"):
+    for name in ("host", "port", "http_port", "log_format", "tls_cert", "tls_key", "uplink", "uplink_name",
+                 "uplink_token_file", "uplink_tls_ca"):
         value = getattr(args, name, None)
         if value is not None:
             found[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
     if getattr(args, "no_http", False):
         found["http_port"] = None
-    if getattr(args, "allow_remote", False):
-        found["allow_remote"] = True
+    for name in ("allow_remote", "allow_insecure_remote", "uplink_tls"):
+        if getattr(args, name, False):
+            found[name] = True
     return found
 
 

@@ -4,11 +4,17 @@ A validator is built with the ``jsonschema`` library for the dialect the schema 
 (``$schema``), Draft 2020-12 when it declares none. A schema that is not a valid JSON Schema
 object, whose root is not ``"type": "object"``, or that is larger than the configured limit is
 refused at registration with a message naming the tool, so nothing invalid reaches a call.
+
+Simple schemas (a flat object of typed properties, the common case) take a fast path found
+once at registration (:func:`fast_validator`): no metaschema check (its rules are checked
+directly) and a few ``isinstance`` tests per call. The fast path only ever answers "valid";
+anything else goes to ``jsonschema``, so results and messages are the same either way.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import jsonschema
@@ -65,8 +71,10 @@ def compile_schema(tool_name: str, schema: dict[str, Any], max_bytes: int) -> Ar
             "invalid_tool", f'tool {tool_name!r}: inputSchema must have "type": "object" at its root'
         )
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    fast = fast_validator(schema)
     try:
-        cls.check_schema(schema)
+        if fast is None:  # a simple schema was checked against the metaschema's rules already
+            cls.check_schema(schema)
         validator = cls(schema)
     except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
@@ -80,6 +88,8 @@ def compile_schema(tool_name: str, schema: dict[str, Any], max_bytes: int) -> Ar
         ) from None
 
     def validate(arguments: dict[str, Any]) -> list[str]:
+        if fast is not None and fast(arguments):
+            return []
         try:
             errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
         except Exception as exc:  # a $ref that fails only at call time
@@ -95,3 +105,122 @@ def _describe(error: jsonschema.exceptions.ValidationError) -> str:
     if len(message) > 200:
         message = message[:200] + "..."
     return f"${path}: {message}" if path else f"arguments: {message}"
+
+
+# --- the fast path for simple schemas --------------------------------------------------------
+#
+# Most tools declare a flat object: typed properties, some required, maybe no extras. For such a
+# schema (recognised once, at registration) the metaschema check is skipped — every keyword and
+# value in it is one the metaschema accepts, checked here — and a call's arguments are checked by
+# a few isinstance tests. The fast check only ever says "valid": anything it is unsure of goes
+# to jsonschema, which also writes the error messages, so the answers are the same either way.
+
+#: ``$schema`` values for which the fast path applies (draft 6 and later: their ``type``,
+#: ``properties``, ``required`` and ``additionalProperties`` mean the same; a float with a zero
+#: fraction is an integer).
+_FAST_DIALECTS = frozenset({
+    "https://json-schema.org/draft/2020-12/schema",
+    "https://json-schema.org/draft/2019-09/schema",
+    "http://json-schema.org/draft-07/schema#",
+    "http://json-schema.org/draft-07/schema",
+    "http://json-schema.org/draft-06/schema#",
+    "http://json-schema.org/draft-06/schema",
+})
+_STRING_ANNOTATIONS = frozenset({"title", "description", "$comment", "format"})
+_BOOL_ANNOTATIONS = frozenset({"deprecated", "readOnly", "writeOnly"})
+_ROOT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "$schema", "default", "examples"})
+_PROPERTY_KEYWORDS = frozenset({"type", "default", "examples"})
+
+
+def _is_integer(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and value.is_integer())
+
+
+_TYPE_CHECKS: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": _is_integer,
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+}
+
+
+def _annotations_ok(schema: dict[str, Any], allowed: frozenset[str]) -> bool:
+    for key, value in schema.items():
+        if key in _STRING_ANNOTATIONS:
+            if not isinstance(value, str):
+                return False
+        elif key in _BOOL_ANNOTATIONS:
+            if not isinstance(value, bool):
+                return False
+        elif key == "examples":
+            if not isinstance(value, list):
+                return False
+        elif key not in allowed:
+            return False
+    return True
+
+
+def _type_check(schema: dict[str, Any]) -> Callable[[Any], bool] | None:
+    """The check for a property schema made of ``type`` and annotations only, else None."""
+    if not _annotations_ok(schema, _PROPERTY_KEYWORDS):
+        return None
+    kind = schema.get("type")
+    if kind is None:
+        return lambda v: True
+    if isinstance(kind, str):
+        return _TYPE_CHECKS.get(kind)
+    if (isinstance(kind, list) and kind and all(isinstance(k, str) and k in _TYPE_CHECKS for k in kind)
+            and len(set(kind)) == len(kind)):
+        checks = [_TYPE_CHECKS[k] for k in kind]
+        return lambda v: any(check(v) for check in checks)
+    return None
+
+
+def fast_validator(schema: dict[str, Any]) -> Callable[[dict[str, Any]], bool] | None:
+    """A function telling (True) that arguments are valid against a simple ``schema``; else None.
+
+    Returns None when ``schema`` is not one this module can judge alone (then it needs the
+    metaschema check and jsonschema). When it returns a function, ``schema`` is also known to
+    be a valid JSON Schema. The function returning False means "not sure": ask jsonschema.
+    """
+    dialect = schema.get("$schema")
+    if dialect is not None and dialect not in _FAST_DIALECTS:
+        return None
+    if schema.get("type") != "object" or not _annotations_ok(schema, _ROOT_KEYWORDS):
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if not isinstance(properties, dict) or not isinstance(extra, bool):
+        return None
+    if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+        return None
+    if len(set(required)) != len(required):
+        return None
+    checks: dict[str, Callable[[Any], bool]] = {}
+    for name, subschema in properties.items():
+        check = _type_check(subschema) if isinstance(subschema, dict) else None
+        if check is None:
+            return None
+        checks[name] = check
+    needed = tuple(required)
+
+    def valid(arguments: dict[str, Any]) -> bool:
+        for name in needed:
+            if name not in arguments:
+                return False
+        for name, value in arguments.items():
+            check = checks.get(name)
+            if check is None:
+                if not extra:
+                    return False
+            elif not check(value):
+                return False
+        return True
+
+    return valid

@@ -7,8 +7,9 @@ session shares, makes the core hand ``agentConnect`` connections (the ``toolbrid
 relay) to :func:`serve_agent`, and returns the Streamable HTTP server function for the
 daemon to start with ``nursery.start(http_server, core, host, port)``.
 
-An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent: its
-session lives exactly as long as the connection, and when the connection ends every request
+An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent
+(in discovery mode when its ``agentConnect`` says ``discovery: true``): its session lives
+exactly as long as the connection, and when the connection ends every request
 still in flight is cancelled (the apps are told). Lines go through the connection's single
 writer; a line that is not valid JSON-RPC gets the JSON-RPC error it deserves and nothing
 else changes.
@@ -59,8 +60,10 @@ async def serve_agent(server: McpServer, conn: Connection, hello: AgentConnect) 
     await conn.send(AgentConnected())
     outbox = ConnectionOutbox(conn)
     label = server.next_label("stdio")
-    log.info("agent_connected", conn_id=conn.id, session=label)
-    async with open_session(server, transport="stdio", label=label, notify=outbox, reinitialize=True) as session:
+    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery)
+    async with open_session(
+        server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery
+    ) as session:
         while True:
             try:
                 line = await conn.receive_line()

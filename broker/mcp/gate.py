@@ -13,12 +13,15 @@ Pure functions; :mod:`broker.mcp.http` turns a refusal into 421 / 403.
 from __future__ import annotations
 
 import ipaddress
+import re
 import urllib.parse
 from typing import Final
 
 __all__ = ["Headers", "host_allowed", "origin_allowed", "media_types", "accepts"]
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+#: An origin's host[:port]: a name or IPv4 address, or a bracketed IPv6 address; no user info.
+_ORIGIN_NETLOC: Final = re.compile(r"^(?:\[[0-9A-Fa-f:.]+\]|[^\[\]@/:]+)(?::[0-9]+)?$")
 
 
 # --- the gate ------------------------------------------------------------------------------
@@ -70,6 +73,8 @@ def origin_allowed(origin: str | None, allowed: tuple[str, ...] = ()) -> bool:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
         return False
+    if not _ORIGIN_NETLOC.match(parts.netloc) or parts.path or parts.query or parts.fragment:
+        return False  # not an origin a browser sends (urlsplit would read "[::1].evil" as ::1)
     return parts.scheme in ("http", "https") and hostname is not None and _is_loopback_name(hostname)
 
 

@@ -3,9 +3,13 @@
 Theory of operation
 -------------------
 Every request passes the same gate first, in this order: ``Host`` must be a loopback name
-or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` (404), a present
+or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` or
+``/mcp/discovery`` (404; the second serves discovery mode, see ``session``), a present
 ``Origin`` must be loopback or configured (403), and ``Authorization: Bearer <token>`` must
-match (401, compared in constant time). Then:
+be the daemon's token or a named token with the ``agent`` scope (401 for an unknown token,
+403 for one without that scope; checked by ``tokens.Authenticator``, in constant time, on
+every request, so a revoked token stops working at once). With ``tls_cert`` / ``tls_key``
+hypercorn serves HTTPS. Then:
 
 * ``POST`` carries one JSON-RPC message (``Content-Type: application/json``, 415; ``Accept``
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
@@ -32,7 +36,6 @@ by the HTTP server, so nothing outlives it; idle ones expire.
 from __future__ import annotations
 
 import errno
-import hmac
 import logging
 import secrets
 import socket
@@ -44,6 +47,7 @@ import structlog
 import trio
 
 from ..errors import StartupError
+from ..tokens import Grant
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
 from .headers import check_modern_headers
@@ -67,6 +71,8 @@ Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 PATH: Final = "/mcp"
+#: The same endpoint in discovery mode: tools/list holds only search_tools and call_tool.
+DISCOVERY_PATH: Final = "/mcp/discovery"
 #: A request silent for this long switches to SSE, and SSE streams get a comment this often.
 SSE_AFTER_SECONDS: Final = 15.0
 #: Legacy sessions with nothing in flight and no GET stream are dropped after this long.
@@ -176,7 +182,6 @@ class HttpApp:
         self.sse_after = sse_after
         self.core = server.core
         self.settings = server.core.settings
-        self._token = server.core.token.encode()
         self._nursery = nursery
         self._sessions: dict[str, _HttpSession] = {}
 
@@ -208,22 +213,29 @@ class HttpApp:
             log.warning("http_rejected", reason="host", host=headers.get("host"))
             raise _Reply(421, "Misdirected Request: the Host header must name 127.0.0.1 or localhost "
                          "(add other names to allowed_hosts in the daemon's config)")
-        if scope["path"].rstrip("/") != PATH:
-            raise _Reply(404, f"Not Found: the MCP endpoint is {PATH}")
+        path = scope["path"].rstrip("/")
+        if path not in (PATH, DISCOVERY_PATH):
+            raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode)")
+        discovery = path == DISCOVERY_PATH
         if not origin_allowed(headers.get("origin"), settings.allowed_origins):
             log.warning("http_rejected", reason="origin", origin=headers.get("origin"))
             raise _Reply(403, "Forbidden: requests from this Origin are not allowed "
                          "(add it to allowed_origins in the daemon's config)")
-        if not self._authorized(headers.get("authorization")):
+        grant = self._grant(headers.get("authorization"))
+        if grant is None:
             log.warning("http_rejected", reason="token")
             raise _Reply(
                 401, "Unauthorized: send the header 'Authorization: Bearer <token>' with the token "
                 "printed by `toolbridge token`", SERVER_ERROR,
                 headers=[(b"www-authenticate", b'Bearer realm="toolbridge"')],
             )
+        if not grant.allows_agent:
+            log.warning("http_rejected", reason="token scope", token=grant.name)
+            raise _Reply(403, f"Forbidden: the token {grant.name!r} may not connect agents "
+                         f"(its scopes: {grant.describe()})", SERVER_ERROR)
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, receive, send)
+            await self._post(headers, receive, send, discovery)
         elif method == "GET":
             await self._get(headers, receive, send)
         elif method == "DELETE":
@@ -231,13 +243,14 @@ class HttpApp:
         else:
             raise _Reply(405, f"Method Not Allowed: {method}", headers=[(b"allow", b"POST, GET, DELETE")])
 
-    def _authorized(self, value: str | None) -> bool:
+    def _grant(self, value: str | None) -> Grant | None:
+        """What the bearer token may do (the daemon's one check, ``tokens.Authenticator``)."""
         if value is None:
-            return False
+            return None
         scheme, _, credentials = value.strip().partition(" ")
         if scheme.lower() != "bearer":
-            return False
-        return hmac.compare_digest(credentials.strip().encode("utf-8", "replace"), self._token)
+            return None
+        return self.core.auth.check(credentials.strip())
 
     # --- POST --------------------------------------------------------------------------------
 
@@ -261,7 +274,7 @@ class HttpApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _post(self, headers: Headers, receive: Receive, send: Send) -> None:
+    async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool) -> None:
         if "application/json" not in media_types(headers.get("content-type")):
             raise _Reply(415, "Unsupported Media Type: the body must be application/json")
         wants_json, wants_sse = accepts(headers.get("accept"))
@@ -281,30 +294,34 @@ class HttpApp:
             isinstance(message, Request) and protocol.modern_version_of(message.params) is not None
         )
         if modern:
-            await self._post_modern(headers, message, receive, send)
+            await self._post_modern(headers, message, receive, send, discovery)
         else:
-            await self._post_legacy(headers, message, receive, send)
+            await self._post_legacy(headers, message, receive, send, discovery)
 
-    async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send) -> None:
+    async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool) -> None:
         if not isinstance(message, Request):
             # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
             await _send_empty(send, 202)
             return
         try:
             envelope = protocol.read_envelope(message.params, check_version=False)
-            check_modern_headers(headers, message, envelope.protocol_version, self._input_schema(message))
+            # A discovery-mode client never saw app tools' schemas in tools/list, so it cannot
+            # mirror their x-mcp-header arguments: only the routing headers are checked there.
+            schema = None if discovery else self._input_schema(message)
+            check_modern_headers(headers, message, envelope.protocol_version, schema)
             protocol.check_modern_version(envelope.protocol_version)
         except RpcError as exc:
             raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
                          request_id=message.id, data=exc.data) from None
-        async with open_session(self.server, transport="http", stateful=False) as session:
+        async with open_session(self.server, transport="http", stateful=False, discovery=discovery) as session:
             await self._exchange(session, message, receive, send, modern=True)
 
-    async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send) -> None:
+    async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             if isinstance(message, Request) and message.method == "initialize":
-                await self._initialize(message, receive, send)
+                # The session keeps the mode of the path it was started at.
+                await self._initialize(message, receive, send, discovery)
                 return
             raise _Reply(
                 400, "Bad Request: missing Mcp-Session-Id header. Start a session with initialize "
@@ -337,12 +354,12 @@ class HttpApp:
             raise _Reply(404, "Not Found: unknown or expired Mcp-Session-Id; start a new session with initialize")
         return entry
 
-    async def _initialize(self, request: Request, receive: Receive, send: Send) -> None:
+    async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool) -> None:
         if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
             raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
                          SERVER_ERROR, request_id=request.id)
         session_id = secrets.token_urlsafe(24)
-        session: Session = await self._nursery.start(self._run_session, session_id)
+        session: Session = await self._nursery.start(self._run_session, session_id, discovery)
         try:
             await self._exchange(session, request, receive, send, modern=False,
                                  session_header=session_id.encode())
@@ -352,10 +369,14 @@ class HttpApp:
         if session.initialized.is_set():
             log.info("http_session_started", session=session.label, sessions=len(self._sessions))
 
-    async def _run_session(self, session_id: str, *, task_status: trio.TaskStatus[Session]) -> None:
+    async def _run_session(
+        self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session]
+    ) -> None:
         label = self.server.next_label("http")
         try:
-            async with open_session(self.server, transport="http", label=label, stateful=True) as session:
+            async with open_session(
+                self.server, transport="http", label=label, stateful=True, discovery=discovery
+            ) as session:
                 self._sessions[session_id] = _HttpSession(session_id, session)
                 task_status.started(session)
                 await session.closed.wait()
@@ -600,6 +621,8 @@ async def serve_http(
     config.errorlog = _hypercorn_logger()
     config.graceful_timeout = 1.0
     config.include_server_header = False
+    if core.settings.tls_cert and core.settings.tls_key:  # HTTPS (see broker.tls)
+        config.certfile, config.keyfile = core.settings.tls_cert, core.settings.tls_key
     async with trio.open_nursery() as nursery:
         app = HttpApp(server, nursery)
 

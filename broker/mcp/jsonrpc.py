@@ -127,6 +127,8 @@ def parse_message(data: bytes | str) -> Message:
         value = _decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         raise RpcError(PARSE_ERROR, f"Parse error: the message is not valid JSON ({exc})") from None
+    except RecursionError:  # msgspec refuses very deep nesting this way
+        raise RpcError(PARSE_ERROR, "Parse error: the message is nested too deeply") from None
     return parse_object(value)
 
 

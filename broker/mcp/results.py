@@ -31,7 +31,9 @@ if TYPE_CHECKING:
     from ..registry import RegisteredTool
     from ..router import CallOutcome
 
-__all__ = ["DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result"]
+__all__ = [
+    "DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result", "error_result",
+]
 
 DEFAULT_PAGE_SIZE: Final = 500
 ERROR_KIND_KEY: Final = "toolbridge/errorKind"
@@ -123,6 +125,11 @@ def _error(kind: str, message: str, *, retry_after_ms: int | None = None,
         "isError": True,
         "_meta": meta,
     }
+
+
+def error_result(kind: str, message: str) -> dict[str, Any]:
+    """A ``CallToolResult`` with ``isError: true``, ``message`` as its text and ``kind`` in ``_meta``."""
+    return _error(kind, message)
 
 
 def call_result(outcome: CallOutcome, tool_name: str) -> dict[str, Any]:

@@ -25,6 +25,13 @@ non-increasing values and anything after the call ended). Tool-list changes are 
 after a change the watcher waits ``coalesce`` seconds and sends one notification for the
 burst — to ``notify_outbox`` once initialized (handshake era), and on every
 ``subscriptions/listen`` stream that asked for them (modern era).
+
+Discovery mode (``Session.discovery``, chosen by the transport: ``agentConnect`` with
+``discovery: true`` on stdio, the ``/mcp/discovery`` path on HTTP) lists only the meta-tools
+``search_tools`` and ``call_tool`` (see ``meta``). Since that list never changes, such a
+session sends no ``list_changed`` and declares ``listChanged: false``; a
+``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
+both modes: meta-tools and app tools can be called by name either way.
 """
 
 from __future__ import annotations
@@ -39,7 +46,8 @@ import structlog
 import trio
 
 from ..core import VERSION
-from ..router import CallerInfo
+from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
+from ..router import CallerInfo, CallOutcome
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -58,6 +66,7 @@ from .jsonrpc import (
     encode_result,
     is_request_id,
 )
+from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 
 if TYPE_CHECKING:
@@ -138,13 +147,21 @@ class McpServer:
         self.shutdown = core.shutdown_started
         self._tools: tuple[int, list[str], list[dict[str, Any]]] | None = None
         self._session_labels = itertools.count(1)
+        #: Discovery mode's search index, shared by every session.
+        self.meta = MetaTools(core.registry)
+        meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
+        self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
 
     def next_label(self, transport: str) -> str:
         return f"{transport}-{next(self._session_labels)}"
 
     @property
     def capabilities(self) -> dict[str, Any]:
-        return {"tools": {"listChanged": True}}
+        return self.capabilities_for(discovery=False)
+
+    def capabilities_for(self, *, discovery: bool) -> dict[str, Any]:
+        # In discovery mode the listed tools (the meta-tools) never change.
+        return {"tools": {"listChanged": not discovery}}
 
     def _snapshot(self) -> tuple[list[str], list[dict[str, Any]]]:
         version = self.registry.version
@@ -153,8 +170,8 @@ class McpServer:
             self._tools = (version, [t.agent_name for t in tools], [tool_entry(t) for t in tools])
         return self._tools[1], self._tools[2]
 
-    def list_tools(self, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
-        names, entries = self._snapshot()
+    def list_tools(self, params: dict[str, Any], *, modern: bool, discovery: bool = False) -> dict[str, Any]:
+        names, entries = self._meta_list if discovery else self._snapshot()
         page, next_cursor = list_page(names, entries, params.get("cursor"), self.page_size)
         result: dict[str, Any] = {"tools": page}
         if next_cursor is not None:
@@ -171,20 +188,20 @@ class McpServer:
             fields["cacheScope"] = "private"
         return fields
 
-    def discover_result(self) -> dict[str, Any]:
+    def discover_result(self, *, discovery: bool = False) -> dict[str, Any]:
         return {
             "supportedVersions": list(protocol.SUPPORTED_VERSIONS),
-            "capabilities": self.capabilities,
-            "instructions": INSTRUCTIONS,
+            "capabilities": self.capabilities_for(discovery=discovery),
+            "instructions": DISCOVERY_INSTRUCTIONS if discovery else INSTRUCTIONS,
             **self._modern_fields(ttl=True),
         }
 
-    def initialize_result(self, version: str) -> dict[str, Any]:
+    def initialize_result(self, version: str, *, discovery: bool = False) -> dict[str, Any]:
         return {
             "protocolVersion": version,
-            "capabilities": self.capabilities,
+            "capabilities": self.capabilities_for(discovery=discovery),
             "serverInfo": self.server_info,
-            "instructions": INSTRUCTIONS,
+            "instructions": DISCOVERY_INSTRUCTIONS if discovery else INSTRUCTIONS,
         }
 
     async def next_change(self, seen: int) -> int | None:
@@ -229,8 +246,11 @@ class Session:
         transport: str,
         label: str | None,
         reinitialize: bool,
+        discovery: bool = False,
     ) -> None:
         self.server = server
+        #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
+        self.discovery = discovery
         self._nursery = nursery
         self.transport = transport
         self.label = label
@@ -394,17 +414,18 @@ class Session:
         log.info(
             "mcp_initialized", session=self.label, transport=self.transport, requested=requested,
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
+            discovery=self.discovery,
         )
-        return self.server.initialize_result(self.protocol_version)
+        return self.server.initialize_result(self.protocol_version, discovery=self.discovery)
 
     def _ping(self, request: Request, context: RequestContext) -> dict[str, Any]:
         return {}
 
     def _discover(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        return self.server.discover_result()
+        return self.server.discover_result(discovery=self.discovery)
 
     def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        return self.server.list_tools(request.params, modern=context.modern)
+        return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
     async def _call_tool(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -414,6 +435,30 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
+        if name == SEARCH_TOOLS:
+            result = self.server.meta.search_tools(arguments, session=self.label)
+        elif name == CALL_TOOL:  # the same pipeline as a direct call, once unwrapped
+            unwrapped = unwrap_call(arguments)
+            if isinstance(unwrapped, dict):
+                result = unwrapped
+            else:
+                name, arguments = unwrapped
+                outcome = await self._route(name, arguments, params, context, outbox, entry)
+                if outcome.kind == "unknown_tool":
+                    result = unknown_tool_result(self.server.registry, name)
+                else:
+                    result = call_result(outcome, name)
+        else:
+            result = call_result(await self._route(name, arguments, params, context, outbox, entry), name)
+        if context.modern:
+            result["resultType"] = "complete"
+        return result
+
+    async def _route(
+        self, name: str, arguments: Any, params: dict[str, Any], context: RequestContext, outbox: Outbox,
+        entry: _InFlight,
+    ) -> CallOutcome:
+        """Run one tool call through the router, with this request's progress and deadline."""
         token = context.progress_token
         on_progress = None
         if token is not None:
@@ -429,13 +474,9 @@ class Session:
                 outbox.send_nowait(encode_notification("notifications/progress", note))
 
         caller = CallerInfo(context.client_name, context.client_version, self.label, self.transport)
-        outcome = await self.server.router.call_tool(
+        return await self.server.router.call_tool(
             name, arguments, caller=caller, timeout=protocol.timeout_of(params), on_progress=on_progress
         )
-        result = call_result(outcome, name)
-        if context.modern:
-            result["resultType"] = "complete"
-        return result
 
     async def _listen(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -443,7 +484,8 @@ class Session:
         wanted = request.params.get("notifications")
         if not isinstance(wanted, dict):
             raise RpcError(INVALID_PARAMS, 'Invalid params: subscriptions/listen needs a "notifications" object')
-        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") is True else {}
+        # Discovery mode: the listed tools (the meta-tools) never change, so nothing is honoured.
+        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {}
         meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
         server = self.server
         seen = server.registry.version
@@ -461,6 +503,8 @@ class Session:
 
     async def watch_tools(self) -> None:
         """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
+        if self.discovery:
+            return  # the meta-tool list never changes
         await self.initialized.wait()
         seen = self._tools_seen
         while True:
@@ -511,14 +555,18 @@ async def open_session(
     notify: Outbox | None = None,
     stateful: bool = True,
     reinitialize: bool = False,
+    discovery: bool = False,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
     ``stateful`` sessions (stdio, a legacy HTTP session) watch the tool list for the
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
+    ``discovery`` selects discovery mode (see the module docstring).
     """
     async with trio.open_nursery() as nursery:
-        session = Session(server, nursery, transport=transport, label=label, reinitialize=reinitialize)
+        session = Session(
+            server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery
+        )
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)

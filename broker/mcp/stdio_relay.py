@@ -4,11 +4,11 @@ Theory of operation
 -------------------
 The relay speaks no MCP itself. It finds the daemon through the home directory
 (``runtime.json`` for the port, ``token`` for the secret), opens a TCP connection, sends
-``{"type":"agentConnect","token":...}``, waits for ``agentConnected``, and from then on copies
-lines: each stdin line to the daemon, each daemon line to stdout. stdout carries nothing but
-MCP messages; logs go to stderr. If no daemon answers, the relay starts one in the
-background (``python -m broker serve --home H``, detached, its output appended to
-``<home>/daemon.log``) and waits for it to come up.
+``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``), waits
+for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
+daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
+daemon answers, the relay starts one in the background (``python -m broker serve --home H``,
+detached, its output appended to ``<home>/daemon.log``) and waits for it to come up.
 
 It peeks at each message just enough to keep the promises the daemon cannot keep once it is
 gone: it remembers the requests the daemon has not answered yet (by id), the ``initialize``
@@ -17,7 +17,8 @@ unanswered request gets a JSON-RPC error at once (never silence), and the next m
 opens a new connection, first replaying the cached ``initialize`` (under an id of the
 relay's own, whose answer is swallowed) and ``notifications/initialized``, so the new daemon
 knows the session. On stdin EOF the relay waits for the answers still owed (not for
-``subscriptions/listen`` streams, which never end by themselves), then exits.
+``subscriptions/listen`` streams, which never end by themselves), then exits — at once if
+nobody reads stdout any more (the agent is gone), so the daemon cancels those calls.
 
 stdin and stdout are trio streams: ``FdStream`` over pipes on POSIX; threads elsewhere
 (Windows consoles and pipes, regular files), which works everywhere.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import select
 import stat
 import subprocess
 import sys
@@ -44,6 +46,7 @@ from app_client.wire import AgentConnect, AgentConnected, Error, LineFramer, dec
 from .. import cli
 from .. import home as home_files
 from ..errors import BrokerError
+from ..tls import open_runtime_stream
 
 log = structlog.get_logger("toolbridge.stdio")
 
@@ -58,6 +61,8 @@ SERVER_ERROR: Final = -32000
 _REINIT_PREFIX: Final = "toolbridge-relay-reinit-"
 _NO_ANSWER_METHODS: Final = frozenset({"subscriptions/listen"})
 _READ_SIZE: Final = 65536
+#: After stdin's EOF, how often to check that someone still reads stdout.
+_READER_POLL_SECONDS: Final = 0.2
 _decoder: Final = msgspec.json.Decoder()
 _encoder: Final = msgspec.json.Encoder()
 
@@ -78,7 +83,7 @@ def _is_id(value: Any) -> bool:
 def _peek(line: bytes) -> dict[str, Any] | None:
     try:
         value = _decoder.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -115,7 +120,7 @@ class _Link:
 
     _ids = itertools.count(1)
 
-    def __init__(self, stream: trio.SocketStream, framer: LineFramer) -> None:
+    def __init__(self, stream: trio.abc.Stream, framer: LineFramer) -> None:
         self.id = next(self._ids)
         self.stream = stream
         self.framer = framer
@@ -124,8 +129,12 @@ class _Link:
 
 
 class Relay:
-    def __init__(self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT) -> None:
+    def __init__(
+        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False
+    ) -> None:
         self.home = home
+        #: Ask the daemon for discovery mode (only the meta-tools are listed).
+        self.discovery = discovery
         self.auto_start = auto_start
         self.start_timeout = start_timeout
         self._out_send, self._out_receive = trio.open_memory_channel[bytes](256)
@@ -152,10 +161,38 @@ class Relay:
             async with trio.open_nursery() as links:
                 self._links = links
                 await self._read_stdin(stdin)
-                await self._owed.wait()
+                await self._wait_owed(stdout)
                 self._exiting = True
                 links.cancel_scope.cancel()
             await self._out_send.aclose()
+
+    async def _wait_owed(self, stdout: trio.abc.SendStream) -> None:
+        """After stdin's EOF: wait for the answers still owed, unless nobody reads them.
+
+        An agent that closed stdin but still reads stdout gets its answers. One that is gone
+        altogether (its end of our stdout pipe closed too) cannot use them: the relay leaves
+        at once, so the daemon cancels those calls at their apps instead of running them on.
+        """
+        fileno = getattr(stdout, "fileno", None)
+        async with trio.open_nursery() as nursery:
+
+            async def owed() -> None:
+                await self._owed.wait()
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(owed)
+            if fileno is not None and hasattr(select, "poll"):
+                nursery.start_soon(self._watch_reader, fileno(), nursery.cancel_scope)
+
+    async def _watch_reader(self, fd: int, done: trio.CancelScope) -> None:
+        poller = select.poll()
+        poller.register(fd, 0)  # POLLERR / POLLHUP are always reported: the reader is gone
+        while True:
+            if any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0)):
+                log.info("agent_gone", unanswered=len(self._pending))
+                done.cancel()
+                return
+            await trio.sleep(_READER_POLL_SECONDS)
 
     async def _write_stdout(self, stdout: trio.abc.SendStream, everything: trio.CancelScope) -> None:
         async with self._out_receive:
@@ -340,7 +377,7 @@ class Relay:
 
     # --- finding (or starting) the daemon ------------------------------------------------
 
-    async def _connect(self) -> tuple[trio.SocketStream, LineFramer]:
+    async def _connect(self) -> tuple[trio.abc.Stream, LineFramer]:
         stream = await self._open_existing()
         if stream is None:
             if not self.auto_start:
@@ -354,7 +391,7 @@ class Relay:
             await trio.aclose_forcefully(stream)
             raise
 
-    async def _open_existing(self) -> trio.SocketStream | None:
+    async def _open_existing(self) -> trio.abc.Stream | None:
         info = home_files.read_runtime(self.home)
         if not info or not isinstance(info.get("port"), int):
             return None
@@ -363,12 +400,12 @@ class Relay:
             host = "127.0.0.1"
         with trio.move_on_after(CONNECT_TIMEOUT):
             try:
-                return await trio.open_tcp_stream(host, info["port"])
+                return await open_runtime_stream(info, host)  # TLS when runtime.json says so
             except OSError:
                 return None
         return None
 
-    async def _start_and_open(self) -> trio.SocketStream:
+    async def _start_and_open(self) -> trio.abc.Stream:
         log.info("daemon_starting", home=str(self.home), log=str(self.home / LOG_FILE))
         try:
             process = start_daemon(self.home)
@@ -396,14 +433,14 @@ class Relay:
             + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "")
         )
 
-    async def _hello(self, stream: trio.SocketStream) -> tuple[trio.SocketStream, LineFramer]:
+    async def _hello(self, stream: trio.abc.Stream) -> tuple[trio.abc.Stream, LineFramer]:
         try:
             token = (self.home / home_files.TOKEN_FILE).read_text().strip()
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
         framer = LineFramer(MAX_LINE_BYTES)
         try:
-            await stream.send_all(encode_message(AgentConnect(token=token)))
+            await stream.send_all(encode_message(AgentConnect(token=token, discovery=self.discovery)))
             with trio.fail_after(CONNECT_TIMEOUT):
                 while True:
                     line = framer.next_line()
@@ -483,10 +520,10 @@ def _stdout() -> trio.abc.SendStream:
     return _ThreadWriter(sys.stdout.buffer)
 
 
-async def run_relay(home: Path, auto_start: bool = True) -> None:
+async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
-        await Relay(home, auto_start=auto_start).run(stdin, stdout)
+        await Relay(home, auto_start=auto_start, discovery=discovery).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -501,7 +538,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     from ..logsetup import configure_logging
 
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
-    trio.run(run_relay, home_from(args), args.auto_start)
+    trio.run(run_relay, home_from(args), args.auto_start, args.discovery)
     return 0
 
 
@@ -516,6 +553,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument(
         "--no-start", dest="auto_start", action="store_false",
         help="fail requests instead of starting the daemon when none is running",
+    )
+    parser.add_argument(
+        "--discovery", action="store_true",
+        help="discovery mode: list only search_tools and call_tool instead of every app tool",
     )
     parser.set_defaults(func=cmd_stdio)
 

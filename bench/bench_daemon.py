@@ -1,0 +1,82 @@
+"""``toolbridge serve`` for benchmarks: the same daemon, plus a ``bench.memory`` admin command.
+
+Usage: ``python bench/bench_daemon.py --home H --port 0 (--http-port 0 | --no-http)``
+
+Settings come from ``load_settings`` exactly as for ``toolbridge serve`` (defaults <
+``<home>/config.toml`` < ``TOOLBRIDGE_*`` < flags), logging is configured the same way, and the
+daemon is :func:`broker.daemon.run_daemon`. Once it has started, one admin handler is added
+through the core it reports (``DaemonInfo.core``): ``bench.memory`` runs ``gc.collect()`` and
+answers with the process's resident memory, so a benchmark can compare the daemon's memory
+before and after a load. With ``BENCH_TRACEMALLOC=1`` it also reports the traced Python heap
+and the top allocation sites by size (slow: for finding where memory goes, not for timing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import resource
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.daemon import run_daemon
+from broker.logsetup import configure_logging
+from broker.settings_file import load_settings
+
+
+def _memory() -> dict[str, Any]:
+    found: dict[str, Any] = {"rss_kib": None, "hwm_kib": None}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    found["rss_kib"] = int(line.split()[1])
+                elif line.startswith("VmHWM:"):
+                    found["hwm_kib"] = int(line.split()[1])
+    except OSError:
+        maxrss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        found["hwm_kib"] = maxrss // 1024 if sys.platform == "darwin" else maxrss
+    return found
+
+
+async def bench_memory(core: Any, request: Any) -> dict[str, Any]:
+    collected = gc.collect()
+    result = _memory()
+    result["gc_collected"] = collected
+    result["allocated_blocks"] = sys.getallocatedblocks()
+    result["calls_in_flight"] = len(core.calls)
+    import tracemalloc
+
+    if tracemalloc.is_tracing():
+        snapshot = tracemalloc.take_snapshot()
+        result["traced_kib"] = tracemalloc.get_traced_memory()[0] // 1024
+        top = snapshot.statistics("lineno")[:12]
+        result["top"] = [f"{s.size // 1024} KiB {s.count} blocks {s.traceback}" for s in top]
+    return result
+
+
+async def main(args: argparse.Namespace) -> None:
+    settings = load_settings(args, Path(args.home))
+    configure_logging(settings.log_format)
+    if os.environ.get("BENCH_TRACEMALLOC") == "1":
+        import tracemalloc
+
+        tracemalloc.start(8)
+    async with trio.open_nursery() as nursery:
+        info = await nursery.start(lambda task_status: run_daemon(settings, handle_signals=True, task_status=task_status))
+        info.core.admin_handlers["bench.memory"] = bench_memory
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--home", required=True)
+    parser.add_argument("--host", default=None)
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--http-port", type=int, default=None)
+    parser.add_argument("--no-http", action="store_true")
+    parser.add_argument("--log-format", default=None)
+    trio.run(main, parser.parse_args())

@@ -1,0 +1,143 @@
+"""Scenario 1 — relay over stdio: toolbridge against the one-hop limit and the SDK's MCPServer.
+
+Usage: ``python bench/relay_stdio.py --calls 20000 --concurrency 1,32 --repeats 3 [--json]``
+
+One daemon (temporary home, port 0) with two apps connected: (a) ``echo_app.py`` built on
+``app_client`` (max_concurrency 64) and (b) ``raw_echo_app.py``, a plain-socket app. The load
+generator (``mcp_load.py``) speaks MCP JSON-RPC to a fresh ``toolbridge stdio`` subprocess per
+run: ``initialize`` (2025-11-25), then ``tools/call`` of the echo tool with up to N in flight.
+Side by side, in the same repeat: (c) ``one_hop_server.py``, a minimal stdio MCP server that
+answers the call itself, and (d) ``sdk_server.py stdio``, the official SDK's ``MCPServer``.
+
+Each repeat runs every target at every concurrency in turn; the table shows medians over the
+repeats, and the ratios are computed inside each repeat and then their median taken.
+Every run is bounded by ``--calls`` and by ``--max-seconds`` for issuing calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import trio
+
+import _harness as h
+from mcp_load import run_stdio_load
+
+TARGETS = {
+    "app_client": "(a) toolbridge + app_client app",
+    "raw_app": "(b) toolbridge + raw-socket app",
+    "one_hop": "(c) one-hop stdio server",
+    "sdk": "(d) SDK MCPServer (stdio)",
+}
+KEYS = ("calls_per_s", "p50_ms", "p99_ms", "calls", "errors", "tool_errors")
+
+
+def target_argv(name: str, daemon: h.Daemon) -> tuple[list[str], str]:
+    if name == "app_client":
+        return daemon.stdio_argv(), "BenchApp__echo"
+    if name == "raw_app":
+        return daemon.stdio_argv(), "RawApp__echo"
+    if name == "one_hop":
+        return [h.PYTHON, str(h.BENCH_DIR / "one_hop_server.py")], "echo"
+    return [h.PYTHON, str(h.BENCH_DIR / "sdk_server.py"), "stdio"], "echo"
+
+
+def ratios(runs: dict[tuple[str, int], list[dict[str, Any]]], targets: list[str], levels: list[int],
+           repeats: int) -> dict[str, dict[str, float]]:
+    """Per toolbridge target and concurrency: median over repeats of the same-repeat ratios."""
+    found: dict[str, dict[str, float]] = {}
+    for mine in ("app_client", "raw_app"):
+        for other in ("one_hop", "sdk"):
+            if mine not in targets or other not in targets:
+                continue
+            for level in levels:
+                through, p50 = [], []
+                for i in range(repeats):
+                    a, b = runs[(mine, level)][i], runs[(other, level)][i]
+                    through.append(a["calls_per_s"] / b["calls_per_s"])
+                    p50.append(a["p50_ms"] / b["p50_ms"])
+                found[f"{mine}/{other}@{level}"] = {
+                    "throughput_ratio": h.median(through), "p50_ratio": h.median(p50),
+                }
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--concurrency", default="1,32")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=500)
+    parser.add_argument("--max-seconds", type=float, default=20.0)
+    parser.add_argument("--targets", default=",".join(TARGETS))
+    parser.add_argument("--text", default="hello", help="the echo argument")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    levels = h.parse_list(args.concurrency)
+    targets = h.parse_list(args.targets, str)
+    runs: dict[tuple[str, int], list[dict[str, Any]]] = {(t, c): [] for t in targets for c in levels}
+
+    with h.temp_home() as home, h.Daemon(home / "home") as daemon:
+        apps = [
+            ([h.PYTHON, str(h.BENCH_DIR / "echo_app.py"), "--home", str(daemon.home)], "app_client"),
+            ([h.PYTHON, str(h.BENCH_DIR / "raw_echo_app.py"), "--home", str(daemon.home)], "raw_app"),
+        ]
+        with h.started(apps[0][0], log=home / "echo_app.log") as app_a, \
+                h.started(apps[1][0], log=home / "raw_app.log") as app_b:
+            app_pids = {"app_client": app_a.pid, "raw_app": app_b.pid}
+            daemon.wait_tools(2)
+            memory_before = daemon.memory()
+
+            async def measure() -> None:
+                for _ in range(args.repeats):
+                    for level in levels:
+                        for name in targets:
+                            argv, tool = target_argv(name, daemon)
+                            watch = {"daemon": daemon.pid, "app": app_pids[name]} if name in app_pids else None
+                            result = await run_stdio_load(
+                                argv, tool=tool, arguments={"text": args.text}, expect_text=args.text,
+                                calls=args.calls, concurrency=level, warmup=args.warmup,
+                                max_seconds=args.max_seconds, env=daemon.env, cwd=h.BENCH_DIR,
+                                stderr=home / f"{name}.stderr.log", watch_pids=watch,
+                            )
+                            runs[(name, level)].append(result)
+
+            trio.run(measure)
+            memory_after = daemon.memory()
+
+    summary = {f"{t}@{c}": h.median_of_runs(runs[(t, c)], KEYS) for t in targets for c in levels}
+    for t in targets:
+        for c in levels:
+            per_process = runs[(t, c)][0].get("cpu_us_per_call", {}) if runs[(t, c)] else {}
+            summary[f"{t}@{c}"]["cpu_us_per_call"] = {
+                name: h.median([r["cpu_us_per_call"][name] for r in runs[(t, c)]]) for name in per_process
+            }
+    result = {
+        "scenario": "relay_stdio",
+        "machine": h.machine(),
+        "params": vars(args),
+        "summary": summary,
+        "ratios": ratios(runs, targets, levels, args.repeats),
+        "daemon_memory": {"before": memory_before, "after": memory_after},
+        "runs": {f"{t}@{c}": runs[(t, c)] for t in targets for c in levels},
+    }
+    rows = []
+    for level in levels:
+        for t in targets:
+            s = summary[f"{t}@{level}"]
+            cpu = s["cpu_us_per_call"]
+            cpu_text = " ".join(f"{k.replace('load_generator', 'load').replace('server', 'stdio')} {h.fmt(v)}"
+                                for k, v in cpu.items())
+            rows.append([TARGETS[t], level, s["calls_per_s"], s["p50_ms"], s["p99_ms"], int(s["calls"]), cpu_text])
+    text = [f"relay over stdio — {h.machine()['cores']} cores, medians of {args.repeats} runs", "",
+            h.table(["target", "concurrency", "calls/s", "p50 ms", "p99 ms", "calls/run", "CPU µs per call"], rows), ""]
+    rrows = [[k, v["throughput_ratio"], v["p50_ratio"]] for k, v in result["ratios"].items()]
+    if rrows:
+        text += [h.table(["toolbridge / reference @ concurrency", "throughput ratio", "p50 ratio"], rrows)]
+    h.emit(result, args.json, "\n".join(text))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+"""Discovery mode at the front door: the meta-tools ``search_tools`` and ``call_tool``.
+
+Theory of operation
+-------------------
+A session in *discovery mode* (``toolbridge stdio --discovery``, or HTTP at ``/mcp/discovery``)
+lists only :func:`broker.discovery.meta_tools`; a session in the default mode lists every
+app tool. Whatever the mode, the meta-tools can be *called* by name and app tools can be
+called directly by their agent-facing name (app tools are always ``<label>__<tool>``, so the
+names never collide): discovery mode only decides what ``tools/list`` shows. That keeps a
+discovery-mode agent working when it remembers a tool's name, and lets the Python agent
+library search from a full-mode connection.
+
+``search_tools`` is answered here, from one :class:`~broker.discovery.ToolIndex` per
+:class:`MetaTools` (one per daemon, shared by every session), brought up to date with the
+registry lazily, at search time, when the registry's version moved. ``call_tool`` is
+unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
+call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
+difference is an unknown tool: a direct call gets JSON-RPC -32602 (the MCP rule for an
+unknown tool name), ``call_tool`` gets an ``isError`` result of kind ``unknown_tool`` pointing
+at ``search_tools``, since there the name is an argument the model can correct.
+
+Everything here is synchronous and runs on the daemon's trio thread.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import structlog
+
+from ..discovery import CALL_TOOL, DEFAULT_LIMIT, SEARCH_TOOLS, ToolIndex, meta_tools, search_result
+from ..validation import compile_schema
+from .results import error_result
+
+if TYPE_CHECKING:
+    from ..registry import Registry
+
+log = structlog.get_logger("toolbridge.mcp")
+
+__all__ = ["META_TOOL_NAMES", "MetaTools", "unwrap_call", "unknown_tool_result", "DISCOVERY_INSTRUCTIONS"]
+
+META_TOOL_NAMES: Final = frozenset({SEARCH_TOOLS, CALL_TOOL})
+DISCOVERY_INSTRUCTIONS: Final = (
+    "toolbridge connects you to desktop applications that are running on this computer. Their "
+    f"tools are not listed: describe what you want to do to {SEARCH_TOOLS}, which returns the best "
+    f"matching tools with their name, app, description and inputSchema, then run one with "
+    f"{CALL_TOOL} (its exact name and arguments). Apps start and quit at any time: search again "
+    "when a tool is unknown. A result with isError explains what went wrong and whether retrying "
+    "can help."
+)
+_encoder: Final = msgspec.json.Encoder()
+_SCHEMAS: Final = {tool["name"]: tool["inputSchema"] for tool in meta_tools()}
+_validate_search: Final = compile_schema(SEARCH_TOOLS, _SCHEMAS[SEARCH_TOOLS], 1 << 20)
+_validate_call: Final = compile_schema(CALL_TOOL, _SCHEMAS[CALL_TOOL], 1 << 20)
+
+
+def _invalid(tool: str, errors: list[str]) -> dict[str, Any]:
+    return error_result("invalid_arguments", f"invalid arguments for {tool}: " + "; ".join(errors))
+
+
+class MetaTools:
+    """The search index every session shares, and the ``search_tools`` answer."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry = registry
+        self._index: ToolIndex | None = None
+
+    @property
+    def index(self) -> ToolIndex:
+        """The index, created on first use and synced with the registry (cheap when unchanged)."""
+        if self._index is None:
+            self._index = ToolIndex()
+            weakref.finalize(self, self._index.close)
+        self._index.sync(self.registry)
+        return self._index
+
+    def search_tools(self, arguments: Any, *, session: str | None = None) -> dict[str, Any]:
+        """The ``CallToolResult`` of ``search_tools``: the hits as structuredContent and as JSON text."""
+        if arguments is None:
+            arguments = {}
+        errors = _validate_search(arguments) if isinstance(arguments, dict) else ["arguments: must be an object"]
+        if errors:
+            return _invalid(SEARCH_TOOLS, errors)
+        query: str = arguments["query"]
+        limit = int(arguments.get("limit", DEFAULT_LIMIT))
+        hits = self.index.search(query, limit)
+        structured = search_result(hits)
+        log.info("TOOL_SEARCH", session=session, query_chars=len(query), limit=limit,
+                 hits=[hit.agent_name for hit in hits])
+        return {
+            "content": [{"type": "text", "text": _encoder.encode(structured).decode()}],
+            "structuredContent": structured,
+            "isError": False,
+        }
+
+
+def unwrap_call(arguments: Any) -> tuple[str, Any] | dict[str, Any]:
+    """``call_tool``'s ``(tool name, tool arguments)``, or the error result for bad arguments."""
+    if arguments is None:
+        arguments = {}
+    errors = _validate_call(arguments) if isinstance(arguments, dict) else ["arguments: must be an object"]
+    if errors:
+        return _invalid(CALL_TOOL, errors)
+    return arguments["name"], arguments.get("arguments")
+
+
+def unknown_tool_result(registry: Registry, name: str) -> dict[str, Any]:
+    """The ``isError`` result of ``call_tool`` for a tool name nobody offers."""
+    candidates = registry.candidates(name)
+    hint = f" Did you mean one of: {', '.join(candidates)}?" if candidates else ""
+    return error_result(
+        "unknown_tool",
+        f"unknown tool {name!r}: no connected app offers it. Find tools with {SEARCH_TOOLS} "
+        f"and use a name it returns.{hint}",
+    )

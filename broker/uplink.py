@@ -1,0 +1,337 @@
+"""The uplink: this daemon appears in a parent broker as one app carrying all of its apps' tools.
+
+Theory of operation
+-------------------
+``toolbridge serve --uplink HOST:PORT --uplink-name NAME`` (or ``uplink`` / ``uplink_name``
+in the config) makes :func:`run_uplink` a task of the daemon's nursery. It is an ordinary
+``app_client.App`` — reconnecting with backoff when the parent restarts — whose tools are
+given as specs (:meth:`app_client.App.set_tool_specs`) with one handler, :meth:`Uplink.relay`:
+
+* **Tools.** Each tool of this broker's registry is offered under its agent-facing name here
+  (``WatchTower__ClickElement``), so the parent names it ``<NAME>__WatchTower__ClickElement``
+  (cut and hashed to 64 characters when longer, stably). Its ``via`` is this broker's id
+  followed by the tool's own ``via`` (the path it came by). A watcher follows
+  ``registry.version``; bursts of changes are coalesced for :data:`COALESCE_SECONDS`, then
+  one ``removeTools`` / ``addTools`` pair brings the parent up to date.
+* **Calls.** An invocation from the parent goes through this broker's own router pipeline
+  (validation, guards, admission, audit with ``transport="uplink"``) with the parent's
+  remaining budget minus a margin (:func:`hop_budget`), so the error nearest the app arrives
+  first; progress is relayed when the parent asked for it; a ``toolCancel`` from the parent
+  cancels the handler and so the router call, which cancels the app's call in turn.
+  Failures that happen here say so: ``at hop 'NAME': ...``; an app's own error passes as it is.
+* **Loops and depth** (see ``broker.federation``): the register carries ``via``; a parent
+  whose ``chain`` names this broker or one below it is refused (the link is closed and
+  retried with backoff) and tools the parent would refuse are left out. While registered,
+  the parent's chain is this broker's ``upstream``, announced to its own children.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+import ssl
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import msgspec
+import structlog
+import trio
+
+from app_client import App, ConnectionState, ToolContext
+from app_client.errors import (
+    InstanceReplaced,
+    RegistrationRejected,
+    ToolDefinitionError,
+    ToolUpdateRejected,
+)
+from app_client.tls import client_context
+from app_client.wire import Register, Registered, ToolResult, ToolSpec
+
+from .errors import ConfigError, RegistrationError, StartupError
+from .federation import MAX_HOPS
+from .router import CallerInfo, CallOutcome
+from .validation import check_app_name
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .core import BrokerCore
+
+log = structlog.get_logger("toolbridge.uplink")
+
+#: Changes of the tool set within this long are sent to the parent together.
+COALESCE_SECONDS: Final = 0.05
+#: Invocations the parent may send at once (beyond that they queue at the parent).
+UPLINK_CONCURRENCY: Final = 64
+#: Wait after the parent refused the registration for good (e.g. an invalid tool).
+RETRY_AFTER_REFUSAL: Final = 10.0
+
+
+def hop_budget(remaining: float) -> float:
+    """The deadline given to this hop's call: the parent's budget minus a margin.
+
+    The margin (a fifth of the budget, at most 1 s) covers this hop's own wait margin and the
+    trip back, so that a timeout here reaches the parent before the parent's own deadline.
+    """
+    return max(remaining - min(1.0, 0.2 * remaining), 0.001)
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` for IPv6) → (host, port). Raises ConfigError."""
+    host, sep, port_text = text.strip().rpartition(":")
+    host = host.strip("[]")
+    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ConfigError(f"invalid value {text!r} for 'uplink': expected HOST:PORT, e.g. 172.17.0.2:47700")
+    return host, int(port_text)
+
+
+def default_uplink_name() -> str:
+    """The machine's short host name, made a valid app name."""
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in socket.gethostname().split(".")[0])
+    name = name.strip("-_.")[:64].replace("__", "_")
+    return name if name and name.lower() != "toolbridge" else "broker"
+
+
+def _token(settings: Settings) -> str:
+    if settings.uplink_token:
+        return settings.uplink_token.strip()
+    if settings.uplink_token_file:
+        try:
+            token = Path(settings.uplink_token_file).expanduser().read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(f"cannot read uplink_token_file {settings.uplink_token_file}: {exc.strerror}") from None
+        if token:
+            return token
+        raise ConfigError(f"uplink_token_file {settings.uplink_token_file} is empty")
+    raise ConfigError(
+        "an uplink needs the parent's token: set uplink_token_file (--uplink-token-file) to a file "
+        "holding a token issued by the parent (`toolbridge token --issue NAME --scope uplink`), "
+        "or TOOLBRIDGE_UPLINK_TOKEN"
+    )
+
+
+def _ssl_context(settings: Settings, host: str) -> ssl.SSLContext | None:
+    from .daemon import is_loopback
+
+    if settings.uplink_tls_ca:
+        try:
+            return client_context(settings.uplink_tls_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot load uplink_tls_ca {settings.uplink_tls_ca}: {exc}") from None
+    if settings.uplink_tls:
+        return client_context()
+    if not is_loopback(host):
+        if not settings.allow_insecure_remote:
+            raise StartupError(
+                f"refusing to uplink to {host} without TLS: the token and every call would cross the "
+                "network in clear. Serve the parent with --tls-cert/--tls-key and pass --uplink-tls-ca "
+                "(or --uplink-tls for the system's trust store), or --allow-insecure-remote if you must."
+            )
+        log.warning("uplink_without_tls", host=host, hint="the token and every call cross the network in clear")
+    return None
+
+
+# --- the uplink ----------------------------------------------------------------------------
+
+
+class Uplink:
+    """One uplink of ``core`` to a parent broker (see the module docstring)."""
+
+    def __init__(
+        self,
+        core: BrokerCore,
+        *,
+        host: str,
+        port: int,
+        name: str,
+        token: str,
+        ssl_context: ssl.SSLContext | None = None,
+    ) -> None:
+        try:
+            check_app_name(name)
+        except RegistrationError as exc:
+            raise ConfigError(f"invalid uplink_name: {exc.message}") from None
+        self.core = core
+        self.name = name
+        self.address = f"{host}:{port}"
+        self.parent_chain: list[str] = []
+        self._max_tools = core.settings.max_tools_per_app
+        self._dirty = trio.Event()
+        self.app = App(
+            name,
+            instance_id=f"broker-{core.broker_id or 'anonymous'}",
+            max_concurrency=UPLINK_CONCURRENCY,
+            host=host,
+            port=port,
+            token=token,
+            ssl_context=ssl_context,
+            app_version=f"toolbridge broker {core.broker_id}",
+            prepare_register=self._prepare_register,
+            check_registered=self._check_registered,
+            on_state_change=self._state_changed,
+        )
+
+    def status(self) -> dict[str, Any]:
+        """For ``toolbridge status``."""
+        return {"parent": self.address, "name": self.name, "state": self.app.state.value,
+                "chain": self.parent_chain, "tools": len(self.app.tools), "lastError": self.app.last_error}
+
+    # --- running ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Keep the uplink up and in sync until cancelled."""
+        await self._sync()
+        log.info("uplink_starting", parent=self.address, name=self.name, broker_id=self.core.broker_id)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._watch_registry)
+            nursery.start_soon(self._sync_loop)
+            nursery.start_soon(self._run_app)
+
+    async def _run_app(self) -> None:
+        while True:
+            try:
+                await self.app.run()
+            except RegistrationRejected as exc:
+                log.error("uplink_refused", parent=self.address, code=exc.code, error=exc.message,
+                          retry_in_s=RETRY_AFTER_REFUSAL)
+            except InstanceReplaced:
+                log.error("uplink_replaced", parent=self.address, retry_in_s=RETRY_AFTER_REFUSAL,
+                          hint="another broker with this broker id (a copied home directory?) uplinks there")
+            await trio.sleep(RETRY_AFTER_REFUSAL)
+
+    async def _watch_registry(self) -> None:
+        seen = self.core.registry.version
+        while True:
+            seen = await self.core.registry.wait_changed(seen)
+            self._dirty.set()
+
+    async def _sync_loop(self) -> None:
+        while True:
+            await self._dirty.wait()
+            await trio.sleep(COALESCE_SECONDS)
+            self._dirty = trio.Event()
+            await self._sync()
+
+    async def _sync(self) -> None:
+        try:
+            await self.app.set_tool_specs(self._specs(), self.relay)
+        except (ToolUpdateRejected, ToolDefinitionError) as exc:
+            log.warning("uplink_tools_refused", parent=self.address, error=str(exc))
+
+    # --- what the parent sees -----------------------------------------------------------
+
+    def _specs(self) -> list[ToolSpec]:
+        broker_id = self.core.broker_id
+        parent = set(self.parent_chain)
+        specs: list[ToolSpec] = []
+        too_deep: list[str] = []
+        for tool in self.core.registry.tools():
+            spec = tool.spec
+            via = [broker_id, *(spec.via or [])] if broker_id else list(spec.via or [])
+            if len(via) > MAX_HOPS:
+                too_deep.append(tool.agent_name)
+                continue
+            if parent.intersection(via):
+                continue  # the parent would refuse it: it came from above
+            specs.append(
+                msgspec.structs.replace(
+                    spec,
+                    name=tool.agent_name,
+                    description=spec.description or f"{spec.name} (from the app {tool.instance.label})",
+                    via=via or None,
+                )
+            )
+        if too_deep:
+            log.warning("uplink_tools_too_deep", count=len(too_deep), examples=too_deep[:3], max_hops=MAX_HOPS)
+        if len(specs) > self._max_tools:
+            log.warning("uplink_too_many_tools", offered=len(specs), limit=self._max_tools,
+                        hint="the parent's max_tools_per_app; the rest are not offered")
+            specs = specs[: self._max_tools]
+        return specs
+
+    def _subtree(self) -> list[str]:
+        found = dict.fromkeys([self.core.broker_id] if self.core.broker_id else [])
+        for definition in self.app.tools.values():
+            found.update(dict.fromkeys(definition.spec.via or []))
+        return list(found)
+
+    def _prepare_register(self, register: Register) -> Register:
+        return msgspec.structs.replace(register, via=self._subtree() or None)
+
+    def _check_registered(self, registered: Registered) -> None:
+        chain = list(registered.chain or [])
+        below = set(self._subtree())
+        hit = next((i for i in chain if i in below), None)
+        if hit is not None:
+            whose = "this broker" if hit == self.core.broker_id else f"the broker {hit}, which uplinks into this one"
+            raise RegistrationRejected(
+                "loop_detected",
+                f"the broker at {self.address} is itself (through its uplinks) below {whose}: "
+                "uplinking there would make a loop",
+            )
+        self.parent_chain = chain
+        self.core.upstream = tuple(chain)
+        if registered.max_tools:
+            self._max_tools = registered.max_tools
+        self._dirty.set()  # the parent's chain and limits may leave out other tools
+
+    def _state_changed(self, state: ConnectionState) -> None:
+        if state is ConnectionState.CONNECTED:
+            log.info("uplink_connected", parent=self.address, name=self.name, chain=self.parent_chain,
+                     tools=len(self.app.tools))
+        else:
+            self.core.upstream = ()
+
+    # --- calls from the parent ----------------------------------------------------------
+
+    async def relay(self, parameters: dict[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run one invocation from the parent through this broker's pipeline."""
+        remaining = ctx.time_remaining()
+        timeout = hop_budget(remaining) if math.isfinite(remaining) else None
+        on_progress = None
+        if ctx.progress_requested:
+
+            def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                ctx.report_progress_threadsafe(progress, total, message)
+
+        outcome = await self.core.router.call_tool(
+            ctx.tool,
+            parameters,
+            caller=CallerInfo(client_name="uplink", session=self.name, transport="uplink"),
+            timeout=timeout,
+            on_progress=on_progress,
+        )
+        return self.result_of(ctx.tool, outcome)
+
+    def result_of(self, tool: str, outcome: CallOutcome) -> ToolResult:
+        if outcome.kind == "ok" and outcome.result is not None:
+            return outcome.result
+        if outcome.kind == "app_error" and outcome.result is not None:
+            return outcome.result  # the app's own words (and content) pass unchanged
+        if outcome.kind == "unknown_tool":
+            message = (
+                f"unknown tool {tool!r}: the app that offered it is no longer connected there. "
+                "List the tools again."
+            )
+        else:
+            message = outcome.message or outcome.kind
+        return ToolResult(success=False, error=f"at hop {self.name!r}: {message}")
+
+
+def uplink_options(settings: Settings) -> dict[str, Any] | None:
+    """The uplink's connection options from the settings, or None when there is no uplink.
+
+    Checked before the daemon binds anything. Raises ConfigError, StartupError.
+    """
+    if not settings.uplink:
+        return None
+    host, port = parse_address(settings.uplink)
+    name = settings.uplink_name or default_uplink_name()
+    try:
+        check_app_name(name)
+    except RegistrationError as exc:
+        raise ConfigError(f"invalid uplink_name: {exc.message}") from None
+    return {"host": host, "port": port, "name": name, "token": _token(settings),
+            "ssl_context": _ssl_context(settings, host)}
