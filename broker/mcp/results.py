@@ -35,7 +35,7 @@ __all__ = [
     "DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result", "error_result",
 ]
 
-DEFAULT_PAGE_SIZE: Final = 500
+DEFAULT_PAGE_SIZE: Final = 1000
 ERROR_KIND_KEY: Final = "toolbridge/errorKind"
 RETRY_AFTER_KEY: Final = "toolbridge/retryAfterMs"
 _CURSOR_PREFIX: Final = "tb1:"

@@ -42,11 +42,13 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
+import msgspec
 import structlog
 import trio
 
 from ..core import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
+from ..registry import RegisteredTool
 from ..router import CallerInfo, CallOutcome
 from . import protocol
 from .jsonrpc import (
@@ -68,6 +70,8 @@ from .jsonrpc import (
 )
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
+
+_entry_encoder: Final = msgspec.json.Encoder()
 
 if TYPE_CHECKING:
     from ..core import BrokerCore
@@ -145,7 +149,8 @@ class McpServer:
         self.coalesce = coalesce
         self.server_info: dict[str, Any] = {"name": "toolbridge", "version": VERSION}
         self.shutdown = core.shutdown_started
-        self._tools: tuple[int, list[str], list[dict[str, Any]]] | None = None
+        self._tools: tuple[int, list[str], list[Any]] | None = None
+        self._encoded_entries: dict[RegisteredTool, msgspec.Raw] = {}
         self._session_labels = itertools.count(1)
         #: Discovery mode's search index, shared by every session.
         self.meta = MetaTools(core.registry)
@@ -163,11 +168,23 @@ class McpServer:
         # In discovery mode the listed tools (the meta-tools) never change.
         return {"tools": {"listChanged": not discovery}}
 
-    def _snapshot(self) -> tuple[list[str], list[dict[str, Any]]]:
+    def _snapshot(self) -> tuple[list[str], list[Any]]:
+        """Names and list entries, rebuilt when the registry changes.
+
+        Each entry is encoded to JSON once, when its tool is first listed, and kept as
+        ``msgspec.Raw`` while the tool lives: a change to one app re-encodes only its tools,
+        and a page of ``tools/list`` is a concatenation of ready bytes.
+        """
         version = self.registry.version
         if self._tools is None or self._tools[0] != version:
             tools = self.router.list_tools()
-            self._tools = (version, [t.agent_name for t in tools], [tool_entry(t) for t in tools])
+            cached = self._encoded_entries
+            fresh: dict[RegisteredTool, msgspec.Raw] = {}
+            for tool in tools:
+                entry = cached.get(tool)
+                fresh[tool] = entry if entry is not None else msgspec.Raw(_entry_encoder.encode(tool_entry(tool)))
+            self._encoded_entries = fresh
+            self._tools = (version, [t.agent_name for t in tools], list(fresh.values()))
         return self._tools[1], self._tools[2]
 
     def list_tools(self, params: dict[str, Any], *, modern: bool, discovery: bool = False) -> dict[str, Any]:

@@ -88,6 +88,25 @@ def _peek(line: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+class _Envelope(msgspec.Struct):
+    """The fields the relay routes by; everything else in a line is skipped, not built."""
+
+    id: Any = msgspec.UNSET
+    method: Any = msgspec.UNSET
+    error: Any = msgspec.UNSET
+
+
+_envelope_decoder: Final = msgspec.json.Decoder(_Envelope)
+
+
+def _peek_envelope(line: bytes) -> _Envelope | None:
+    """Like :func:`_peek`, for daemon lines: a large result is parsed, never copied into objects."""
+    try:
+        return _envelope_decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # includes ValidationError
+        return None
+
+
 def start_daemon(home: Path) -> subprocess.Popen[bytes]:
     """Start ``python -m broker serve --home HOME`` detached, output appended to daemon.log."""
     home_files.ensure_home(home)
@@ -326,13 +345,13 @@ class Relay:
                     await self._lost(link)
 
     async def _from_daemon(self, line: bytes) -> None:
-        message = _peek(line)
-        if message is not None and "method" not in message and _is_id(message.get("id")):
-            request_id = message["id"]
+        message = _peek_envelope(line)
+        if message is not None and message.method is msgspec.UNSET and _is_id(message.id):
+            request_id = message.id
             if isinstance(request_id, str) and request_id in self._reinit_ids:
                 self._reinit_ids.discard(request_id)
-                if "error" in message:
-                    log.warning("session_replay_failed", error=message.get("error"))
+                if message.error is not msgspec.UNSET:
+                    log.warning("session_replay_failed", error=message.error)
                 return
             self._pending.pop(_key(request_id), None)
             self._update_owed()
