@@ -20,7 +20,6 @@ make a loop or go too deep (``federation``, also checked on each ``addTools``).
 
 from __future__ import annotations
 
-import hmac
 from typing import TYPE_CHECKING
 
 import structlog
@@ -43,6 +42,7 @@ from app_client.wire import (
 )
 
 from . import federation
+from .calls import PendingCall
 from .connection import Connection, PeerClosed, seconds_to_ms
 from .errors import RegistrationError
 from .registry import Instance
@@ -71,10 +71,6 @@ class AppLink:
         )
         self.conn.send_nowait(Error("replaced", "a new connection registered this instance", fatal=True))
         self.conn.close_after_flush("replaced by a new registration")
-
-
-def token_matches(presented: str, expected: str) -> bool:
-    return hmac.compare_digest(presented.encode(), expected.encode())
 
 
 async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> None:
@@ -250,7 +246,8 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         )
 
 
-def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str):  # type: ignore[no-untyped-def]
+def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str) -> PendingCall | None:
+    """The pending call ``correlation_id`` if it was sent over ``link``; else log, tell the app, None."""
     call = core.calls.get(correlation_id)
     if call is None:
         log.info("late_or_unknown_correlation_id", conn_id=link.id, label=link.label, kind=what,
