@@ -48,13 +48,19 @@ def ensure_env(extra: str) -> None:
 
 NODE_TOOLS = {  # cache folder under ~/.cache -> (npm package, the binary the tests look for)
     "toolbridge-tsc": ("typescript@5", "tsc"),
-    "toolbridge-inspector": ("@modelcontextprotocol/inspector", "mcp-inspector"),
+    "toolbridge-inspector": ("@modelcontextprotocol/inspector@2.12.0", "mcp-inspector"),
 }
 
 
 def ensure_test_tools() -> None:
     cache = Path.home() / ".cache"
-    missing = {d: p for d, (p, b) in NODE_TOOLS.items() if not (cache / d / "node_modules" / ".bin" / b).exists()}
+
+    def installed(folder: str, package: str, binary: str) -> bool:
+        stamp = cache / folder / ".toolbridge-package"
+        return (cache / folder / "node_modules" / ".bin" / binary).exists() and stamp.exists() \
+            and stamp.read_text() == package
+
+    missing = {d: p for d, (p, b) in NODE_TOOLS.items() if not installed(d, p, b)}
     if missing:
         npm = shutil.which("npm")
         if npm is None:
@@ -65,6 +71,7 @@ def ensure_test_tools() -> None:
             print(f"installing {package} into {cache / folder}", file=sys.stderr)
             subprocess.run([npm, "install", "--prefix", str(cache / folder), "--no-audit", "--no-fund",
                             "--loglevel=error", package], check=True)
+            (cache / folder / ".toolbridge-package").write_text(package)
     if sys.platform == "linux" and shutil.which("Xvfb") is None:
         if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
             print("installing Xvfb (Debian package xvfb) for the example app's test", file=sys.stderr)

@@ -20,7 +20,7 @@ from mcp_testkit import ScriptedApp, running_daemon
 
 INSTALL = (
     'npm install --prefix "$HOME/.cache/toolbridge-inspector" --no-audit --no-fund '
-    "--loglevel=error @modelcontextprotocol/inspector"
+    "--loglevel=error @modelcontextprotocol/inspector@2.12.0"
 )
 
 
