@@ -60,6 +60,8 @@ class Settings:
     heartbeat_timeout: float = 20.0
     #: A connection must send its first message within this time.
     register_timeout: float = 5.0
+    #: Connections still waiting to send their first message; more are refused at once.
+    max_unregistered_connections: int = 128
     #: A peer that does not read for this long while we have data for it is disconnected.
     write_timeout: float = 10.0
 

@@ -67,6 +67,8 @@ class BrokerCore:
         self.agent_handler: AgentHandler | None = None
         self.admin_handlers: dict[str, AdminHandler] = {}
         self.agent_sessions = 0
+        #: Connections that have not sent their first message yet (bounded by a setting).
+        self._unregistered = 0
         #: Set when a graceful stop begins (front doors end their long-lived streams).
         self.shutdown_started = trio.Event()
 
@@ -106,15 +108,27 @@ class BrokerCore:
 
     async def _serve(self, conn: Connection) -> None:
         first: Any = None
-        with trio.move_on_after(self.settings.register_timeout):
-            try:
-                first = await conn.receive_message()
-            except PeerClosed:
-                return
-            except RemoteProtocolError as exc:
-                log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
-                await conn.send(Error(exc.code, exc.message + "; the first message must be register", fatal=True))
-                return
+        limit = self.settings.max_unregistered_connections
+        if self._unregistered >= limit:
+            # Each connection that has not said who it is may buffer up to a line's worth of
+            # memory for register_timeout; bounding their number bounds that, token or not.
+            log.warning("connection_rejected", conn_id=conn.id, reason="too many unregistered connections")
+            await conn.send(Error("too_many_connections",
+                                  f"{limit} connections are already waiting to register; retry shortly", fatal=True))
+            return
+        self._unregistered += 1
+        try:
+            with trio.move_on_after(self.settings.register_timeout):
+                try:
+                    first = await conn.receive_message()
+                except PeerClosed:
+                    return
+                except RemoteProtocolError as exc:
+                    log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
+                    await conn.send(Error(exc.code, exc.message + "; the first message must be register", fatal=True))
+                    return
+        finally:
+            self._unregistered -= 1
         if first is None:
             log.warning("connection_rejected", conn_id=conn.id, reason="no register in time")
             await conn.send(

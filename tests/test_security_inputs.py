@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 import structlog
 import trio
+import trio.testing
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -59,6 +60,23 @@ async def test_an_endless_first_line_is_refused_without_buffering_it(tmp_path: P
             await fresh.aclose()
     [rejected] = [e for e in logs if e["event"] == "connection_rejected"]
     assert rejected["code"] == "line_too_long"
+
+
+async def test_connections_waiting_to_register_are_bounded(tmp_path: Path) -> None:
+    """Silent connections each may hold a line's worth of memory until register_timeout: cap them."""
+    async with running_daemon(tmp_path / "home", http_port=None, max_unregistered_connections=2) as info:
+        silent = [await RawApp.connect(info.port) for _ in range(2)]
+        await trio.testing.wait_all_tasks_blocked()
+        refused = await RawApp.connect(info.port)
+        error = await refused.recv()
+        assert error["code"] == "too_many_connections" and error["fatal"] is True
+        assert await refused.closed()
+        # Once they register, the slots are free again, and registered apps do not count.
+        for number, app in enumerate(silent):
+            assert (await app.register(info.token, app_name=f"App{number}"))["type"] == "registered"
+        late = await RawApp.connect(info.port)
+        assert (await late.register(info.token, app_name="Late"))["type"] == "registered"
+        await RawApp.close_all()
 
 
 async def test_an_oversized_line_on_an_agent_link_is_refused_and_the_link_goes_on(tmp_path: Path) -> None:
