@@ -188,9 +188,10 @@ async def run_tool(
         if not ctx._started:
             return failure(
                 f"{tool.name} timed out after {seconds:g} s without starting: the app was still "
-                f"busy with earlier calls (it runs {limiter.total_tokens:g} at a time)"
+                f"busy with earlier calls (it runs {limiter.total_tokens:g} at a time)",
+                "timeout",
             )
-        return failure(f"{tool.name} timed out after {seconds:g} s")
+        return failure(f"{tool.name} timed out after {seconds:g} s", "timeout")
     try:
         return to_tool_result(value)
     except (TypeError, ValueError) as exc:

@@ -129,9 +129,9 @@ def to_tool_result(value: object) -> ToolResult:
     return ToolResult(success=True, data=data)
 
 
-def failure(message: str) -> ToolResult:
-    """A failed result carrying ``message`` for the agent."""
-    return ToolResult(success=False, error=message)
+def failure(message: str, kind: str | None = None) -> ToolResult:
+    """A failed result carrying ``message`` for the agent (and the failure's kind, if known)."""
+    return ToolResult(success=False, error=message, error_kind=kind)
 
 
 def _single_tool_error(exc: BaseException) -> ToolError | None:

@@ -91,6 +91,11 @@ class ToolResult(msgspec.Struct, rename="camel", omit_defaults=True):
     error: str | None = None
     content: list[dict[str, Any]] | None = None
     structured_content: dict[str, Any] | None = None
+    #: With ``success: false``: which kind of failure (``busy``, ``timeout``, ...; see
+    #: protocol.md). A broker uplinked into another passes its outcome kind on this way.
+    error_kind: str | None = None
+    #: With ``errorKind: "busy"``: when a retry is likely to be admitted.
+    retry_after_ms: int | None = None
 
 
 # --- app -> broker -------------------------------------------------------------------------

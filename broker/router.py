@@ -60,6 +60,12 @@ _AUDIT_EVENTS: Final = {
     "timeout": "TOOL_TIMEOUT",
     "cancelled": "TOOL_CANCELLED",
 }
+#: Failure kinds an app's ``toolResponse`` may report in ``errorKind`` (anything else, and no
+#: kind at all, is ``app_error``). ``unknown_tool`` is not among them: the tool was found here.
+APP_REPORTABLE_KINDS: Final = frozenset(
+    {"invalid_arguments", "guard_rejected", "busy", "timeout", "cancelled", "app_disconnected",
+     "internal_error", "shutdown"}
+)
 #: The longest per-call timeout an agent may ask for.
 MAX_TIMEOUT: Final = 24 * 3600.0
 _MAX_APP_ERROR_CHARS: Final = 4000
@@ -296,7 +302,10 @@ class Router:
         message = result.error or f"{call.tool.agent_name} failed (the app gave no message)"
         if len(message) > _MAX_APP_ERROR_CHARS:
             message = message[:_MAX_APP_ERROR_CHARS] + "..."
-        return CallOutcome("app_error", message, result=result, correlation_id=cid)
+        # An app (or a broker below, through an uplink) may say what kind of failure it was.
+        kind = result.error_kind if result.error_kind in APP_REPORTABLE_KINDS else "app_error"
+        retry_after = result.retry_after_ms if kind == "busy" else None
+        return CallOutcome(kind, message, result=result, retry_after_ms=retry_after, correlation_id=cid)
 
     # --- audit ---------------------------------------------------------------------------
 

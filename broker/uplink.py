@@ -49,7 +49,7 @@ from app_client.wire import Register, Registered, ToolResult, ToolSpec
 
 from .errors import ConfigError, RegistrationError, StartupError
 from .federation import MAX_HOPS
-from .router import CallerInfo, CallOutcome
+from .router import APP_REPORTABLE_KINDS, CallerInfo, CallOutcome
 from .validation import check_app_name
 
 if TYPE_CHECKING:
@@ -306,10 +306,10 @@ class Uplink:
         return self.result_of(ctx.tool, outcome)
 
     def result_of(self, tool: str, outcome: CallOutcome) -> ToolResult:
-        if outcome.kind == "ok" and outcome.result is not None:
+        if outcome.result is not None:
+            # The app's (or a deeper hop's) own answer, failures included: its words, content and
+            # error kind pass unchanged.
             return outcome.result
-        if outcome.kind == "app_error" and outcome.result is not None:
-            return outcome.result  # the app's own words (and content) pass unchanged
         if outcome.kind == "unknown_tool":
             message = (
                 f"unknown tool {tool!r}: the app that offered it is no longer connected there. "
@@ -317,7 +317,12 @@ class Uplink:
             )
         else:
             message = outcome.message or outcome.kind
-        return ToolResult(success=False, error=f"at hop {self.name!r}: {message}")
+        return ToolResult(
+            success=False,
+            error=f"at hop {self.name!r}: {message}",
+            error_kind=outcome.kind if outcome.kind in APP_REPORTABLE_KINDS else None,
+            retry_after_ms=outcome.retry_after_ms,
+        )
 
 
 def uplink_options(settings: Settings) -> dict[str, Any] | None:

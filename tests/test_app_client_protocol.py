@@ -252,7 +252,7 @@ async def test_deadline_from_timeout_ms(autojump_clock: trio.testing.MockClock) 
         start = trio.current_time()
         result = await link.call("hang", timeout_ms=1500)
         assert trio.current_time() - start == pytest.approx(1.5)
-        assert result == ToolResult(success=False, error="hang timed out after 1.5 s")
+        assert result == ToolResult(success=False, error="hang timed out after 1.5 s", error_kind="timeout")
         assert contexts[0].cancelled and contexts[0].timeout_ms == 1500
 
 

@@ -104,6 +104,7 @@ async def test_the_budget_shrinks_per_hop_and_the_nearest_error_wins(tmp_path: P
         message = text_of(result)
         # The deepest broker timed out first, and said so, before either deadline above it.
         assert message.startswith("at hop 'desk': Demo__slow timed out after"), message
+        assert (result.meta or {}).get("toolbridge/errorKind") == "timeout"  # the kind survives the hops
         slow = next(i for i in app.invocations if i.tool == "slow")
         assert slow.timeout_ms is not None and slow.timeout_ms <= 1600  # 2.5 s, minus two hop margins
         await app.until(lambda: len(app.cancels) == 1)

@@ -331,3 +331,26 @@ async def test_second_instance_gets_distinct_names_and_same_id_replaces(daemon: 
     assert await first.closed()
     names = [t.agent_name for t in daemon.core.router.list_tools()]
     assert names == ["WatchTower_2__Echo", "WatchTower__Echo"]
+
+
+async def test_an_app_may_report_the_kind_of_its_failure(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    answers = [
+        ({"success": False, "error": "the printer queue is full", "errorKind": "busy", "retryAfterMs": 1500},
+         ("busy", 1500)),
+        ({"success": False, "error": "the dialog never opened", "errorKind": "timeout"}, ("timeout", None)),
+        ({"success": False, "error": "nope", "errorKind": "unknown_tool"}, ("app_error", None)),  # not reportable
+        ({"success": False, "error": "odd", "errorKind": "made_up"}, ("app_error", None)),
+    ]
+    for result, (kind, retry_after) in answers:
+        box: list[CallOutcome] = []
+        async with trio.open_nursery() as nursery:
+            async def agent() -> None:
+                box.append(await call(daemon, "WatchTower__Echo", {}))
+
+            nursery.start_soon(agent)
+            inv = await app.recv_type("toolInvocation")
+            await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": result})
+        assert (box[0].kind, box[0].retry_after_ms) == (kind, retry_after)
+        assert box[0].message == result["error"]
