@@ -16,6 +16,7 @@ Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line
 
 from __future__ import annotations
 
+import collections
 import itertools
 import math
 from collections.abc import Awaitable, Callable
@@ -30,6 +31,8 @@ log = structlog.get_logger("toolbridge.connection")
 
 _READ_SIZE = 65536
 _COALESCE_BYTES = 256 * 1024
+#: Urgent lines (cancellations) held beside a full outbound channel, per connection.
+_MAX_URGENT = 4096
 _conn_ids = itertools.count(1)
 
 
@@ -55,6 +58,7 @@ class Connection:
         self.scope = trio.CancelScope()
         self.closed_reason: str | None = None
         self._end_when_flushed = False
+        self._urgent: collections.deque[bytes] = collections.deque()
         #: Work to do once the connection is closed and outside its cancel scope.
         self.after_close: Callable[[], Awaitable[None]] | None = None
 
@@ -101,6 +105,27 @@ class Connection:
     def send_nowait(self, message: Message) -> bool:
         return self.send_bytes_nowait(encode_message(message))
 
+    def send_urgent_nowait(self, message: Message) -> bool:
+        """Queue a message that must not be lost to a full queue (``toolCancel``).
+
+        It goes into the channel if there is room; otherwise into a small side queue that the
+        writer sends ahead of its next batch (the writer is busy then, so it comes round soon).
+        False only when that side queue is full too.
+        """
+        data = encode_message(message)
+        if self.send_bytes_nowait(data):
+            return True
+        if len(self._urgent) >= _MAX_URGENT:
+            log.warning("urgent_message_dropped", conn_id=self.id)
+            return False
+        self._urgent.append(data)
+        return True
+
+    def _take_urgent(self) -> list[bytes]:
+        taken = list(self._urgent)
+        self._urgent.clear()
+        return taken
+
     def finish_sending(self) -> None:
         """No more messages: the writer sends what is queued, then exits."""
         self._send.close()
@@ -121,8 +146,8 @@ class Connection:
     async def writer_loop(self) -> None:
         async with self._outbound:
             async for first in self._outbound:
-                chunks = [first]
-                size = len(first)
+                chunks = [*self._take_urgent(), first]
+                size = sum(map(len, chunks))
                 if self._outbound.statistics().current_buffer_used == 0:
                     # Let the tasks that are ready to run queue their lines too (a burst of
                     # responses resolves many calls at once): one send for the lot.

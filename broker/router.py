@@ -279,14 +279,17 @@ class Router:
             timeout_ms=seconds_to_ms(deadline - trio.current_time()),
             progress=call.on_progress is not None,
         )
+        queued = False
         try:
             await link.conn.send(invocation)
+            queued = True
             await call.done.wait()
         except PeerClosed:
             call.fail("app_disconnected", f"the app {link.label} disconnected before the call was sent")
         except trio.Cancelled:
-            if call.fail("cancelled", "cancelled"):
-                link.conn.send_nowait(ToolCancel(call.correlation_id, reason="cancelled"))
+            # Tell the app only about invocations it will see; a full queue must not lose it.
+            if call.fail("cancelled", "cancelled") and queued:
+                link.conn.send_urgent_nowait(ToolCancel(call.correlation_id, reason="cancelled"))
             raise
         return self._outcome(call)
 

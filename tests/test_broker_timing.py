@@ -241,3 +241,28 @@ async def test_cancel_while_queued_frees_the_slot(harness: Harness, autojump_clo
     assert nxt["parameters"] == {"text": "next"}  # the cancelled one never reached the app
     await app.send({"type": "toolResponse", "correlationId": nxt["correlationId"], "result": {}})
     assert (await harness.outcome("next")).kind == "ok"
+
+
+async def test_cancellations_are_not_lost_to_a_full_queue(tmp_path: Path, autojump_clock: Any) -> None:
+    """An app that reads slowly still hears of every call it was sent and that was cancelled."""
+    async with trio.open_nursery() as nursery:
+        h = Harness(make_core(tmp_path, write_timeout=600, outbound_queue=4, heartbeat_interval=1000), nursery)
+        slow = await h.app(lockstep=True, app_name="Slow", maxConcurrency=100)
+        for i in range(120):
+            h.call(f"c{i}", "Slow__Echo", timeout=1)
+        outcomes = [await h.outcome(f"c{i}") for i in range(120)]
+        assert {o.kind for o in outcomes} == {"timeout"}
+        # Now the app reads: every invocation that reached its queue is followed by its cancel.
+        invoked: set[int] = set()
+        cancelled: set[int] = set()
+        with trio.move_on_after(5):
+            while True:
+                message = await slow.recv(timeout=1000)
+                if message["type"] == "toolInvocation":
+                    invoked.add(message["correlationId"])
+                elif message["type"] == "toolCancel":
+                    cancelled.add(message["correlationId"])
+        # The queue was full when the deadlines passed, so every cancel took the urgent path:
+        assert len(cancelled) > 4 and cancelled == invoked  # none lost, none for unsent calls
+        assert len(invoked) < 120  # the rest never got into the queue: no cancel was sent for them
+        nursery.cancel_scope.cancel()
