@@ -7,14 +7,14 @@ package's errors to one-line messages and exit codes (never a traceback for a us
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
 
-from .config import Settings, default_home
+from app_client.discovery import resolve_home
+
 from .core import VERSION
 from .errors import BrokerError
 from .logsetup import configure_logging
@@ -25,10 +25,8 @@ EXIT_USAGE = 2
 
 
 def home_from(args: argparse.Namespace) -> Path:
-    if getattr(args, "home", None):
-        return Path(args.home).expanduser()
-    env = os.environ.get("TOOLBRIDGE_HOME")
-    return Path(env).expanduser() if env else default_home()
+    """``--home``, else ``$TOOLBRIDGE_HOME``, else the user data dir: as apps resolve it."""
+    return resolve_home(getattr(args, "home", None) or None).expanduser()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

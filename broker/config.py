@@ -9,15 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import attrs
-import platformdirs
+
+from app_client.discovery import default_home as default_home  # one definition for apps and daemon
 
 DEFAULT_APP_PORT = 47700
 DEFAULT_HTTP_PORT = 47701
 
 
-def default_home() -> Path:
-    """The platform's per-user data directory (``%LOCALAPPDATA%``, ``~/Library``, XDG)."""
-    return Path(platformdirs.user_data_dir("toolbridge", appauthor=False))
 
 
 @attrs.frozen

@@ -110,22 +110,27 @@ async def open_agent_stream(address: DaemonAddress, *, discovery: bool = False) 
             await link.send_line(encode_message(AgentConnect(token=address.token, discovery=discovery)))
             line = await link.receive_line()
         if line is None:
-            raise DaemonUnavailable("the daemon closed the connection")
-        answer = decode_message(line)
-        if isinstance(answer, Error):
-            raise DaemonUnavailable(f"the daemon refused the connection: {answer.message}")
-        if not isinstance(answer, AgentConnected):
-            raise DaemonUnavailable("the daemon sent something unexpected")
+            raise DaemonUnavailable("the toolbridge daemon closed the connection at once")
+        check_agent_reply(line)
         return link
     except trio.TooSlowError:
         await link.aclose()
-        raise DaemonUnavailable("the daemon did not answer in time") from None
-    except RemoteProtocolError as exc:
-        await link.aclose()
-        raise DaemonUnavailable(f"the daemon sent something unexpected: {exc.message}") from None
+        raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
     except BaseException:
         await link.aclose()
         raise
+
+
+def check_agent_reply(line: bytes) -> None:
+    """Check the daemon's answer to ``agentConnect``; raise DaemonUnavailable saying why not."""
+    try:
+        reply = decode_message(line)
+    except RemoteProtocolError as exc:
+        raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected reply ({exc.message})") from None
+    if isinstance(reply, Error):
+        raise DaemonUnavailable(f"the toolbridge daemon refused the connection: {reply.message}")
+    if not isinstance(reply, AgentConnected):
+        raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected {type(reply).__name__}")
 
 
 class McpLineClient:

@@ -20,10 +20,11 @@ from typing import Any
 
 import structlog
 
+from app_client.discovery import RUNTIME_FILE as RUNTIME_FILE  # the names apps look for
+from app_client.discovery import TOKEN_FILE as TOKEN_FILE
+
 from .errors import StartupError
 
-TOKEN_FILE = "token"
-RUNTIME_FILE = "runtime.json"
 
 
 def ensure_home(home: Path) -> None:

@@ -34,7 +34,7 @@ from typing import Final
 
 from ._model import AppPlan, CodegenTool, LanguageRules, Plan, ToolPlan, build_plan
 from ._names import clean_text, snake_case
-from ._schema import Arr, Lit, Map, ObjectDef, Prim, Ref, TypeExpr, Union_, Unknown
+from ._schema import Arr, Lit, Map, ObjectDef, Prim, Ref, TypeExpr, Union_
 
 __all__ = ["generate_python", "PYTHON_RULES"]
 

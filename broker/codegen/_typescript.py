@@ -25,7 +25,7 @@ from typing import Final
 
 from ._model import AppPlan, CodegenTool, LanguageRules, Plan, ToolPlan, build_plan
 from ._names import TS_RESERVED, camel_case, clean_text
-from ._schema import Arr, Lit, Map, ObjectDef, Prim, Ref, TypeExpr, Union_, Unknown
+from ._schema import Arr, Lit, Map, ObjectDef, Prim, Ref, TypeExpr, Union_
 
 __all__ = ["generate_typescript", "TYPESCRIPT_RULES"]
 

@@ -41,11 +41,12 @@ import structlog
 import trio
 
 from app_client.errors import RemoteProtocolError
-from app_client.wire import AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
+from app_client.wire import AgentConnect, LineFramer, encode_message
 
 from .. import cli
 from .. import home as home_files
 from ..errors import BrokerError
+from ..daemon_client import DaemonUnavailable, check_agent_reply
 from ..tls import open_runtime_stream
 
 log = structlog.get_logger("toolbridge.stdio")
@@ -65,10 +66,6 @@ _READ_SIZE: Final = 65536
 _READER_POLL_SECONDS: Final = 0.2
 _decoder: Final = msgspec.json.Decoder()
 _encoder: Final = msgspec.json.Encoder()
-
-
-class DaemonUnavailable(BrokerError):
-    """No daemon could be reached or started; the message says why and what to do."""
 
 
 def _key(request_id: Any) -> tuple[bool, Any]:
@@ -473,14 +470,7 @@ class Relay:
             raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
         except (trio.BrokenResourceError, OSError) as exc:
             raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc}") from None
-        try:
-            reply = decode_message(line)
-        except RemoteProtocolError as exc:
-            raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected reply ({exc.message})") from None
-        if isinstance(reply, Error):
-            raise DaemonUnavailable(f"the toolbridge daemon refused the connection: {reply.message}")
-        if not isinstance(reply, AgentConnected):
-            raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected {type(reply).__name__}")
+        check_agent_reply(line)
         return stream, framer
 
 
