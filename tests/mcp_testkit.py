@@ -18,6 +18,8 @@ from typing import Any
 
 import httpx2
 import trio
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import (
     LineFramer,
@@ -209,3 +211,33 @@ def relay_env(**extra: str) -> dict[str, str]:
 
 def relay_command(home: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "broker", "stdio", "--home", str(home), *extra]
+
+
+@asynccontextmanager
+async def connect_agent(
+    transport: str, mode: str, info: DaemonInfo, home: Path, *, discovery: bool = False, **kwargs: Any
+) -> AsyncIterator[Client]:
+    """The SDK client over HTTP (in-process daemon) or stdio (a relay subprocess), in ``mode``."""
+    if transport == "http":
+        url = mcp_url(info) + ("/discovery" if discovery else "")
+        async with http_client(info) as http:
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs) as client:
+                yield client
+    else:
+        command = relay_command(home, "--no-start", *(["--discovery"] if discovery else []))
+        params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
+        async with Client(params, mode=mode, **kwargs) as client:
+            yield client
+
+
+@asynccontextmanager
+async def daemon_app_agent(
+    tmp_path: Path, transport: str, mode: str, *, discovery: bool = False, **kwargs: Any
+) -> AsyncIterator[tuple[DaemonInfo, ScriptedApp, Client]]:
+    """A daemon, the scripted Demo app, and an SDK client connected to them."""
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, trio.open_nursery() as nursery:
+        app = await ScriptedApp(info.port, info.token).start(nursery)
+        async with connect_agent(transport, mode, info, home, discovery=discovery, **kwargs) as client:
+            yield info, app, client
+        await app.close()

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +16,7 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import ToolSpec
@@ -28,7 +26,7 @@ from broker.daemon import DaemonInfo
 from broker.discovery import meta_tools
 from broker.mcp.jsonrpc import parse_message
 from broker.mcp.session import McpServer, open_session
-from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, relay_command, relay_env, running_daemon
+from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, daemon_app_agent, http_client, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -45,27 +43,8 @@ def discovery_url(info: DaemonInfo) -> str:
     return f"http://127.0.0.1:{info.http_port}/mcp/discovery"
 
 
-@asynccontextmanager
-async def connect(transport: str, mode: str, info: DaemonInfo, home: Path, **kwargs: Any) -> AsyncIterator[Client]:
-    if transport == "http":
-        async with http_client(info) as http:
-            async with Client(streamable_http_client(discovery_url(info), http_client=http), mode=mode, **kwargs) as client:
-                yield client
-    else:
-        command = relay_command(home, "--no-start", "--discovery")
-        params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
-        async with Client(params, mode=mode, **kwargs) as client:
-            yield client
-
-
-@asynccontextmanager
-async def setup(tmp_path: Path, transport: str, mode: str, **kwargs: Any) -> AsyncIterator[tuple[DaemonInfo, ScriptedApp, Client]]:
-    home = tmp_path / "home"
-    async with running_daemon(home) as info, trio.open_nursery() as nursery:
-        app = await ScriptedApp(info.port, info.token).start(nursery)
-        async with connect(transport, mode, info, home, **kwargs) as client:
-            yield info, app, client
-        await app.close()
+def setup(tmp_path: Path, transport: str, mode: str, **kwargs: Any) -> Any:
+    return daemon_app_agent(tmp_path, transport, mode, discovery=True, **kwargs)
 
 
 def text_of(result: types.CallToolResult) -> str:

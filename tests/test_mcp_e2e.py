@@ -15,11 +15,10 @@ from typing import Any
 import mcp_types as types
 import pytest
 import trio
-from mcp import Client, MCPError, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
+from mcp import Client, MCPError
 
 from broker.daemon import DaemonInfo
-from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, http_client, mcp_url, relay_command, relay_env, running_daemon
+from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, connect_agent, daemon_app_agent, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -27,28 +26,14 @@ COMBOS = [("http", "legacy"), ("http", "auto"), ("stdio", "legacy"), ("stdio", "
 EXPECTED_VERSION = {"legacy": "2025-11-25", "auto": "2026-07-28"}
 
 
-@asynccontextmanager
-async def connect(transport: str, mode: str, info: DaemonInfo, home: Path, **kwargs: Any) -> AsyncIterator[Client]:
-    if transport == "http":
-        async with http_client(info) as http:
-            async with Client(streamable_http_client(mcp_url(info), http_client=http), mode=mode, **kwargs) as client:
-                yield client
-    else:
-        command = relay_command(home, "--no-start")
-        params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
-        async with Client(params, mode=mode, **kwargs) as client:
-            yield client
+connect = connect_agent
 
 
 @asynccontextmanager
 async def setup(tmp_path: Path, transport: str, mode: str, **kwargs: Any) -> AsyncIterator[tuple[DaemonInfo, ScriptedApp, Client]]:
-    home = tmp_path / "home"
-    async with running_daemon(home) as info, trio.open_nursery() as nursery:
-        app = await ScriptedApp(info.port, info.token).start(nursery)
-        async with connect(transport, mode, info, home, **kwargs) as client:
-            assert client.protocol_version == EXPECTED_VERSION[mode]
-            yield info, app, client
-        await app.close()
+    async with daemon_app_agent(tmp_path, transport, mode, **kwargs) as (info, app, client):
+        assert client.protocol_version == EXPECTED_VERSION[mode]
+        yield info, app, client
 
 
 def text_of(result: types.CallToolResult) -> str:
