@@ -41,13 +41,14 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import os
 import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -395,14 +396,9 @@ class CallLog:
                 batch.append(buffer.popleft())
             rows = [self._safe_row(pending) for pending in batch]
             try:
-                self._conn.execute("BEGIN IMMEDIATE")
-                try:
+                with self._transaction():
                     self._conn.executemany(_INSERT, rows)
                     self._retention_in_tx()
-                    self._conn.execute("COMMIT")
-                except BaseException:
-                    self._conn.execute("ROLLBACK")
-                    raise
             except sqlite3.Error:
                 self.failed += len(rows)
                 log.exception("call_log_write_failed", rows=len(rows), failed=self.failed)
@@ -411,6 +407,17 @@ class CallLog:
                 wrote = True
         if not wrote:
             self._retention()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE ... COMMIT, rolled back if the body raises."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
 
     @staticmethod
     def _safe_row(pending: _Pending) -> tuple[Any, ...]:
@@ -433,13 +440,8 @@ class CallLog:
         if not force and time.monotonic() - self._last_retention < IDLE_RETENTION_SECONDS:
             return
         try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction():
                 self._retention_in_tx()
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error:
             log.exception("call_log_retention_failed")
             self._last_retention = time.monotonic()
