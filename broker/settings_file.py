@@ -17,10 +17,11 @@ from typing import Any
 import attrs
 
 from .config import Settings
+from .discovery import RERANK_MODES, SemanticUnavailable, load_embedder, semantic_available
 from .errors import ConfigError
 
 CONFIG_FILE = "config.toml"
-_CHOICES = {"log_format": ("auto", "console", "json")}
+_CHOICES = {"log_format": ("auto", "console", "json"), "discovery_rerank": RERANK_MODES}
 _FIELDS = {f.name: f for f in attrs.fields(Settings) if f.name != "home"}
 
 
@@ -103,7 +104,7 @@ def _from_env(environ: dict[str, str]) -> dict[str, Any]:
 def _from_flags(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in ("host", "port", "http_port", "log_format", "tls_cert", "tls_key", "uplink", "uplink_name",
-                 "uplink_token_file", "uplink_tls_ca"):
+                 "uplink_token_file", "uplink_tls_ca", "discovery_rerank"):
         value = getattr(args, name, None)
         if value is not None:
             found[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
@@ -128,7 +129,17 @@ def load_settings(
         port = getattr(settings, name)
         if port is not None and port > 65535:
             raise ConfigError(f"invalid value {port} for {name!r}: expected a port from 0 to 65535")
+    check_discovery_rerank(settings.discovery_rerank)
     return settings
 
 
-__all__ = ["CONFIG_FILE", "load_settings"]
+def check_discovery_rerank(mode: str) -> None:
+    """Refuse ``semantic`` re-ranking at start-up, with the fix, when its extra is missing."""
+    if mode == "semantic" and not semantic_available():
+        try:
+            load_embedder()
+        except SemanticUnavailable as exc:
+            raise ConfigError(str(exc)) from None
+
+
+__all__ = ["CONFIG_FILE", "load_settings", "check_discovery_rerank"]

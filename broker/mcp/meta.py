@@ -12,7 +12,10 @@ library search from a full-mode connection.
 
 ``search_tools`` is answered here, from one :class:`~broker.discovery.ToolIndex` per
 :class:`MetaTools` (one per daemon, shared by every session), brought up to date with the
-registry lazily, at search time, when the registry's version moved. ``call_tool`` is
+registry lazily, at search time, when the registry's version moved. With the setting
+``discovery_rerank = "semantic"`` the index re-ranks with a small embedding model, which is
+warmed up in a background thread when the first session starts, and which embeds new tools in
+one after each sync (see ``broker.discovery._semantic``). ``call_tool`` is
 unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
 call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
 difference is an unknown tool: a direct call gets JSON-RPC -32602 (the MCP rule for an
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 import structlog
 
-from ..discovery import CALL_TOOL, DEFAULT_LIMIT, SEARCH_TOOLS, ToolIndex, meta_tools, search_result
+from ..discovery import CALL_TOOL, DEFAULT_LIMIT, SEARCH_TOOLS, SemanticReranker, ToolIndex, meta_tools, search_result
 from ..validation import compile_schema
 from .results import error_result
 
@@ -66,12 +69,18 @@ class MetaTools:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self._index: ToolIndex | None = None
+        self._reranker: SemanticReranker | None = None
+        # The registry holds the daemon's settings. (McpServer builds MetaTools from the
+        # registry alone; passing core.settings there would avoid reading a private field.)
+        if registry._settings.discovery_rerank == "semantic":
+            self._reranker = SemanticReranker(background=True)
+            self._reranker.warm_up_in_background()
 
     @property
     def index(self) -> ToolIndex:
         """The index, created on first use and synced with the registry (cheap when unchanged)."""
         if self._index is None:
-            self._index = ToolIndex()
+            self._index = ToolIndex(reranker=self._reranker)
             weakref.finalize(self, self._index.close)
         self._index.sync(self.registry)
         return self._index

