@@ -156,6 +156,8 @@ class Relay:
         self._out_send, self._out_receive = trio.open_memory_channel[bytes](256)
         #: Requests the daemon has not answered: id key -> method.
         self._pending: dict[tuple[bool, Any], str] = {}
+        #: How many of them will be answered (``subscriptions/listen`` streams never end).
+        self._answers_owed = 0
         self._owed = trio.Event()  # set whenever nothing but listen streams is pending
         self._owed.set()
         self._init_request: dict[str, Any] | None = None
@@ -238,6 +240,10 @@ class Relay:
                 eof = True
                 data = b"\n"  # a last line without its newline still counts
             framer.receive_data(data)
+            # What one read brought goes to the daemon in one write (a pipelining agent sends
+            # many requests at once): one syscall and one wake-up of the daemon, not one each.
+            batch: list[bytes] = []
+            batch_link: _Link | None = None
             while True:
                 try:
                     line = framer.next_line()
@@ -246,11 +252,21 @@ class Relay:
                     continue
                 if line is None:
                     break
-                await self._from_client(line)
+                link = await self._from_client(line)
+                if link is None:
+                    continue
+                if link is not batch_link:
+                    if batch_link is not None:
+                        await self._send(batch_link, batch)
+                    batch, batch_link = [], link
+                batch.append(line)
+            if batch_link is not None:
+                await self._send(batch_link, batch)
 
     # --- client -> daemon ----------------------------------------------------------------
 
-    async def _from_client(self, line: bytes) -> None:
+    async def _from_client(self, line: bytes) -> _Link | None:
+        """Note what ``line`` means for the answers owed; the link to send it on, or None."""
         message = _peek(line)
         key = None
         request_id = None
@@ -259,39 +275,41 @@ class Relay:
             if "id" in message and _is_id(message["id"]):
                 request_id = message["id"]
                 key = _key(request_id)
-                self._pending[key] = method
-                self._update_owed()
+                self._add_pending(key, method)
             elif method == "notifications/cancelled":
                 params = message.get("params")
                 cancelled = params.get("requestId") if isinstance(params, dict) else None
                 if _is_id(cancelled):
-                    self._pending.pop(_key(cancelled), None)  # the daemon will not answer it
-                    self._update_owed()
+                    self._drop_pending(_key(cancelled))  # the daemon will not answer it
                 if self._link is None:
-                    return  # that request already got its error when the connection dropped
+                    return None  # that request already got its error when the connection dropped
         try:
             link = await self._ensure_link()
         except DaemonUnavailable as exc:
             log.warning("daemon_unavailable", reason=str(exc))
             if key is not None:
-                self._pending.pop(key, None)
-                self._update_owed()
+                self._drop_pending(key)
                 await self._emit_error(request_id, SERVER_ERROR, str(exc))
-            return
+            return None
         if method == "initialize" and message is not None:
             self._init_request = message
         elif method == "notifications/initialized":
             self._client_initialized = True
-        await self._send(link, line)
+        return link
 
-    async def _send(self, link: _Link, line: bytes) -> None:
+    async def _send(self, link: _Link, lines: list[bytes]) -> None:
+        lines.append(b"")  # each line ends with a newline
         try:
             async with link.lock:
-                await link.stream.send_all(line + b"\n")
+                await link.stream.send_all(b"\n".join(lines))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            # Lines noted as pending before the loss get their errors from _lost.
             await self._lost(link)
 
     async def _ensure_link(self) -> _Link:
+        link = self._link
+        if link is not None and not link.closed:
+            return link  # the usual case, without a checkpoint
         async with self._connect_lock:
             if self._link is not None and not self._link.closed:
                 return self._link
@@ -310,15 +328,17 @@ class Relay:
         request["id"] = f"{_REINIT_PREFIX}{next(self._reinit_counter)}"
         self._reinit_ids.add(request["id"])
         log.info("session_replayed", link=link.id)
-        await self._send(link, _encoder.encode(request))
+        replay = [_encoder.encode(request)]
         if self._client_initialized:
-            await self._send(link, b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+            replay.append(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        await self._send(link, replay)
 
     # --- daemon -> client ----------------------------------------------------------------
 
     async def _read_link(self, link: _Link) -> None:
         try:
             while True:
+                out: list[bytes] = []  # what one read brought goes to stdout in one write
                 while True:
                     try:
                         line = link.framer.next_line()
@@ -327,7 +347,11 @@ class Relay:
                         continue
                     if line is None:
                         break
-                    await self._from_daemon(line)
+                    if self._from_daemon(line):
+                        out.append(line)
+                if out:
+                    out.append(b"")
+                    await self._output(b"\n".join(out) if len(out) > 2 else out[0] + b"\n")
                 try:
                     data = await link.stream.receive_some(_READ_SIZE)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -341,7 +365,8 @@ class Relay:
                     cleanup.shield = True
                     await self._lost(link)
 
-    async def _from_daemon(self, line: bytes) -> None:
+    def _from_daemon(self, line: bytes) -> bool:
+        """Note an answer in ``line``; False if the line is the relay's own (not for stdout)."""
         message = _peek_envelope(line)
         if message is not None and message.method is msgspec.UNSET and _is_id(message.id):
             request_id = message.id
@@ -349,10 +374,9 @@ class Relay:
                 self._reinit_ids.discard(request_id)
                 if message.error is not msgspec.UNSET:
                     log.warning("session_replay_failed", error=message.error)
-                return
-            self._pending.pop(_key(request_id), None)
-            self._update_owed()
-        await self._output(line + b"\n")
+                return False
+            self._drop_pending(_key(request_id))
+        return True
 
     async def _output(self, data: bytes) -> None:
         try:
@@ -369,6 +393,7 @@ class Relay:
         await trio.aclose_forcefully(link.stream)
         lost = list(self._pending.items())
         self._pending.clear()
+        self._answers_owed = 0
         self._update_owed()
         log.warning("daemon_connection_lost", link=link.id, unanswered=len(lost))
         for (_, request_id), method in lost:
@@ -384,8 +409,22 @@ class Relay:
         error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
         await self._output(_encoder.encode(error) + b"\n")
 
+    def _add_pending(self, key: tuple[bool, Any], method: str) -> None:
+        if key in self._pending:
+            self._drop_pending(key)  # a reused id: the daemon refuses it, we track it once
+        self._pending[key] = method
+        if method not in _NO_ANSWER_METHODS:
+            self._answers_owed += 1
+        self._update_owed()
+
+    def _drop_pending(self, key: tuple[bool, Any]) -> None:
+        method = self._pending.pop(key, None)
+        if method is not None and method not in _NO_ANSWER_METHODS:
+            self._answers_owed -= 1
+        self._update_owed()
+
     def _update_owed(self) -> None:
-        if any(m not in _NO_ANSWER_METHODS for m in self._pending.values()):
+        if self._answers_owed:
             if self._owed.is_set():
                 self._owed = trio.Event()
         else:
