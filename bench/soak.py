@@ -342,18 +342,18 @@ class Soak:
 
     def _instrument(self, core: BrokerCore) -> None:
         router = core.router
-        call_tool, audit = router.call_tool, router._audit
+        start_call, audit = router.start_call, router._audit
         report = self.report
 
-        async def counted_call_tool(*args: Any, **kwargs: Any) -> Any:
-            report.router_entries += 1
-            return await call_tool(*args, **kwargs)
+        def counted_start_call(*args: Any, **kwargs: Any) -> Any:
+            report.router_entries += 1  # every call, from MCP or call_tool, starts here
+            return start_call(*args, **kwargs)
 
         def counted_audit(*args: Any, **kwargs: Any) -> None:
             report.router_audits += 1
             audit(*args, **kwargs)
 
-        router.call_tool = counted_call_tool  # type: ignore[method-assign]
+        router.start_call = counted_start_call  # type: ignore[method-assign]
         router._audit = counted_audit  # type: ignore[method-assign]
 
     def _record(self, call_id: int, kind: str) -> None:

@@ -1,17 +1,23 @@
 """Admission: at most ``maxConcurrency`` calls run at an app instance; a bounded FIFO waits.
 
 A GUI app often runs one tool at a time. Calls beyond its limit wait in arrival order; when
-the queue is full the call fails at once with :class:`Busy`, which carries a retry hint based
-on how long recent calls took, instead of piling up behind a stuck app.
+the queue is full the call is refused at once with :class:`Busy`, which carries a retry hint
+based on how long recent calls took, instead of piling up behind a stuck app.
+
+Waiting is a callback, not a task: :meth:`Admission.enter` either takes a slot at once, queues
+the caller's ``granted`` function (called, synchronously, when a slot is handed over), or
+refuses. :meth:`leave` hands the slot to the next in line. A ``granted`` that ends its call at
+once (its app is gone) leaves again inside it; the hand-over runs as a loop, not a recursion.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 
 import trio
+
+Granted = Callable[[], None]
 
 
 class Busy(Exception):
@@ -26,7 +32,8 @@ class Admission:
         self._limit = limit
         self._max_queue = max_queue
         self.active = 0
-        self._waiters: collections.deque[trio.Event] = collections.deque()
+        self._waiters: collections.deque[Granted] = collections.deque()
+        self._handing_over = False
         #: Exponentially weighted mean call duration, for the retry hint.
         self._mean_seconds = 0.1
 
@@ -36,42 +43,43 @@ class Admission:
 
     def set_limit(self, limit: int) -> None:
         self._limit = limit
-        while self._waiters and self.active < self._limit:
-            self.active += 1
-            self._waiters.popleft().set()
+        self._hand_over()
 
     def retry_after_ms(self) -> int:
         per_slot = self._mean_seconds * (len(self._waiters) + 1) / max(self._limit, 1)
         return max(100, int(per_slot * 1000))
 
-    @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
-        """Hold one of the instance's slots for the body. Raises :class:`Busy` if full."""
+    def enter(self, granted: Granted) -> bool:
+        """True: a slot is taken. False: ``granted`` is queued. Raises :class:`Busy` if full."""
         if self.active < self._limit and not self._waiters:
             self.active += 1
-        else:
-            if len(self._waiters) >= self._max_queue:
-                raise Busy(self.retry_after_ms(), len(self._waiters))
-            granted = trio.Event()
-            self._waiters.append(granted)
-            try:
-                await granted.wait()
-            except BaseException:
-                if granted.is_set():
-                    self._release()  # the slot was handed to us as we were cancelled
-                else:
-                    self._waiters.remove(granted)
-                raise
-        started = trio.current_time()
-        try:
-            yield
-        finally:
-            elapsed = trio.current_time() - started
-            self._mean_seconds += 0.2 * (elapsed - self._mean_seconds)
-            self._release()
+            return True
+        if len(self._waiters) >= self._max_queue:
+            raise Busy(self.retry_after_ms(), len(self._waiters))
+        self._waiters.append(granted)
+        return False
 
-    def _release(self) -> None:
-        if self._waiters and self.active <= self._limit:
-            self._waiters.popleft().set()  # hand our slot straight to the next in line
-        else:
-            self.active -= 1
+    def withdraw(self, granted: Granted) -> None:
+        """A queued caller gave up (deadline, cancellation) before it got a slot."""
+        try:
+            self._waiters.remove(granted)
+        except ValueError:
+            pass
+
+    def leave(self, admitted_at: float) -> None:
+        """Give back a slot taken at trio time ``admitted_at``."""
+        elapsed = trio.current_time() - admitted_at
+        self._mean_seconds += 0.2 * (elapsed - self._mean_seconds)
+        self.active -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._handing_over:
+            return  # an outer hand-over loop (see the module docstring) takes this slot on
+        self._handing_over = True
+        try:
+            while self._waiters and self.active < self._limit:
+                self.active += 1
+                self._waiters.popleft()()
+        finally:
+            self._handing_over = False

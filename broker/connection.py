@@ -3,13 +3,15 @@
 Theory of operation
 -------------------
 Every connection has exactly one writer: :meth:`Connection.writer_loop`, fed by a bounded
-memory channel. Senders wait when the channel is full (back-pressure reaches the caller, whose
-deadline then applies), or use :meth:`send_nowait` for messages that may be dropped. The
-writer coalesces queued lines into one ``send_all``; when it wakes to a single line it first
-yields once, so lines that other ready tasks are about to queue go in the same write. If the
-peer stops reading and a write cannot finish within ``write_timeout``, the connection is
-cancelled as a whole: a peer that does not read can hold at most the channel's bound plus one
-chunk of our memory.
+memory channel. Senders wait when the channel is full (back-pressure reaches the caller), use
+:meth:`send_nowait` for messages that may be dropped, or :meth:`send_reliable_nowait` for the
+messages of calls in flight (invocations and cancellations to an app, responses to an agent),
+which must be neither waited for nor lost: past a full channel they are held in a side queue
+bounded by the daemon's limit on calls in flight. The writer coalesces queued lines into one
+``send_all``; when it wakes to a single line it first yields once, so lines that other ready
+tasks are about to queue go in the same write. If the peer stops reading and a write cannot
+finish within ``write_timeout``, the connection is cancelled as a whole, so a peer that does
+not read holds at most those bounds of our memory for that long.
 
 Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``.
 """
@@ -31,8 +33,6 @@ log = structlog.get_logger("toolbridge.connection")
 
 _READ_SIZE = 65536
 _COALESCE_BYTES = 256 * 1024
-#: Urgent lines (cancellations) held beside a full outbound channel, per connection.
-_MAX_URGENT = 4096
 _conn_ids = itertools.count(1)
 
 
@@ -48,6 +48,7 @@ class Connection:
         max_line_bytes: int,
         outbound_queue: int,
         write_timeout: float,
+        max_overflow: int = 4096,
     ) -> None:
         self.id = next(_conn_ids)
         self.stream = stream
@@ -58,7 +59,9 @@ class Connection:
         self.scope = trio.CancelScope()
         self.closed_reason: str | None = None
         self._end_when_flushed = False
+        #: Lines that must not be dropped, held beside a full channel (see send_reliable_nowait).
         self._urgent: collections.deque[bytes] = collections.deque()
+        self._max_overflow = max_overflow
         #: Work to do once the connection is closed and outside its cancel scope.
         self.after_close: Callable[[], Awaitable[None]] | None = None
 
@@ -105,18 +108,28 @@ class Connection:
     def send_nowait(self, message: Message) -> bool:
         return self.send_bytes_nowait(encode_message(message))
 
-    def send_urgent_nowait(self, message: Message) -> bool:
-        """Queue a message that must not be lost to a full queue (``toolCancel``).
+    def send_reliable_nowait(self, message: Message) -> bool:
+        """Queue a message that must not be lost to a full queue, without waiting.
 
-        It goes into the channel if there is room; otherwise into a small side queue that the
-        writer sends ahead of its next batch (the writer is busy then, so it comes round soon).
-        False only when that side queue is full too.
+        For ``toolInvocation`` and ``toolCancel`` to an app and the responses to an agent, whose
+        number is bounded by the calls in flight (``max_overflow``, the daemon's
+        ``max_pending_calls``). It goes into the channel if there is room; otherwise into a side
+        queue that the writer sends ahead of its next batch (the writer is busy then, so it
+        comes round soon). False if the connection is closed, or that side queue is full too.
         """
-        data = encode_message(message)
-        if self.send_bytes_nowait(data):
+        return self.send_bytes_reliable_nowait(encode_message(message))
+
+    def send_bytes_reliable_nowait(self, data: bytes) -> bool:
+        """:meth:`send_reliable_nowait` for encoded bytes (an agent's responses)."""
+        try:
+            self._send.send_nowait(data)
             return True
-        if len(self._urgent) >= _MAX_URGENT:
-            log.warning("urgent_message_dropped", conn_id=self.id)
+        except trio.WouldBlock:
+            pass
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+        if len(self._urgent) >= self._max_overflow:
+            log.warning("reliable_message_dropped", conn_id=self.id)
             return False
         self._urgent.append(data)
         return True

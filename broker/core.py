@@ -76,7 +76,7 @@ class BrokerCore:
         """Refuse new calls and fail those in flight; return how many were failed."""
         self.router.shutting_down = True
         self.shutdown_started.set()
-        return self.calls.fail_all(
+        return self.router.fail_all(
             "shutdown", "toolbridge is shutting down; the call did not complete"
         )
 
@@ -86,6 +86,7 @@ class BrokerCore:
             stream,
             max_line_bytes=settings.max_line_bytes,
             outbound_queue=settings.outbound_queue,
+            max_overflow=settings.max_pending_calls,
             write_timeout=settings.write_timeout,
         )
         try:

@@ -42,10 +42,10 @@ from app_client.wire import (
 )
 
 from . import federation
-from .calls import PendingCall
+from .calls import Call
 from .connection import Connection, PeerClosed, seconds_to_ms
 from .errors import RegistrationError
-from .registry import Instance
+from .registry import Instance, wake_link_waiters
 
 if TYPE_CHECKING:
     from .core import BrokerCore
@@ -66,7 +66,7 @@ class AppLink:
 
     def replaced(self) -> None:
         """A new registration of the same instance took over: fail our calls, close."""
-        self._core.calls.fail_link(
+        self._core.router.fail_link(
             self.id, "app_disconnected", f"the app {self.label} re-registered; the call was lost"
         )
         self.conn.send_nowait(Error("replaced", "a new connection registered this instance", fatal=True))
@@ -136,6 +136,7 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
             chain=federation.own_chain(core) or None,
         )
     )
+    wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_heartbeat, link)
@@ -143,7 +144,7 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
             nursery.cancel_scope.cancel()
     finally:
         core.links.pop(link.id, None)
-        failed = core.calls.fail_link(
+        failed = core.router.fail_link(
             link.id, "app_disconnected", f"the app {instance.label} disconnected during the call"
         )
         still_ours = core.registry.unlink(instance, link)
@@ -203,7 +204,7 @@ def _bad_line(link: AppLink, core: BrokerCore, exc: RemoteProtocolError) -> None
     if exc.correlation_id is not None:
         call = core.calls.get(exc.correlation_id)
         if call is not None and call.link_id == link.id:
-            call.fail("app_error", f"the app sent an invalid response ({exc.code}); the call failed")
+            core.router.fail(call, "app_error", f"the app sent an invalid response ({exc.code}); the call failed")
 
 
 def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
@@ -213,7 +214,7 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
     if isinstance(message, ToolResponse):
         call = _own_call(link, core, message.correlation_id, "toolResponse")
         if call is not None:
-            call.resolve(message.result)
+            core.router.resolve(call, message.result)
     elif isinstance(message, ToolProgress):
         call = _own_call(link, core, message.correlation_id, "toolProgress")
         if call is not None:
@@ -239,14 +240,14 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         if message.correlation_id is not None:
             call = _own_call(link, core, message.correlation_id, "error")
             if call is not None:
-                call.fail("app_error", f"the app reported an error: {message.message[:1000]}")
+                core.router.fail(call, "app_error", f"the app reported an error: {message.message[:1000]}")
     else:
         conn.send_nowait(
             Error("unexpected_message", f"{type(message).__name__} messages are not accepted from an app")
         )
 
 
-def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str) -> PendingCall | None:
+def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str) -> Call | None:
     """The pending call ``correlation_id`` if it was sent over ``link``; else log, tell the app, None."""
     call = core.calls.get(correlation_id)
     if call is None:

@@ -17,7 +17,7 @@ door learns to send ``notifications/tools/list_changed`` (it coalesces bursts it
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -60,6 +60,8 @@ class Instance:
     tools: dict[str, RegisteredTool] = attrs.Factory(dict)
     #: Set when a new link takes this instance over (replaced at each disconnect).
     relinked: trio.Event = attrs.Factory(trio.Event)
+    #: Calls (the router's callbacks) waiting for a new link or for the instance to be dropped.
+    link_waiters: list[Callable[[], None]] = attrs.Factory(list)
     #: trio time at which a disconnected instance is dropped; None while linked.
     grace_deadline: float | None = None
     app_version: str | None = None
@@ -173,6 +175,7 @@ class Registry:
         self._add_tools(instance, compiled)
         instance.relinked.set()
         self._bump()
+        # The calls waiting for this link are woken by the link once it has said `registered`.
         return instance, replaced
 
     def _check_tools(self, tools: Iterable[ToolSpec], existing_names: Iterable[str]) -> None:
@@ -241,8 +244,9 @@ class Registry:
         del self._instances[instance.key]
         self._labels.discard(instance.label)
         self._drop_tools(instance, list(instance.tools))
-        instance.relinked.set()  # wake waiting calls: they see the instance is gone
+        instance.relinked.set()
         self._bump()
+        wake_link_waiters(instance)  # waiting calls see the instance is gone
         return True
 
     def is_current(self, instance: Instance) -> bool:
@@ -262,3 +266,10 @@ class Registry:
             }
             for i in self.instances()
         ]
+
+
+def wake_link_waiters(instance: Instance) -> None:
+    """Let the calls waiting for ``instance`` go on: it has a new link, or it is gone."""
+    waiters, instance.link_waiters = instance.link_waiters, []
+    for waiter in waiters:
+        waiter()

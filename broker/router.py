@@ -2,21 +2,27 @@
 
 Theory of operation
 -------------------
-``Router.call_tool`` runs the stages in order — resolve the name, validate the arguments
-against the tool's compiled schema, run the argument guards, wait for the app instance if it
-is reconnecting, take an admission slot, dispatch with a deadline, then audit — and never
-raises to its caller except ``trio.Cancelled``: every outcome, internal bugs included, is a
-:class:`CallOutcome` with a ``kind`` and a short message that is safe to show an agent. A
-rejected call never reaches the app.
+:meth:`Router.start_call` runs the stages in order — resolve the name, validate the arguments
+against the tool's compiled schema, run the argument guards, take an admission slot (or a
+place in the instance's queue), wait for the app instance if it is reconnecting, send the
+invocation — then the call waits as a :class:`~broker.calls.Call` record, not a task, until
+the first of: the app's response, its link closing, the deadline (a
+:class:`~broker.calls.DeadlineQueue` the caller runs), :meth:`Router.cancel`, or shutdown.
+Every outcome, internal bugs included, is a :class:`CallOutcome` with a ``kind`` and a short
+message that is safe to show an agent, delivered once to the caller's ``on_done`` after the
+audit; :meth:`start_call` itself never raises. A rejected call never reaches the app.
 
-Cancelling the task that awaits ``call_tool`` is how an agent cancels: the app is sent a
-``toolCancel`` and the audit records ``TOOL_CANCELLED``. The deadline wraps the queue wait and
-the dispatch; the app is told the time left (``timeoutMs``) and the router waits a little
-longer, so the app's own timeout message, which knows more, arrives first.
+:meth:`Router.call_tool` is the same pipeline for a caller with a task to spare (HTTP, the
+uplink, tests): it waits for the outcome, enforces the deadline itself, and cancelling the
+awaiting task cancels the call. Cancelling a call that was sent tells the app (``toolCancel``)
+and the audit records ``TOOL_CANCELLED``. The app is told the time left (``timeoutMs``) and
+the router waits a little longer, so the app's own timeout message, which knows more, arrives
+first.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,8 +33,8 @@ import trio
 from app_client.wire import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
-from .calls import CorrelationMap, PendingCall, ProgressCallback
-from .connection import PeerClosed, seconds_to_ms
+from .calls import AWAITING_LINK, QUEUED, SENT, Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
+from .connection import seconds_to_ms
 from .guards import find_path_traversal
 from .registry import RegisteredTool, Registry
 
@@ -118,6 +124,8 @@ class Router:
         self._call_log = call_log
         self.shutting_down = False
         self.links: dict[int, AppLink] = {}
+        #: Calls admitted or queued and not ended, by instance: what shutdown and link loss end.
+        self._live: set[Call] = set()
 
     # --- the public face -----------------------------------------------------------------
 
@@ -126,6 +134,41 @@ class Router:
 
     async def wait_tools_changed(self, seen_version: int) -> int:
         return await self.registry.wait_changed(seen_version)
+
+    def start_call(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None,
+        *,
+        on_done: DoneCallback,
+        deadlines: DeadlineQueue | None,
+        caller: CallerInfo = CallerInfo(),
+        timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> Call | None:
+        """Start one call; its outcome goes to ``on_done`` (maybe before this returns).
+
+        Returns the :class:`Call` while it is pending (for :meth:`cancel`), None if it ended at
+        once. ``deadlines`` expires it; None means the caller calls :meth:`expire` itself at
+        ``call.gives_up_at``. Never raises.
+        """
+        started = time.perf_counter()
+        try:
+            call_or_outcome = self._admit(name, arguments if arguments is not None else {}, caller, timeout,
+                                          on_progress, on_done, started)
+        except Exception:
+            log.exception("internal_error", tool=name)
+            call_or_outcome = _internal_error(None)
+        if isinstance(call_or_outcome, CallOutcome):
+            self._audit(name, self.registry.lookup(name), caller, started, call_or_outcome, arguments)
+            _deliver(on_done, call_or_outcome)
+            return None
+        call = call_or_outcome
+        if call.done:
+            return None
+        if deadlines is not None:
+            deadlines.add(call)
+        return call
 
     async def call_tool(
         self,
@@ -136,41 +179,70 @@ class Router:
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
     ) -> CallOutcome:
-        """Run one call through the pipeline. Never raises, except ``trio.Cancelled``."""
-        started = time.perf_counter()
-        tool = self.registry.lookup(name)
-        correlation: list[int] = []  # set by dispatch, read by the audit
-        try:
-            outcome = await self._run(name, tool, arguments or {}, caller, timeout, on_progress, correlation)
-        except trio.Cancelled:
-            self._audit(name, tool, caller, started, CallOutcome("cancelled", "cancelled by the agent",
-                        correlation_id=correlation[0] if correlation else None), arguments)
-            raise
-        except Exception:
-            log.exception("internal_error", tool=name, correlation_id=correlation[0] if correlation else None)
-            outcome = CallOutcome(
-                "internal_error",
-                "toolbridge hit an internal error on this call; it was not retried. "
-                "The daemon log has the details.",
-                correlation_id=correlation[0] if correlation else None,
-            )
-        self._audit(name, tool, caller, started, outcome, arguments)
-        return outcome
+        """Run one call through the pipeline and wait for it. Never raises, except ``trio.Cancelled``."""
+        outcomes: list[CallOutcome] = []
+        finished = trio.Event()
+
+        def on_done(outcome: CallOutcome) -> None:
+            outcomes.append(outcome)
+            finished.set()
+
+        call = self.start_call(name, arguments, on_done=on_done, deadlines=None, caller=caller,
+                               timeout=timeout, on_progress=on_progress)
+        if call is not None:
+            try:
+                with trio.move_on_at(call.gives_up_at):
+                    await finished.wait()
+            except trio.Cancelled:
+                self.cancel(call)
+                raise
+            if not outcomes:
+                self.expire(call)
+        assert outcomes
+        return outcomes[0]
+
+    def cancel(self, call: Call, message: str = "cancelled by the agent") -> bool:
+        """The caller gave up on ``call``: the app is told, no result will be used."""
+        return self._finish(call, CallOutcome("cancelled", message), stop_app=True)
+
+    def expire(self, call: Call) -> bool:
+        """``call`` reached ``gives_up_at`` without an answer."""
+        return self._finish(call, CallOutcome(
+            "timeout",
+            f"{call.tool.agent_name} timed out after {format_seconds(call.timeout)}; the app was asked to "
+            "stop. Retry, or ask for a longer timeout if the tool is slow.",
+        ), stop_app=True)
+
+    def resolve(self, call: Call, result: ToolResult) -> bool:
+        """The app answered ``call``."""
+        return self._finish(call, self._outcome(call, result))
+
+    def fail(self, call: Call, kind: str, message: str) -> bool:
+        return self._finish(call, CallOutcome(kind, message))
+
+    def fail_link(self, link_id: int, kind: str, message: str) -> int:
+        """Fail every call sent over one link; return how many were still open."""
+        return sum(self.fail(call, kind, message) for call in self.calls if call.link_id == link_id)
+
+    def fail_all(self, kind: str, message: str) -> int:
+        """Fail every call admitted, queued or sent (daemon shutdown)."""
+        return sum(self.fail(call, kind, message) for call in list(self._live))
 
     # --- the stages ----------------------------------------------------------------------
 
-    async def _run(
+    def _admit(
         self,
         name: str,
-        tool: RegisteredTool | None,
-        arguments: dict[str, Any],
+        arguments: Any,
         caller: CallerInfo,
         timeout: float | None,
         on_progress: ProgressCallback | None,
-        correlation: list[int],
-    ) -> CallOutcome:
+        on_done: DoneCallback,
+        started: float,
+    ) -> Call | CallOutcome:
         if self.shutting_down:
             return CallOutcome("shutdown", "toolbridge is shutting down; retry when it is back")
+        tool = self.registry.lookup(name)
         if tool is None:
             return self._unknown_tool(name)
         if not isinstance(arguments, dict):
@@ -195,23 +267,88 @@ class Router:
                 else self._settings.default_timeout
             )
         timeout = min(max(timeout, 0.001), MAX_TIMEOUT)
-        if len(self.calls) >= self._settings.max_pending_calls:
+        if len(self._live) >= self._settings.max_pending_calls:
             return CallOutcome(
                 "busy",
-                f"toolbridge has {len(self.calls)} calls in flight, its limit; retry shortly",
+                f"toolbridge has {len(self._live)} calls in flight, its limit; retry shortly",
                 retry_after_ms=1000,
             )
         deadline = trio.current_time() + timeout
         # The app hears of the deadline; we wait a little longer so its own message wins.
         margin = min(0.5, timeout * 0.1)
-        with trio.move_on_at(deadline + margin):
-            return await self._dispatch(tool, arguments, deadline, on_progress, correlation)
-        return CallOutcome(
-            "timeout",
-            f"{tool.agent_name} timed out after {format_seconds(timeout)}; the app was asked to "
-            "stop. Retry, or ask for a longer timeout if the tool is slow.",
-            correlation_id=correlation[0] if correlation else None,
+        call = Call(name, tool, arguments, caller, started, timeout, deadline, deadline + margin,
+                    on_progress, on_done)
+        instance = tool.instance
+        granted = functools.partial(self._granted, call)
+        try:
+            admitted = instance.admission.enter(granted)
+        except Busy as busy:
+            return CallOutcome(
+                "busy",
+                f"the app {instance.label} is busy ({busy.queued} calls waiting); "
+                f"retry after {busy.retry_after_ms} ms",
+                retry_after_ms=busy.retry_after_ms,
+            )
+        self._live.add(call)
+        if admitted:
+            self._granted(call)
+        else:
+            call.state = QUEUED
+            call.queued = granted
+        return call
+
+    def _granted(self, call: Call) -> None:
+        """``call`` holds an admission slot now: send it, or wait for its app to reconnect."""
+        call.queued = None
+        call.admitted_at = trio.current_time()
+        self._try_send(call)
+
+    def _try_send(self, call: Call) -> None:
+        try:
+            self._send(call)
+        except Exception:
+            log.exception("internal_error", tool=call.name)
+            self._finish(call, _internal_error(call.correlation_id or None))
+
+    def _send(self, call: Call) -> None:
+        if call.done:
+            return
+        instance = call.tool.instance
+        link = instance.link
+        if link is None:
+            if not self.registry.is_current(instance) or instance.grace_deadline is None:
+                self._finish(call, CallOutcome(
+                    "app_disconnected",
+                    f"the app {instance.label} disconnected and did not come back within "
+                    f"{format_seconds(self._settings.reconnect_grace)}; the call was not sent",
+                ))
+                return
+            call.state = AWAITING_LINK
+            instance.link_waiters.append(functools.partial(self._try_send, call))
+            return
+        current = instance.tools.get(call.tool.name)
+        if current is None:
+            self._finish(call, CallOutcome(
+                "unknown_tool",
+                f"{call.tool.agent_name} is no longer offered: the app re-registered without it",
+            ))
+            return
+        call.tool = current
+        call.link = link
+        self.calls.open(call)
+        invocation = ToolInvocation(
+            correlation_id=call.correlation_id,
+            tool=current.name,
+            parameters=call.arguments,
+            timeout_ms=seconds_to_ms(call.deadline - trio.current_time()),
+            progress=call.on_progress is not None,
         )
+        # Never lost to a full queue: the number of invocations is bounded by admission.
+        if not link.conn.send_reliable_nowait(invocation):
+            self._finish(call, CallOutcome(
+                "app_disconnected", f"the app {link.label} disconnected before the call was sent"))
+            return
+        call.state = SENT
 
     def _unknown_tool(self, name: str) -> CallOutcome:
         candidates = self.registry.candidates(name)
@@ -221,94 +358,51 @@ class Router:
             f"unknown tool {name!r}. Call tools/list for the tools of the connected apps.{hint}",
         )
 
-    async def _wait_for_link(self, tool: RegisteredTool) -> AppLink | CallOutcome:
-        """The instance's live link, waiting out a reconnect grace period if need be."""
-        instance = tool.instance
-        while instance.link is None:
-            if not self.registry.is_current(instance) or instance.grace_deadline is None:
-                return CallOutcome(
-                    "app_disconnected",
-                    f"the app {instance.label} disconnected and did not come back within "
-                    f"{format_seconds(self._settings.reconnect_grace)}; the call was not sent",
-                )
-            with trio.move_on_at(instance.grace_deadline):
-                await instance.relinked.wait()
-        return instance.link
+    def _finish(self, call: Call, outcome: CallOutcome, *, stop_app: bool = False) -> bool:
+        """End ``call`` with ``outcome``: release what it holds, audit, deliver. Once only.
 
-    async def _dispatch(
-        self,
-        tool: RegisteredTool,
-        arguments: dict[str, Any],
-        deadline: float,
-        on_progress: ProgressCallback | None,
-        correlation: list[int],
-    ) -> CallOutcome:
-        instance = tool.instance
+        ``stop_app``: the call ends without the app's answer (cancelled, timed out); if the app
+        was sent the invocation, it is told to stop.
+        """
+        if call.done:
+            return False
+        call.done = True
+        self._live.discard(call)
+        cid = call.correlation_id or None
+        if cid is not None:
+            outcome = attrs.evolve(outcome, correlation_id=cid)
+            self.calls.close(call)
+            if stop_app and call.state == SENT and call.link is not None:
+                reason = "timeout" if outcome.kind == "timeout" else "cancelled"
+                call.link.conn.send_reliable_nowait(ToolCancel(cid, reason=reason))
+        instance = call.tool.instance
+        if call.queued is not None:
+            instance.admission.withdraw(call.queued)
+            call.queued = None
+        if call.admitted_at is not None:
+            instance.admission.leave(call.admitted_at)
         try:
-            async with instance.admission.slot():
-                link = await self._wait_for_link(tool)
-                if isinstance(link, CallOutcome):
-                    return link
-                current = instance.tools.get(tool.name)
-                if current is None:
-                    return CallOutcome(
-                        "unknown_tool",
-                        f"{tool.agent_name} is no longer offered: the app re-registered without it",
-                    )
-                call = self.calls.open(link.id, current, on_progress)
-                correlation.append(call.correlation_id)
-                try:
-                    return await self._invoke(link, call, arguments, deadline)
-                finally:
-                    self.calls.close(call)
-        except Busy as busy:
-            return CallOutcome(
-                "busy",
-                f"the app {instance.label} is busy ({busy.queued} calls waiting); "
-                f"retry after {busy.retry_after_ms} ms",
-                retry_after_ms=busy.retry_after_ms,
-            )
+            self._audit(call.name, call.tool, call.caller, call.started, outcome, call.arguments)
+        except Exception:
+            log.exception("audit_failed", tool=call.name)
+        on_done = call.on_done
+        # A finished call may linger in a deadline heap: keep nothing big alive through it.
+        call.on_done = call.on_progress = None
+        call.arguments = {}
+        if on_done is not None:
+            _deliver(on_done, outcome)
+        return True
 
-    async def _invoke(
-        self, link: AppLink, call: PendingCall, arguments: dict[str, Any], deadline: float
-    ) -> CallOutcome:
-        invocation = ToolInvocation(
-            correlation_id=call.correlation_id,
-            tool=call.tool.name,
-            parameters=arguments,
-            timeout_ms=seconds_to_ms(deadline - trio.current_time()),
-            progress=call.on_progress is not None,
-        )
-        queued = False
-        try:
-            await link.conn.send(invocation)
-            queued = True
-            await call.done.wait()
-        except PeerClosed:
-            call.fail("app_disconnected", f"the app {link.label} disconnected before the call was sent")
-        except trio.Cancelled:
-            # Tell the app only about invocations it will see; a full queue must not lose it.
-            if call.fail("cancelled", "cancelled") and queued:
-                link.conn.send_urgent_nowait(ToolCancel(call.correlation_id, reason="cancelled"))
-            raise
-        return self._outcome(call)
-
-    def _outcome(self, call: PendingCall) -> CallOutcome:
-        cid = call.correlation_id
-        if call.failure is not None:
-            kind, message = call.failure
-            return CallOutcome(kind, message, correlation_id=cid)
-        result = call.result
-        assert result is not None
+    def _outcome(self, call: Call, result: ToolResult) -> CallOutcome:
         if result.success:
-            return CallOutcome("ok", result=result, correlation_id=cid)
+            return CallOutcome("ok", result=result)
         message = result.error or f"{call.tool.agent_name} failed (the app gave no message)"
         if len(message) > _MAX_APP_ERROR_CHARS:
             message = message[:_MAX_APP_ERROR_CHARS] + "..."
         # An app (or a broker below, through an uplink) may say what kind of failure it was.
         kind = result.error_kind if result.error_kind in APP_REPORTABLE_KINDS else "app_error"
         retry_after = result.retry_after_ms if kind == "busy" else None
-        return CallOutcome(kind, message, result=result, retry_after_ms=retry_after, correlation_id=cid)
+        return CallOutcome(kind, message, result=result, retry_after_ms=retry_after)
 
     # --- audit ---------------------------------------------------------------------------
 
@@ -349,3 +443,19 @@ class Router:
                 outcome=outcome,
                 duration_ms=duration_ms,
             )
+
+
+def _internal_error(correlation_id: int | None) -> CallOutcome:
+    return CallOutcome(
+        "internal_error",
+        "toolbridge hit an internal error on this call; it was not retried. "
+        "The daemon log has the details.",
+        correlation_id=correlation_id,
+    )
+
+
+def _deliver(on_done: DoneCallback, outcome: CallOutcome) -> None:
+    try:
+        on_done(outcome)
+    except Exception:  # the caller's bug must not break the link reader that resolved the call
+        log.exception("call_outcome_delivery_failed", outcome=outcome.kind)

@@ -199,6 +199,9 @@ class Outbox:
         self._send.send_nowait(json.loads(data))
         return True
 
+    def send_final_nowait(self, data: bytes) -> bool:
+        return self.send_nowait(data)
+
     def close(self) -> None:
         pass
 

@@ -146,6 +146,10 @@ class Collect:
         self.messages.append((False, json.loads(data)))
         return True
 
+    def send_final_nowait(self, data: bytes) -> bool:
+        self.messages.append((True, json.loads(data)))
+        return True
+
     def close(self) -> None:
         self.closed += 1
 
@@ -155,6 +159,9 @@ class _DeadConn:
         raise PeerClosed("gone")
 
     def send_nowait(self, message: Any) -> bool:
+        return False
+
+    def send_reliable_nowait(self, message: Any) -> bool:
         return False
 
 

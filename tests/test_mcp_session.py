@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
-from app_client.wire import ToolSpec
+from app_client.wire import ToolResult, ToolSpec
 from broker.config import Settings
 from broker.core import BrokerCore
 from broker.mcp.jsonrpc import parse_message
@@ -37,6 +38,10 @@ class Outbox:
 
     def send_nowait(self, data: bytes) -> bool:
         self._send.send_nowait((False, json.loads(data)))
+        return True
+
+    def send_final_nowait(self, data: bytes) -> bool:
+        self._send.send_nowait((True, json.loads(data)))
         return True
 
     def close(self) -> None:
@@ -258,3 +263,91 @@ async def test_tools_list_pages(core: BrokerCore) -> None:
                 break
         assert names == ["A__t", "B__t", "C__t", "D__t", "E__t"]
         assert request_id == 3
+
+
+# --- tools/call without a task: the router's Call record answers through the session ------------
+
+
+class RecordingConn:
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+
+    def send_reliable_nowait(self, message: Any) -> bool:
+        self.sent.append(message)
+        return True
+
+
+@attrs.define(eq=False)
+class FakeLink:
+    id: int = 424242
+    label: str = "Desk"
+    conn: RecordingConn = attrs.Factory(RecordingConn)
+
+
+class TightOutbox(Outbox):
+    """An outbox with no room for a response right now: the session must wait for room."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refused = 0
+
+    def send_final_nowait(self, data: bytes) -> bool:
+        self.refused += 1
+        return False
+
+
+def linked_app(core: BrokerCore) -> FakeLink:
+    link = FakeLink()
+    core.registry.register(link, app_name="Desk", instance_id=None,  # type: ignore[arg-type]
+                           tools=[ToolSpec("Echo")], max_concurrency=4, app_version=None)
+    return link
+
+
+async def start_call(session: Session, outbox: Outbox, link: FakeLink, request_id: int, **params: Any) -> Any:
+    await session.handle(request(request_id, "tools/call", {"name": "Desk__Echo", "arguments": {}, **params},
+                                 modern=True), outbox)
+    invocation = link.conn.sent[-1]
+    assert type(invocation).__name__ == "ToolInvocation"
+    return invocation
+
+
+async def test_a_response_with_no_room_waits_for_room(core: BrokerCore) -> None:
+    link = linked_app(core)
+    outbox = TightOutbox()
+    async with open_session(McpServer(core), transport="stdio", label="t", reinitialize=True) as session:
+        invocation = await start_call(session, outbox, link, 7)
+        assert session.in_flight == 1
+        call = core.calls.get(invocation.correlation_id)
+        assert call is not None
+        core.router.resolve(call, ToolResult(success=True, data="done"))
+        final, reply = await outbox.next()
+    assert outbox.refused == 1 and final
+    assert reply["id"] == 7 and reply["result"]["content"][0]["text"] == "done"
+    assert outbox.closes == 1 and session.in_flight == 0 and len(core.calls) == 0
+
+
+async def test_the_session_deadline_queue_times_calls_out(core: BrokerCore, autojump_clock: Any) -> None:
+    link = linked_app(core)
+    async with session_for(core) as (session, outbox):
+        invocation = await start_call(session, outbox, link, 8, _meta={"toolbridge/timeoutMs": 2000})
+        final, reply = await outbox.next(timeout=10)
+    assert final and reply["result"]["isError"] is True
+    assert "timed out after 2 s" in reply["result"]["content"][0]["text"]
+    cancel = link.conn.sent[-1]
+    assert type(cancel).__name__ == "ToolCancel" and cancel.correlation_id == invocation.correlation_id
+    assert cancel.reason == "timeout"
+    assert len(core.calls) == 0 and core.registry.lookup("Desk__Echo").instance.admission.active == 0
+
+
+async def test_calls_in_flight_when_the_session_ends_get_an_error_and_are_cancelled(core: BrokerCore) -> None:
+    link = linked_app(core)
+    async with session_for(core) as (session, outbox):
+        invocation = await start_call(session, outbox, link, 9)
+        cancelled = await start_call(session, outbox, link, 10)
+        await session.handle(notification("notifications/cancelled", {"requestId": 10}), outbox)
+    final, reply = await outbox.next()
+    assert reply["id"] == 9 and reply["error"]["code"] == -32000 and "session ended" in reply["error"]["message"]
+    assert outbox.empty()  # the request the client cancelled gets no answer at all
+    cancels = {m.correlation_id for m in link.conn.sent if type(m).__name__ == "ToolCancel"}
+    assert cancels == {invocation.correlation_id, cancelled.correlation_id}
+    assert len(core.calls) == 0

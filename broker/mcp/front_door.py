@@ -51,6 +51,11 @@ class ConnectionOutbox:
     def send_nowait(self, data: bytes) -> bool:
         return self._conn.send_bytes_nowait(data + b"\n")
 
+    def send_final_nowait(self, data: bytes) -> bool:
+        # Held beside a full queue rather than waited for: the number is bounded by the calls
+        # in flight. False only past that bound; the session then waits for room.
+        return self._conn.send_bytes_reliable_nowait(data + b"\n") or self._conn.closed_reason is not None
+
     def close(self) -> None:
         pass
 

@@ -119,6 +119,15 @@ class _ChannelOutbox:
             return False
         return True
 
+    def send_final_nowait(self, data: bytes) -> bool:
+        try:
+            self._channel.send_nowait((True, data))
+        except trio.WouldBlock:
+            return False
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the response stream is gone
+        return True
+
     def close(self) -> None:
         self._channel.close()
 
@@ -129,6 +138,9 @@ class _NullOutbox:
 
     def send_nowait(self, data: bytes) -> bool:
         return False
+
+    def send_final_nowait(self, data: bytes) -> bool:
+        return True
 
     def close(self) -> None:
         pass

@@ -11,13 +11,16 @@ stream), when there is one.
 The era is decided per request (see ``protocol``): ``_meta`` with a protocol version makes a
 request modern (2026-07-28, stateless: version, capabilities and client info come with it);
 anything else needs the session's ``initialize`` first. Quick requests (initialize, ping,
-server/discover, tools/list) are answered inline, in the order they arrived; ``tools/call``
-and ``subscriptions/listen`` run as tasks in the session's own nursery, each inside a cancel
-scope kept in ``_in_flight`` under its request id. ``notifications/cancelled`` (or, on
-modern HTTP, the response stream closing — the transport then closes the session) cancels
-that scope: the router tells the app (``toolCancel``) and no response is sent. Every other
-request gets exactly one response; a request cut short because its session ended gets a
-best-effort error, so nobody waits in silence.
+server/discover, tools/list, the ``search_tools`` meta-tool) are answered inline, in the order
+they arrived. A ``tools/call`` of an app tool runs without a task: the router's ``Call`` record
+waits, and a :class:`_ToolCall` kept in ``_in_flight`` under the request id answers when the
+router reports the outcome (deadlines come from the session's one ``DeadlineQueue`` task).
+``subscriptions/listen`` runs as a task in the session's own nursery, inside a cancel scope kept
+in ``_in_flight``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
+— the transport then closes the session) cancels either kind: the router tells the app
+(``toolCancel``) and no response is sent. Every other request gets exactly one response — a
+response that finds no room in its outbox waits for it in a task — and a request cut short
+because its session ended gets a best-effort error, so nobody waits in silence.
 
 Progress: a request's ``_meta.progressToken`` gives the router a callback that queues
 ``notifications/progress`` on the request's outbox without blocking (the router drops
@@ -49,6 +52,7 @@ import trio
 from ..core import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..registry import RegisteredTool
+from ..calls import Call, DeadlineQueue
 from ..router import CallerInfo, CallOutcome
 from . import protocol
 from .jsonrpc import (
@@ -91,6 +95,10 @@ _KNOWN_ELSEWHERE: Final = frozenset(
     }
 )
 _INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
+_SESSION_ENDED: Final = (
+    "the MCP session ended before this request completed (the daemon is stopping or the session "
+    "was closed); the call was cancelled at the app"
+)
 INSTRUCTIONS: Final = (
     "toolbridge connects you to desktop applications that are running on this computer. "
     "Each tool belongs to one app and is named <App>__<tool>. The list changes as apps start "
@@ -111,6 +119,13 @@ class Outbox(Protocol):
     def send_nowait(self, data: bytes) -> bool:
         """Queue a notification if there is room right now; False if it was dropped."""
 
+    def send_final_nowait(self, data: bytes) -> bool:
+        """Queue a request's response without waiting; False if there is no room right now.
+
+        A response is never dropped for want of room: on False the session sends it with
+        :meth:`send` from a task. (A peer that went away counts as sent.)
+        """
+
     def close(self) -> None:
         """No more messages for this request."""
 
@@ -128,11 +143,90 @@ class RequestContext:
 
 @attrs.define(eq=False)
 class _InFlight:
+    """A request that runs as a task (``subscriptions/listen``)."""
+
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     #: The client cancelled it: no response.
     cancelled: bool = False
     #: The response is being sent: no more progress.
     done: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.scope.cancel()
+
+
+@attrs.define(eq=False)
+class _ToolCall:
+    """A ``tools/call`` in flight: no task, just this record and the router's ``Call``.
+
+    The router reports the outcome to :meth:`finished`, which answers the request.
+    """
+
+    session: Session
+    request_id: RequestId
+    name: str
+    modern: bool
+    outbox: Outbox
+    progress_token: str | int | None
+    #: Reached through the ``call_tool`` meta-tool: an unknown name gets discovery's answer.
+    via_meta: bool
+    call: Call | None = None
+    cancelled: bool = False
+    done: bool = False
+    session_ended: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.call is not None:
+            self.session.server.router.cancel(self.call)
+
+    def end_with_session(self) -> None:
+        self.session_ended = True
+        if self.call is not None:
+            self.session.server.router.cancel(self.call, "the agent's MCP session ended")
+
+    def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.done:
+            return
+        note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            note["total"] = total
+        if message is not None:
+            note["message"] = message
+        self.outbox.send_nowait(encode_notification("notifications/progress", note))
+
+    def finished(self, outcome: CallOutcome) -> None:
+        session = self.session
+        self.done = True
+        if session._in_flight.get(self.request_id) is self:
+            del session._in_flight[self.request_id]
+        session.last_activity = trio.current_time()
+        outbox = self.outbox
+        if self.cancelled:  # by the client: it wants no answer
+            outbox.close()
+            return
+        if self.session_ended:
+            outbox.send_nowait(encode_error(self.request_id, SERVER_ERROR, _SESSION_ENDED))
+            outbox.close()
+            return
+        try:
+            if self.via_meta and outcome.kind == "unknown_tool":
+                result = unknown_tool_result(session.server.registry, self.name)
+            else:
+                result = call_result(outcome, self.name)
+            if self.modern:
+                result["resultType"] = "complete"
+            data = encode_result(self.request_id, result)
+        except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
+            data = exc.encode(self.request_id)
+        except Exception:
+            log.exception("mcp_internal_error", session=session.label, method="tools/call")
+            data = encode_error(self.request_id, INTERNAL_ERROR, _INTERNAL)
+        if outbox.send_final_nowait(data):
+            outbox.close()
+        else:
+            session._send_later(outbox, data)
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
@@ -278,7 +372,9 @@ class Session:
         self.initialized = trio.Event()
         self.client_ready = False
         self._tools_seen = 0
-        self._in_flight: dict[RequestId, _InFlight] = {}
+        self._in_flight: dict[RequestId, _InFlight | _ToolCall] = {}
+        self._deadlines: DeadlineQueue | None = None
+        self._last_caller: CallerInfo | None = None
         #: Where handshake-era notifications (list_changed) go; None drops them.
         self.notify_outbox: Outbox | None = None
         self.last_activity = trio.current_time()
@@ -308,14 +404,19 @@ class Session:
         if entry is None or entry.done:
             return False
         log.info("mcp_request_cancelled", session=self.label, id=request_id, reason=reason[:200])
-        entry.cancelled = True
-        entry.scope.cancel()
+        entry.cancel()
         return True
 
     def close(self) -> None:
         """End the session: requests in flight are cancelled (their apps are told)."""
         self.closed.set()
+        self._end_calls()
         self._nursery.cancel_scope.cancel()
+
+    def _end_calls(self) -> None:
+        for entry in list(self._in_flight.values()):
+            if isinstance(entry, _ToolCall):
+                entry.end_with_session()
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -330,7 +431,12 @@ class Session:
             handler = table.get(request.method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
-            if isinstance(handler, _Inline):
+            if isinstance(handler, _ToolsCall):
+                result = self._start_tool_call(request, context, outbox)
+                if result is None:
+                    return  # answered by _ToolCall.finished
+                data = encode_result(request.id, result)
+            elif isinstance(handler, _Inline):
                 data = encode_result(request.id, handler.fn(self, request, context))
             else:
                 entry = _InFlight()
@@ -390,14 +496,21 @@ class Session:
             if self._in_flight.get(request.id) is entry:
                 del self._in_flight[request.id]
             if not responded and not entry.cancelled:
-                outbox.send_nowait(
-                    encode_error(
-                        request.id,
-                        SERVER_ERROR,
-                        "the MCP session ended before this request completed (the daemon is "
-                        "stopping or the session was closed); the call was cancelled at the app",
-                    )
-                )
+                outbox.send_nowait(encode_error(request.id, SERVER_ERROR, _SESSION_ENDED))
+            outbox.close()
+
+    def _send_later(self, outbox: Outbox, data: bytes) -> None:
+        """A response found no room in its outbox: a task waits for room."""
+
+        async def send() -> None:
+            try:
+                await outbox.send(data, final=True)
+            finally:
+                outbox.close()
+
+        try:
+            self._nursery.start_soon(send)
+        except RuntimeError:  # the session has ended: its transport is gone too
             outbox.close()
 
     def _on_notification(self, note: Notification) -> None:
@@ -444,56 +557,48 @@ class Session:
     def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
         return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
-    async def _call_tool(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
+    def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
+        """Answer a meta-tool call at once (its result), or start an app tool's call (None)."""
         params = request.params
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
         if name == SEARCH_TOOLS:
-            result = self.server.meta.search_tools(arguments, session=self.label)
-        elif name == CALL_TOOL:  # the same pipeline as a direct call, once unwrapped
+            return _completed(self.server.meta.search_tools(arguments, session=self.label), context)
+        via_meta = name == CALL_TOOL
+        if via_meta:  # the same pipeline as a direct call, once unwrapped
             unwrapped = unwrap_call(arguments)
             if isinstance(unwrapped, dict):
-                result = unwrapped
-            else:
-                name, arguments = unwrapped
-                outcome = await self._route(name, arguments, params, context, outbox, entry)
-                if outcome.kind == "unknown_tool":
-                    result = unknown_tool_result(self.server.registry, name)
-                else:
-                    result = call_result(outcome, name)
-        else:
-            result = call_result(await self._route(name, arguments, params, context, outbox, entry), name)
-        if context.modern:
-            result["resultType"] = "complete"
-        return result
-
-    async def _route(
-        self, name: str, arguments: Any, params: dict[str, Any], context: RequestContext, outbox: Outbox,
-        entry: _InFlight,
-    ) -> CallOutcome:
-        """Run one tool call through the router, with this request's progress and deadline."""
-        token = context.progress_token
-        on_progress = None
-        if token is not None:
-
-            def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                if entry.done:
-                    return
-                note: dict[str, Any] = {"progressToken": token, "progress": progress}
-                if total is not None:
-                    note["total"] = total
-                if message is not None:
-                    note["message"] = message
-                outbox.send_nowait(encode_notification("notifications/progress", note))
-
-        caller = CallerInfo(context.client_name, context.client_version, self.label, self.transport)
-        return await self.server.router.call_tool(
-            name, arguments, caller=caller, timeout=protocol.timeout_of(params), on_progress=on_progress
+                return _completed(unwrapped, context)
+            name, arguments = unwrapped
+        entry = _ToolCall(self, request.id, name, context.modern, outbox, context.progress_token, via_meta)
+        self._in_flight[request.id] = entry
+        entry.call = self.server.router.start_call(
+            name,
+            arguments,
+            on_done=entry.finished,
+            deadlines=self._deadline_queue(),
+            caller=self._caller(context),
+            timeout=protocol.timeout_of(params),
+            on_progress=entry.progress if context.progress_token is not None else None,
         )
+        return None
+
+    def _caller(self, context: RequestContext) -> CallerInfo:
+        caller = self._last_caller
+        if (caller is None or caller.client_name != context.client_name
+                or caller.client_version != context.client_version):
+            caller = CallerInfo(context.client_name, context.client_version, self.label, self.transport)
+            self._last_caller = caller
+        return caller
+
+    def _deadline_queue(self) -> DeadlineQueue:
+        """The session's deadline queue, started (in the session's nursery) on first use."""
+        if self._deadlines is None:
+            self._deadlines = DeadlineQueue(self.server.router.expire)
+            self._nursery.start_soon(self._deadlines.run, name="mcp call deadlines")
+        return self._deadlines
 
     async def _listen(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -539,18 +644,29 @@ class _Inline:
     fn: Callable[[Session, Request, RequestContext], dict[str, Any]]
 
 
-_HANDSHAKE: Final[dict[str, _Inline | Handler]] = {
+class _ToolsCall:
+    """``tools/call``: started by ``Session._start_tool_call``, answered by a callback."""
+
+
+_TOOLS_CALL: Final = _ToolsCall()
+_HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "initialize": _Inline(Session._initialize),
     "ping": _Inline(Session._ping),
     "tools/list": _Inline(Session._list_tools),
-    "tools/call": Session._call_tool,
+    "tools/call": _TOOLS_CALL,
 }
-_MODERN: Final[dict[str, _Inline | Handler]] = {
+_MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
     "tools/list": _Inline(Session._list_tools),
-    "tools/call": Session._call_tool,
+    "tools/call": _TOOLS_CALL,
     "subscriptions/listen": Session._listen,
 }
+
+
+def _completed(result: dict[str, Any], context: RequestContext) -> dict[str, Any]:
+    if context.modern:
+        result["resultType"] = "complete"
+    return result
 
 
 def _method_not_found(method: str, modern: bool) -> str:
@@ -591,4 +707,5 @@ async def open_session(
             yield session
         finally:
             session.closed.set()
+            session._end_calls()
             nursery.cancel_scope.cancel()
