@@ -60,6 +60,11 @@ class LineChannel:
     async def send(self, data: bytes) -> None:
         await self._send.send_all(data)
 
+    def unread(self, lines: list[bytes]) -> None:
+        """Put lines back: the next :meth:`lines` returns them first."""
+        self._buffer[0:0] = b"".join(line + b"\n" for line in lines)
+        self._scanned = 0
+
     async def lines(self, timeout: float = READ_TIMEOUT) -> list[bytes]:
         """At least one complete line (without newlines). Raises EOFError at end of stream."""
         with trio.fail_after(timeout):

@@ -22,6 +22,7 @@ daemon inherits it).
 from __future__ import annotations
 
 import argparse
+import random
 import time
 from typing import Any
 
@@ -54,20 +55,37 @@ class Apps:
         self.invocations = 0
         self.release = trio.Event()
         self.errors: list[str] = []
+        #: Connections refused because too many were waiting to register (then retried).
+        self.retries = 0
 
     def tool_specs(self) -> list[dict[str, Any]]:
         schema = {"type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}}
         return [{"name": f"tool{j}", "description": f"Scale test tool number {j}; returns its arguments.",
                  "inputSchema": schema, "timeoutMs": 600_000} for j in range(self.tools)]
 
+    async def connect(self, register: bytes) -> tuple[trio.SocketStream, LineChannel]:
+        """Connect and register; retry (as app_client does) while the daemon is at its cap of
+        connections waiting to register (``max_unregistered_connections``, 128 by default)."""
+        delay = 0.01
+        while True:
+            stream = await trio.open_tcp_stream("127.0.0.1", self.port)
+            await stream.send_all(register)
+            channel = LineChannel(stream, stream)
+            first = await channel.lines(timeout=60)
+            if b"too_many_connections" not in first[0]:
+                channel.unread(first)
+                return stream, channel
+            self.retries += 1
+            await stream.aclose()
+            await trio.sleep(delay * (0.5 + random.random()))
+            delay = min(delay * 2, 1.0)
+
     async def run_app(self, index: int, start: float) -> None:
-        stream = await trio.open_tcp_stream("127.0.0.1", self.port)
         lock = trio.Lock()
         held: list[int] = []
         register = {"type": "register", "appName": f"Scale{index:04d}", "token": self.token,
                     "tools": self.tool_specs(), "maxConcurrency": 16, "instanceId": "scale"}
-        await stream.send_all(_encode(register) + b"\n")
-        channel = LineChannel(stream, stream)
+        stream, channel = await self.connect(_encode(register) + b"\n")
 
         async def answer_when_released() -> None:
             await self.release.wait()
@@ -148,7 +166,7 @@ async def run(args: argparse.Namespace, daemon: h.Daemon) -> dict[str, Any]:
         registered = sorted(apps.registered_at)
         result["register"] = {
             "apps": args.apps, "tools": total_tools, "all_registered_s": registered[-1],
-            "p50_app_s": h.percentile(registered, 0.5),
+            "p50_app_s": h.percentile(registered, 0.5), "refused_and_retried": apps.retries,
         }
         with trio.fail_after(args.timeout):
             while (await trio.to_thread.run_sync(daemon.admin, "status"))["tools"] < total_tools:
