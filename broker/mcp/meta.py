@@ -66,13 +66,12 @@ def _invalid(tool: str, errors: list[str]) -> dict[str, Any]:
 class MetaTools:
     """The search index every session shares, and the ``search_tools`` answer."""
 
-    def __init__(self, registry: Registry) -> None:
+    def __init__(self, registry: Registry, *, rerank: str = "off") -> None:
+        """``rerank``: the ``discovery_rerank`` setting ("off" or "semantic")."""
         self.registry = registry
         self._index: ToolIndex | None = None
         self._reranker: SemanticReranker | None = None
-        # The registry holds the daemon's settings. (McpServer builds MetaTools from the
-        # registry alone; passing core.settings there would avoid reading a private field.)
-        if registry._settings.discovery_rerank == "semantic":
+        if rerank == "semantic":
             self._reranker = SemanticReranker(background=True)
             self._reranker.warm_up_in_background()
 

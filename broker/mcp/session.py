@@ -247,7 +247,7 @@ class McpServer:
         self._encoded_entries: dict[RegisteredTool, msgspec.Raw] = {}
         self._session_labels = itertools.count(1)
         #: Discovery mode's search index, shared by every session.
-        self.meta = MetaTools(core.registry)
+        self.meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
 
