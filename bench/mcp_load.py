@@ -100,8 +100,10 @@ class RpcClient:
             message["params"] = params
         await self.channel.send(_encode(message) + b"\n")
 
-    async def request(self, method: str, params: dict[str, Any] | None = None, timeout: float = READ_TIMEOUT) -> Any:
-        """The ``result`` (decoded). Raises RuntimeError for a JSON-RPC error."""
+    async def request(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = READ_TIMEOUT, result_type: Any = Any
+    ) -> Any:
+        """The ``result``, decoded as ``result_type``. Raises RuntimeError for a JSON-RPC error."""
         self._next_id += 1
         rid = self._next_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
@@ -115,7 +117,7 @@ class RpcClient:
                 if reply.id == rid and reply.method is None:
                     if reply.error is not None:
                         raise RuntimeError(f"{method} failed: {reply.error}")
-                    return msgspec.json.decode(reply.result)
+                    return msgspec.json.decode(reply.result, type=result_type)
 
     async def initialize(self) -> Any:
         result = await self.request("initialize", {
