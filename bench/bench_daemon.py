@@ -61,7 +61,7 @@ async def bench_memory(core: Any, request: Any) -> dict[str, Any]:
 
 async def main(args: argparse.Namespace) -> None:
     settings = load_settings(args, Path(args.home))
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, batched=True)  # as `toolbridge serve`
     if os.environ.get("BENCH_TRACEMALLOC") == "1":
         import tracemalloc
 

@@ -34,7 +34,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .settings_file import load_settings
 
     settings = load_settings(args, home_from(args))
-    configure_logging(settings.log_format)
+    configure_logging(settings.log_format, batched=True)  # run_daemon flushes it
     trio.run(lambda: run_daemon(settings, handle_signals=True))
     return EXIT_OK
 

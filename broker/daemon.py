@@ -27,6 +27,7 @@ from .config import Settings
 from .core import VERSION, BrokerCore
 from .errors import StartupError
 from .federation import load_or_create_broker_id
+from .logsetup import flush_periodically
 from .uplink import Uplink, uplink_options
 
 log = structlog.get_logger("toolbridge.daemon")
@@ -135,6 +136,7 @@ async def run_daemon(
             if handle_signals:
                 nursery.start_soon(_watch_signals, shutdown)
             nursery.start_soon(core.auth.watch)
+            nursery.start_soon(flush_periodically)
             if uplink_config is not None:
                 core.uplink = Uplink(core, **uplink_config)
                 nursery.start_soon(core.uplink.run)
