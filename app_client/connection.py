@@ -63,6 +63,11 @@ class MessageStream:
         """Encode and write ``message`` (see :meth:`encode` and :meth:`send_bytes`)."""
         await self.send_bytes(self.encode(message))
 
+    def receive_nowait(self) -> Message | None:
+        """The next message if a whole line is already buffered, else None (see :meth:`receive`)."""
+        line = self._framer.next_line()
+        return decode_message(line) if line is not None else None
+
     async def receive(self) -> Message:
         """The next message from the broker.
 

@@ -159,7 +159,12 @@ async def run_tool(
     outside escapes (as :class:`trio.Cancelled`, after ``ctx.cancelled`` was set).
     ``log`` is the structlog logger to report handler errors to.
     """
-    log = (log if log is not None else _log).bind(tool=tool.name, correlation_id=ctx.correlation_id)
+    # Bound only on the paths that log: binding copies the context, per call.
+    base_log = log if log is not None else _log
+
+    def call_log() -> Any:
+        return base_log.bind(tool=tool.name, correlation_id=ctx.correlation_id)
+
     try:
         args, kwargs = tool.bind(parameters, ctx)
     except InvalidArguments as exc:
@@ -174,9 +179,9 @@ async def run_tool(
                 finished = True
                 message = describe_exception(tool.name, exc)
                 if isinstance(exc, ToolError):
-                    log.info("tool reported an error", error=message)
+                    call_log().info("tool reported an error", error=message)
                 else:
-                    log.error("tool handler raised", exc_info=exc)
+                    call_log().error("tool handler raised", exc_info=exc)
                 return failure(message)
             finished = True
     finally:
@@ -184,7 +189,7 @@ async def run_tool(
             ctx._mark_cancelled()
     if not finished:
         seconds = (ctx.timeout_ms or 0) / 1000
-        log.warning("tool call timed out", timeout_s=seconds, started=ctx._started)
+        call_log().warning("tool call timed out", timeout_s=seconds, started=ctx._started)
         if not ctx._started:
             return failure(
                 f"{tool.name} timed out after {seconds:g} s without starting: the app was still "
@@ -195,7 +200,7 @@ async def run_tool(
     try:
         return to_tool_result(value)
     except (TypeError, ValueError) as exc:
-        log.error("tool returned a value that cannot be sent", exc_info=exc)
+        call_log().error("tool returned a value that cannot be sent", exc_info=exc)
         return failure(f"{tool.name} failed: it returned a {type(value).__name__}, which is not JSON")
 
 

@@ -90,6 +90,8 @@ INSTANCE_REPLACED: Final = "replaced"
 HEARTBEAT_MISSES: Final = 3
 
 _log = structlog.get_logger(__name__)
+#: The writer joins queued lines into one write up to this size.
+_COALESCE_BYTES: Final = 256 * 1024
 
 
 @attrs.define
@@ -221,9 +223,23 @@ class Session:
             raise ConnectionClosed(self._reason or "the connection is closed") from exc
 
     async def _write_loop(self) -> None:
+        outbox = self._outbox_receive
         try:
-            async for data in self._outbox_receive:
-                await self._conn.send_bytes(data)
+            async for data in outbox:
+                if outbox.statistics().current_buffer_used == 0:
+                    # Let the calls that are finishing right now queue their responses too:
+                    # one write for the lot.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                chunks = [data]
+                size = len(data)
+                while size < _COALESCE_BYTES:
+                    try:
+                        more = outbox.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    chunks.append(more)
+                    size += len(more)
+                await self._conn.send_bytes(b"".join(chunks) if len(chunks) > 1 else data)
         except ConnectionClosed as exc:
             self._end(str(exc))
         except trio.ClosedResourceError:
@@ -233,18 +249,21 @@ class Session:
         try:
             while True:
                 message: Message | None = None
-                with trio.move_on_after(idle_timeout):
-                    try:
-                        message = await self._conn.receive()
-                    except RemoteProtocolError as exc:
-                        self._log.warning("invalid message from the broker", code=exc.code, error=exc.message)
-                        await self._send(
-                            Error(code=exc.code, message=exc.message, correlation_id=exc.correlation_id)
-                        )
-                        continue
-                if message is None:
-                    self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
-                    return
+                try:
+                    # A line already buffered needs no timeout (and no cancel scope per message).
+                    message = self._conn.receive_nowait()
+                    if message is None:
+                        with trio.move_on_after(idle_timeout):
+                            message = await self._conn.receive()
+                        if message is None:
+                            self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
+                            return
+                except RemoteProtocolError as exc:
+                    self._log.warning("invalid message from the broker", code=exc.code, error=exc.message)
+                    await self._send(
+                        Error(code=exc.code, message=exc.message, correlation_id=exc.correlation_id)
+                    )
+                    continue
                 await self._dispatch(message)
         except ConnectionClosed as exc:
             self._end(str(exc))
