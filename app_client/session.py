@@ -378,6 +378,11 @@ class Session:
             self._log.warning("progress update dropped", error=exc.message)
 
     def _progress_threadsafe(self, message: ToolProgress) -> None:
+        if _in_run(self._token):
+            # Called from our own event loop (e.g. a broker's uplink relaying progress): queue it
+            # now, so it stays ahead of the response that may follow in the same step.
+            self._progress_nowait(message)
+            return
         try:
             self._token.run_sync_soon(self._progress_nowait, message)
         except trio.RunFinishedError:
@@ -439,3 +444,11 @@ class Session:
             log.error("the broker reported a fatal error and will close the connection")
         else:
             log.warning("the broker reported an error")
+
+
+def _in_run(token: trio.lowlevel.TrioToken) -> bool:
+    """Whether the caller runs in the trio run that ``token`` belongs to."""
+    try:
+        return trio.lowlevel.current_trio_token() is token
+    except RuntimeError:  # not in any trio run: another thread
+        return False

@@ -322,6 +322,26 @@ async def test_sync_handler_runs_in_worker_thread() -> None:
         assert [(p.correlation_id, p.message) for p in link.progress] == [(cid, "half way")]
 
 
+async def test_threadsafe_progress_from_the_event_loop_goes_out_before_the_response() -> None:
+    # A broker's uplink reports progress this way from inside its own trio run, right before
+    # the result: the progress must not trail the response (the broker would drop it as late).
+    broker = FakeBroker()
+    app = make_app(broker)
+
+    @app.tool
+    async def relay(ctx: ToolContext) -> str:
+        ctx.report_progress_threadsafe(1, 2, "first")
+        ctx.report_progress_threadsafe(2, 2, "second")
+        return "done"
+
+    async with running(app, limit=10):
+        link = await connect(broker, app)
+        cid = await link.invoke("relay")
+        response = await link.response(cid)
+        assert response.result.data == "done"
+        assert [(p.correlation_id, p.message) for p in link.progress] == [(cid, "first"), (cid, "second")]
+
+
 async def test_cancelled_sync_handler_keeps_its_slot_until_it_returns() -> None:
     broker = FakeBroker()
     app = make_app(broker, max_concurrency=1)
