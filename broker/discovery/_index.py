@@ -47,7 +47,8 @@ from ._semantic import SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words
 from ._thesaurus import expand
 
-__all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "ToolIndex", "DEFAULT_LIMIT", "MAX_LIMIT"]
+__all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "PreparedSearch", "ToolIndex", "DEFAULT_LIMIT",
+           "MAX_LIMIT"]
 
 DEFAULT_LIMIT: Final = 5
 MAX_LIMIT: Final = 50
@@ -264,13 +265,19 @@ class ToolIndex:
         ``limit`` is clamped to 0..:data:`MAX_LIMIT` (a non-number means the default);
         ``app`` keeps only that app label's tools. Never raises for any query text.
         """
+        return self.prepare(query, limit, app=app).finish()
+
+    def prepare(self, query: str, limit: int = DEFAULT_LIMIT, *, app: str | None = None) -> PreparedSearch:
+        """:meth:`search` up to the semantic re-ranking, which :meth:`PreparedSearch.finish`
+        does: it touches only the re-ranker (thread-safe) and what this step copied, so it may
+        run in a worker thread while the index changes."""
         try:
             limit = max(0, min(int(limit), MAX_LIMIT))
         except (TypeError, ValueError, OverflowError):
             limit = DEFAULT_LIMIT
         words = query_words(query) if isinstance(query, str) else []
         if not words or limit == 0 or not self._tools:
-            return []
+            return PreparedSearch(query, [], limit)
         scores = self._scores(words, 1.0)
         if self.weights.expansion > 0:
             extra = expand(words, split_words(query[:MAX_QUERY_CHARS]))
@@ -287,16 +294,10 @@ class ToolIndex:
             hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title))
             if len(hits) == wanted:
                 break
-        if self.reranker is not None and hits:
-            hits = self._rerank(self.reranker, query, hits)
-        return hits[:limit]
-
-    def _rerank(self, reranker: SemanticReranker, query: str, hits: list[SearchHit]) -> list[SearchHit]:
-        head, tail = hits[: reranker.candidates], hits[reranker.candidates :]
-        order = reranker.rerank(query, [(h.agent_name, _text(self._tools[h.agent_name]), h.score) for h in head])
-        best = head[0].score if head[0].score > 0 else 1.0
-        return ([attrs.evolve(head[i], score=blended) for i, blended in order]
-                + [attrs.evolve(h, score=h.score / best) for h in tail])
+        if self.reranker is None or not hits:
+            return PreparedSearch(query, hits, limit)
+        texts = [_text(self._tools[h.agent_name]) for h in hits[: self.reranker.candidates]]
+        return PreparedSearch(query, hits, limit, self.reranker, texts)
 
     def _scores(self, words: list[str], factor: float) -> dict[str, float]:
         """BM25 relevance (positive, higher is better) of each tool matching any of ``words``."""
@@ -312,3 +313,32 @@ class ToolIndex:
             return {}
         # FTS5's bm25() is negative, more negative is better; a tiny IDF can round to -0.0.
         return {name: -float(score) * factor for name, score in rows if math.isfinite(score)}
+
+
+@attrs.define
+class PreparedSearch:
+    """BM25's hits for a query, with what the re-ranking needs (see :meth:`ToolIndex.prepare`)."""
+
+    query: str
+    hits: list[SearchHit]
+    limit: int
+    reranker: SemanticReranker | None = None
+    #: The tool texts of the re-ranking candidates (the first ``reranker.candidates`` hits).
+    texts: list[str] = attrs.Factory(list)
+
+    @property
+    def needs_rerank(self) -> bool:
+        return self.reranker is not None and bool(self.hits)
+
+    def finish(self) -> list[SearchHit]:
+        """The final hits: re-ranked when there is a re-ranker (slow: embeds the query)."""
+        hits = self.hits
+        if self.reranker is not None and hits:
+            head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
+            order = self.reranker.rerank(
+                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)]
+            )
+            best = head[0].score if head[0].score > 0 else 1.0
+            hits = ([attrs.evolve(head[i], score=blended) for i, blended in order]
+                    + [attrs.evolve(h, score=h.score / best) for h in tail])
+        return hits[: self.limit]

@@ -143,7 +143,9 @@ def tool_text(name: str, description: str, title: str | None) -> str:
 class SemanticReranker:
     """Re-orders BM25 candidates by embedding similarity; caches one vector per tool.
 
-    Thread-safe: the trio thread searches while a background thread may embed new tools.
+    Thread-safe: a search (in a worker thread) and the background embedding share the model
+    under ``_model_lock``; the vector cache has its own short ``_lock``, so the trio thread,
+    which only schedules and forgets tools, never waits for the model.
     """
 
     def __init__(self, embedder: Embedder | None = None, *, weight: float = SEMANTIC_WEIGHT,
@@ -155,11 +157,12 @@ class SemanticReranker:
         self.weight = weight
         self.candidates = candidates
         self._lock = threading.Lock()
+        self._model_lock = threading.Lock()
         self._vectors: dict[str, tuple[str, Vector]] = {}
         self._pending: dict[str, str] = {}
         self._worker: threading.Thread | None = None
 
-    def _model(self) -> Embedder:  # with self._lock held
+    def _model(self) -> Embedder:  # with self._model_lock held
         if self._embedder is None:
             self._embedder = load_embedder()
         return self._embedder
@@ -168,7 +171,7 @@ class SemanticReranker:
 
     def warm_up(self) -> None:
         """Load the model and run it once (the first embedding is the slow one)."""
-        with self._lock:
+        with self._model_lock:
             self._model().query("warm up")
 
     def warm_up_in_background(self) -> None:
@@ -193,8 +196,7 @@ class SemanticReranker:
 
     def embed(self, tools: Iterable[tuple[str, str]]) -> None:
         """Compute and cache the vectors of ``(agent_name, text)`` not cached yet, now."""
-        with self._lock:
-            self._embed_locked(dict(tools))
+        self._embed(dict(tools))
 
     def schedule(self, tools: Iterable[tuple[str, str]]) -> None:
         """Embed ``(agent_name, text)`` in a background thread (started when needed, ends when done)."""
@@ -215,20 +217,24 @@ class SemanticReranker:
                     return
                 for name in batch:
                     del self._pending[name]
-                try:
-                    self._embed_locked(batch)
-                except SemanticUnavailable:
+            try:
+                self._embed(batch)
+            except SemanticUnavailable:
+                with self._lock:
                     self._pending.clear()
-                    return
+                return
 
-    def _embed_locked(self, wanted: dict[str, str]) -> None:
-        todo = [(name, text) for name, text in wanted.items() if self._vectors.get(name, ("",))[0] != text]
+    def _embed(self, wanted: dict[str, str]) -> None:
+        with self._lock:
+            todo = [(name, text) for name, text in wanted.items() if self._vectors.get(name, ("",))[0] != text]
         if not todo:
             return
-        matrix = self._model().documents([text for _, text in todo])
-        for (name, text), row in zip(todo, matrix, strict=True):
-            self._vectors[name] = (text, row)
-            self._pending.pop(name, None)
+        with self._model_lock:
+            matrix = self._model().documents([text for _, text in todo])
+        with self._lock:
+            for (name, text), row in zip(todo, matrix, strict=True):
+                self._vectors[name] = (text, row)
+                self._pending.pop(name, None)
 
     # --- re-ranking ---------------------------------------------------------------------------
 
@@ -242,10 +248,18 @@ class SemanticReranker:
 
         if not candidates:
             return []
-        with self._lock:
-            self._embed_locked({name: text for name, text, _ in candidates})
+        wanted = {name: text for name, text, _ in candidates}
+        self._embed(wanted)
+        with self._model_lock:
             query_vector = self._model().query(query[:MAX_QUERY_CHARS])
-            matrix = np.stack([self._vectors[name][1] for name, _, _ in candidates])
+            # A candidate forgotten meanwhile (its app left) is embedded again for this search.
+            with self._lock:
+                vectors = {name: self._vectors[name][1] for name in wanted if name in self._vectors}
+            missing = [name for name in wanted if name not in vectors]
+            if missing:
+                rows = self._model().documents([wanted[name] for name in missing])
+                vectors.update(zip(missing, rows, strict=True))
+        matrix = np.stack([vectors[name] for name, _, _ in candidates])
         cosine = (matrix @ query_vector).astype(np.float64)
         spread = float(cosine.max() - cosine.min())
         scaled = (cosine - cosine.min()) / spread if spread > 0 else np.zeros_like(cosine)

@@ -558,13 +558,20 @@ class Session:
         return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
     def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
-        """Answer a meta-tool call at once (its result), or start an app tool's call (None)."""
+        """Answer a meta-tool call at once (its result), or start an app tool's call or a
+        semantic search (None: answered when done)."""
         params = request.params
         name = params.get("name")
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
         if name == SEARCH_TOOLS:
+            if self.server.meta.reranks:  # the query is embedded in a thread: a task waits for it
+                search = _InFlight()
+                self._in_flight[request.id] = search
+                self._nursery.start_soon(self._run, Session._search_in_thread, request, context, outbox, search,
+                                         name="mcp search_tools")
+                return None
             return _completed(self.server.meta.search_tools(arguments, session=self.label), context)
         via_meta = name == CALL_TOOL
         if via_meta:  # the same pipeline as a direct call, once unwrapped
@@ -584,6 +591,12 @@ class Session:
             on_progress=entry.progress if context.progress_token is not None else None,
         )
         return None
+
+    async def _search_in_thread(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
+        return _completed(result, context)
 
     def _caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
