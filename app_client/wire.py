@@ -350,7 +350,8 @@ class LineFramer:
             if newline > self.max_line_bytes:
                 self._start_discarding(newline)
                 continue
-            line = bytes(self._buffer[:newline])
+            with memoryview(self._buffer) as view:
+                line = bytes(view[:newline])  # one copy (a bytearray slice would make two)
             del self._buffer[: newline + 1]
             self._scan_from = 0
             if line.endswith(b"\r"):
