@@ -10,7 +10,8 @@ far behind, the oldest rows are dropped, counted, and a warning is logged.
 
 One dedicated writer thread, owned by :func:`open_call_log`, does everything else. Every
 ``call_log_flush_interval`` seconds (0.5 s by default; sooner if :data:`EARLY_FLUSH_ROWS` rows
-pile up) it drains the buffer, turns each tuple into a row — arguments and result encoded as
+pile up, and at once for a result with a large content string, an image say, so that megabytes
+are not held for the interval) it drains the buffer, turns each tuple into a row — arguments and result encoded as
 JSON, image/audio ``data`` and resource ``blob`` base64 replaced by their type, size and SHA-256,
 any string over :data:`MAX_STRING_CHARS` characters truncated — and inserts the batch plus the
 retention deletes in one transaction.
@@ -159,6 +160,26 @@ def _binary_summary(block: dict[str, Any], key: str) -> dict[str, Any]:
     out = {k: redact(v) for k, v in block.items() if k != key}
     out.update(summary)
     return out
+
+
+#: A content string this long makes the writer flush at once rather than hold it.
+_LARGE_CONTENT_CHARS: Final = 256 * 1024
+
+
+def _holds_large_content(outcome: CallOutcome) -> bool:
+    result = outcome.result
+    if result is None or not result.content:
+        return False
+    for block in result.content:
+        if not isinstance(block, dict):
+            continue
+        values = list(block.values())
+        resource = block.get("resource")
+        if isinstance(resource, dict):
+            values.extend(resource.values())
+        if any(isinstance(value, str) and len(value) >= _LARGE_CONTENT_CHARS for value in values):
+            return True
+    return False
 
 
 def redact(value: Any) -> Any:
@@ -346,8 +367,8 @@ class CallLog:
                         hint="the call log writer is falling behind (slow disk?)",
                     )
         buffer.append((time.time(), tool, app, instance, agent, session, arguments, outcome, duration_ms))
-        if len(buffer) == EARLY_FLUSH_ROWS:
-            self._wake.set()
+        if len(buffer) == EARLY_FLUSH_ROWS or _holds_large_content(outcome):
+            self._wake.set()  # a large result (an image) is not held a whole interval
 
     @property
     def buffered(self) -> int:

@@ -159,6 +159,20 @@ async def test_rows_are_flushed_periodically(tmp_path: Path) -> None:
                 await trio.sleep(0.01)
 
 
+async def test_a_large_result_is_written_at_once_not_held_for_the_interval(tmp_path: Path) -> None:
+    # An image result is kept by reference until the writer encodes it: with a long interval,
+    # holding every image for it would hold megabytes per call.
+    async with open_call_log(settings_for(tmp_path, call_log_flush_interval=3600)) as call_log:
+        assert call_log is not None
+        record(call_log, "App__Small")
+        image = {"type": "image", "data": base64.b64encode(b"x" * 300_000).decode(), "mimeType": "image/png"}
+        record(call_log, "App__Shot", outcome=CallOutcome("ok", result=ToolResult(content=[image]), correlation_id=8))
+        with trio.fail_after(10):
+            while len(read_rows(tmp_path)) < 2:  # long before the hour: the writer was woken
+                await trio.sleep(0.01)
+        assert call_log.buffered == 0
+
+
 async def test_record_after_close_is_ignored(tmp_path: Path) -> None:
     async with open_call_log(settings_for(tmp_path)) as call_log:
         assert call_log is not None
