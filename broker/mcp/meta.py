@@ -13,9 +13,10 @@ library search from a full-mode connection.
 ``search_tools`` is answered here, from one :class:`~broker.discovery.ToolIndex` per
 :class:`MetaTools` (one per daemon, shared by every session), brought up to date with the
 registry lazily, at search time, when the registry's version moved. With the setting
-``discovery_rerank = "semantic"`` the index re-ranks with a small embedding model, which is
-warmed up in a background thread when the first session starts, and which embeds new tools in
-one after each sync (see ``broker.discovery._semantic``). ``call_tool`` is
+``discovery_rerank = "semantic"`` the search is hybrid (BM25's best hits plus the tools closest
+by embedding, blended) with a small embedding model, which is warmed up in a background thread
+when the first session starts, and which embeds new tools in one after each sync (see
+``broker.discovery._semantic``). ``call_tool`` is
 unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
 call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
 difference is an unknown tool: a direct call gets JSON-RPC -32602 (the MCP rule for an
