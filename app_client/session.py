@@ -226,9 +226,9 @@ class Session:
         outbox = self._outbox_receive
         try:
             async for data in outbox:
-                if outbox.statistics().current_buffer_used == 0:
-                    # Let the calls that are finishing right now queue their responses too:
-                    # one write for the lot.
+                if outbox.statistics().current_buffer_used == 0 and trio.lowlevel.current_statistics().tasks_runnable:
+                    # Let the calls that are finishing right now queue their responses too: one
+                    # write for the lot. (With no task ready to run, that would only add latency.)
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 chunks = [data]
                 size = len(data)

@@ -8,8 +8,8 @@ memory channel. Senders wait when the channel is full (back-pressure reaches the
 messages of calls in flight (invocations and cancellations to an app, responses to an agent),
 which must be neither waited for nor lost: past a full channel they are held in a side queue
 bounded by the daemon's limit on calls in flight. The writer coalesces queued lines into one
-``send_all``; when it wakes to a single line it first yields once, so lines that other ready
-tasks are about to queue go in the same write. If the peer stops reading and a write cannot
+``send_all``; when it wakes to a single line while other tasks are ready to run, it first
+yields once, so lines that they are about to queue go in the same write. If the peer stops reading and a write cannot
 finish within ``write_timeout``, the connection is cancelled as a whole, so a peer that does
 not read holds at most those bounds of our memory for that long.
 
@@ -161,9 +161,11 @@ class Connection:
             async for first in self._outbound:
                 chunks = [*self._take_urgent(), first]
                 size = sum(map(len, chunks))
-                if self._outbound.statistics().current_buffer_used == 0:
+                if (self._outbound.statistics().current_buffer_used == 0
+                        and trio.lowlevel.current_statistics().tasks_runnable):
                     # Let the tasks that are ready to run queue their lines too (a burst of
-                    # responses resolves many calls at once): one send for the lot.
+                    # responses resolves many calls at once): one send for the lot. With none
+                    # ready (one call at a time) the extra scheduler pass would only add latency.
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 while size < _COALESCE_BYTES:
                     try:
