@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import sqlite3
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -329,3 +330,20 @@ def test_search_quality_on_the_bench_corpus() -> None:
     assert tuning.mrr >= 0.69
     assert held_out.recall_at_5 >= 0.65
     assert held_out.mrr >= 0.50
+
+
+def test_the_index_may_be_closed_from_another_thread(index: ToolIndex) -> None:
+    # MetaTools closes its index with a weakref finalizer, which runs wherever garbage
+    # collection happens to run: a worker thread included (it made a test flaky once).
+    failures: list[BaseException] = []
+
+    def close() -> None:
+        try:
+            index.close()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    worker = threading.Thread(target=close)
+    worker.start()
+    worker.join()
+    assert failures == []

@@ -177,7 +177,8 @@ class ToolIndex:
         self.weights = weights
         #: Semantic re-ranking of the best BM25 hits; None: BM25 order only.
         self.reranker = reranker
-        self._db = sqlite3.connect(":memory:")
+        # Used from the trio thread only; closed by a finalizer, which may run in any thread.
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.execute(
             "CREATE VIRTUAL TABLE tools USING fts5("
             "agent_name UNINDEXED, name, app, title, description, params, "
