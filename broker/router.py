@@ -313,6 +313,11 @@ class Router:
     def _send(self, call: Call) -> None:
         if call.done:
             return
+        if trio.current_time() >= call.deadline:
+            # Its slot came free as its deadline passed (the calls ahead of it timed out
+            # together): sending it now would only make the app start and stop it.
+            self.expire(call)
+            return
         instance = call.tool.instance
         link = instance.link
         if link is None:
