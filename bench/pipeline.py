@@ -62,7 +62,7 @@ def configure_daemon_logging(log_path: Path) -> Any:
     saved = sys.stderr
     sys.stderr = log_file
     try:
-        configure_logging("json")
+        configure_logging("json", batched=True)  # as `toolbridge serve` (flushed per 256 KiB here)
     finally:
         sys.stderr = saved
     return log_file

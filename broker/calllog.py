@@ -162,6 +162,8 @@ def _binary_summary(block: dict[str, Any], key: str) -> dict[str, Any]:
     return out
 
 
+#: Rows encoded between two GIL releases in the writer thread.
+_ROWS_PER_GIL_SLICE: Final = 32
 #: A content string this long makes the writer flush at once rather than hold it.
 _LARGE_CONTENT_CHARS: Final = 256 * 1024
 
@@ -415,7 +417,12 @@ class CallLog:
             batch: list[_Pending] = []
             while buffer and len(batch) < BATCH_ROWS:
                 batch.append(buffer.popleft())
-            rows = [self._safe_row(pending) for pending in batch]
+            rows: list[tuple[Any, ...]] = []
+            for start in range(0, len(batch), _ROWS_PER_GIL_SLICE):
+                rows.extend(self._safe_row(pending) for pending in batch[start:start + _ROWS_PER_GIL_SLICE])
+                # Let the event loop have the GIL: a thread busy in Python code keeps it for
+                # the whole switch interval (5 ms) each time the loop comes back from I/O.
+                time.sleep(0)
             try:
                 with self._transaction():
                     self._conn.executemany(_INSERT, rows)
