@@ -124,7 +124,8 @@ class Router:
         self._call_log = call_log
         self.shutting_down = False
         self.links: dict[int, AppLink] = {}
-        #: Calls admitted or queued and not ended, by instance: what shutdown and link loss end.
+        #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
+        #: shutdown ends and ``max_pending_calls`` counts.
         self._live: set[Call] = set()
 
     # --- the public face -----------------------------------------------------------------

@@ -143,7 +143,7 @@ class RequestContext:
 
 @attrs.define(eq=False)
 class _InFlight:
-    """A request that runs as a task (``subscriptions/listen``)."""
+    """A request that runs as a task (``subscriptions/listen``, a semantic ``search_tools``)."""
 
     scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
     #: The client cancelled it: no response.
