@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Container
+from typing import Final
 
 MAX_NAME = 64
 SEPARATOR = "__"
@@ -43,6 +44,12 @@ def make_label(app_name: str, taken: Container[str]) -> str:
     while f"{base}_{n}" in taken:
         n += 1
     return f"{base}_{n}"
+
+
+#: In a tools/list entry whose name is not simply ``<label>__<tool>`` (sanitized or shortened):
+#: the app label and the tool's own name, which the agent-facing name no longer shows.
+APP_LABEL_KEY: Final = "toolbridge/app"
+TOOL_NAME_KEY: Final = "toolbridge/tool"
 
 
 def make_agent_name(label: str, tool_name: str, taken: Container[str]) -> str:

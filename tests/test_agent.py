@@ -195,7 +195,11 @@ async def test_apps_follow_the_daemon(tmp_path: Path, mode: str) -> None:
 
 async def test_generated_stubs_take_tb_as_their_client(tmp_path: Path) -> None:
     async with daemon_and_app(tmp_path) as (info, app, home), trio.open_nursery() as nursery:
-        writer = await ScriptedApp(info.port, info.token, "Writer", tools=[ECHO_OUT]).start(nursery)
+        # A name too long for the agent-facing limit is shortened with a hash there; the stubs
+        # and the live namespace must still agree on its method name (tools/list's _meta).
+        long_tool = ToolSpec("ExportTheCurrentDocumentAsPortableDocumentFormatWithEmbeddedFonts", "Export it")
+        writer = await ScriptedApp(info.port, info.token, "Writer", tools=[ECHO_OUT, long_tool]).start(nursery)
+        assert any(t.name != f"Writer__{t.spec.name}" for t in info.core.router.list_tools())
         source = generate_python(tools_from_registry(info.core.router.list_tools()))
         path = tmp_path / "toolbridge_stubs.py"
         path.write_text(source)
@@ -215,6 +219,8 @@ async def test_generated_stubs_take_tb_as_their_client(tmp_path: Path) -> None:
                 for app_attr in tb.apps:
                     stub_methods = {name for name in dir(getattr(apps, app_attr)) if not name.startswith("_")}
                     assert set(dir(tb.apps[app_attr])) == stub_methods
+                assert "export_the_current_document_as_portable_document_format_with_embedded_fonts" in dir(
+                    tb.apps.Writer)
         finally:
             del sys.modules[spec.name]
         await writer.close()

@@ -36,6 +36,13 @@ def test_tool_entry_fills_in_a_description_and_drops_a_non_object_output_schema(
     assert entry == {"name": "App__t", "description": "t (from the app App)", "inputSchema": {"type": "object"}}
 
 
+def test_a_shortened_or_sanitized_name_carries_the_app_and_tool_in_meta() -> None:
+    long = ToolSpec("Export.As PDF", "Export")
+    entry = tool_entry(fake_tool(long, agent_name="App__Export_As_PDF"))
+    assert entry["_meta"] == {"toolbridge/app": "App", "toolbridge/tool": "Export.As PDF"}
+    assert "_meta" not in tool_entry(fake_tool(ToolSpec("t", "T")))  # App__t says it all
+
+
 def test_pages_cover_every_name_once_in_order() -> None:
     names = [f"App__{c}" for c in "abcde"]
     entries = [{"name": n} for n in names]

@@ -7,9 +7,9 @@ Theory of operation
 ``broker.codegen``'s own planner (:func:`broker.codegen._model.build_plan` with the Python
 rules), fed with the same values, so ``tb.apps.WatchTower.click_element`` is the method the
 generated ``Apps(client).WatchTower.click_element`` has. The app label and the tool's name
-are read from the agent-facing name ``<label>__<tool>``; only a name the daemon had to
-shorten with a hash (over 64 characters) gives a method name that differs from
-``toolbridge codegen``'s.
+are read from the agent-facing name ``<label>__<tool>``, or, where the daemon had to sanitize
+or shorten that name (over 64 characters), from the entry's ``_meta`` (``toolbridge/app``,
+``toolbridge/tool``), so the method names match ``toolbridge codegen``'s in every case.
 
 The namespace is a snapshot: the client builds a new one whenever it re-lists the tools.
 Unknown attributes raise ``AttributeError`` naming what exists.
@@ -24,7 +24,7 @@ from app_client.wire import ToolSpec
 
 from ..codegen._model import CodegenTool, build_plan
 from ..codegen._python import PYTHON_RULES
-from ..names import SEPARATOR
+from ..names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
 
 __all__ = ["Apps", "AppTools", "ToolMethod", "build_namespace"]
 
@@ -114,9 +114,16 @@ class Apps:
         return f"<apps: {', '.join(sorted(self._apps)) or 'none'}>"
 
 
-def _split(agent_name: str) -> tuple[str, str]:
-    label, sep, tool = agent_name.partition(SEPARATOR)
-    return (label, tool) if sep and tool else (agent_name, agent_name)
+def _split(tool: Any) -> tuple[str, str]:
+    """The app label and the tool's own name: from the entry's ``_meta`` when the daemon had to
+    sanitize or shorten the agent-facing name, else from ``<label>__<tool>``."""
+    meta = getattr(tool, "meta", None)
+    if isinstance(meta, dict):
+        label, name = meta.get(APP_LABEL_KEY), meta.get(TOOL_NAME_KEY)
+        if isinstance(label, str) and isinstance(name, str) and label and name:
+            return label, name
+    label, sep, name = tool.name.partition(SEPARATOR)
+    return (label, name) if sep and name else (tool.name, tool.name)
 
 
 def build_namespace(tools: Iterable[Any], caller: Caller) -> Apps:
@@ -125,7 +132,7 @@ def build_namespace(tools: Iterable[Any], caller: Caller) -> Apps:
     by_name = {t.name: t for t in listed}
     codegen_tools = []
     for tool in listed:
-        label, tool_name = _split(tool.name)
+        label, tool_name = _split(tool)
         spec = ToolSpec(
             name=tool_name,
             description=tool.description or "",

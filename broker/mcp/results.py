@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
+from ..names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
 from .jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
 DEFAULT_PAGE_SIZE: Final = 1000
 ERROR_KIND_KEY: Final = "toolbridge/errorKind"
 RETRY_AFTER_KEY: Final = "toolbridge/retryAfterMs"
+
 _CURSOR_PREFIX: Final = "tb1:"
 _encoder: Final = msgspec.json.Encoder()
 
@@ -63,6 +65,10 @@ def tool_entry(tool: RegisteredTool) -> dict[str, Any]:
         entry["outputSchema"] = spec.output_schema
     if spec.annotations:
         entry["annotations"] = spec.annotations
+    label = tool.instance.label
+    if tool.agent_name != f"{label}{SEPARATOR}{spec.name}":
+        # The name was sanitized or shortened: say whose tool it is, for agent code and stubs.
+        entry["_meta"] = {APP_LABEL_KEY: label, TOOL_NAME_KEY: spec.name}
     return entry
 
 
