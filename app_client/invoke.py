@@ -124,9 +124,16 @@ async def _execute(
     gui_executor: GuiExecutor | None,
 ) -> object:
     if tool.is_async:
-        async with limiter:
+        try:
+            # A free slot is taken without the scheduler pass ``async with limiter`` makes.
+            limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await limiter.acquire()
+        try:
             ctx._started = True
             return await tool.fn(*args, **kwargs)
+        finally:
+            limiter.release()
 
     def call() -> object:
         ctx._started = True
