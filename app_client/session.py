@@ -218,7 +218,11 @@ class Session:
         """Queue ``message`` for the writer (raises ConnectionClosed, LocalProtocolError)."""
         data = self._conn.encode(message)
         try:
-            await self._outbox_send.send(data)
+            try:
+                # With room in the queue, no scheduler pass (``send`` always makes one).
+                self._outbox_send.send_nowait(data)
+            except trio.WouldBlock:
+                await self._outbox_send.send(data)
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
             raise ConnectionClosed(self._reason or "the connection is closed") from exc
 
@@ -368,6 +372,9 @@ class Session:
         call.scope.cancel()
 
     async def _progress(self, message: ToolProgress) -> None:
+        # ``await ctx.report_progress()`` is a checkpoint, as a trio await should be: a handler
+        # looping on it can be cancelled there and lets other tasks run (_send no longer yields).
+        await trio.lowlevel.checkpoint()
         if message.correlation_id not in self._calls:
             return
         try:

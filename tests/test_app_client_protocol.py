@@ -191,6 +191,26 @@ async def test_progress_then_response() -> None:
         ]
 
 
+async def test_report_progress_is_a_checkpoint() -> None:
+    # A handler whose only await is report_progress must still be cancellable there and let the
+    # app's other tasks run, as every trio await should; queueing the line itself never waits.
+    broker = FakeBroker()
+    app = make_app(broker)
+
+    @app.tool
+    async def report(ctx: ToolContext) -> str:
+        for step in (1, 2):
+            with trio.testing.assert_checkpoints():
+                await ctx.report_progress(step, 2)
+        return "reported"
+
+    async with running(app):
+        link = await connect(broker, app)
+        cid = await link.invoke("report", progress=True)
+        assert (await link.response(cid)).result == ToolResult(data="reported")
+        assert [p.progress for p in link.progress] == [1, 2]
+
+
 async def test_result_over_the_brokers_line_limit_fails_cleanly() -> None:
     broker = FakeBroker()
     app = make_app(broker)
