@@ -159,12 +159,15 @@ async def run_tool(
     limiter: trio.CapacityLimiter,
     gui_executor: GuiExecutor | None = None,
     log: Any = None,
-) -> ToolResult:
+    scope: trio.CancelScope | None = None,
+) -> ToolResult | None:
     """Validate ``parameters``, run ``tool`` until ``ctx.deadline`` and map the outcome.
 
-    See the module docstring for threads, concurrency and deadlines. Only cancellation from
-    outside escapes (as :class:`trio.Cancelled`, after ``ctx.cancelled`` was set).
-    ``log`` is the structlog logger to report handler errors to.
+    See the module docstring for threads, concurrency and deadlines. ``scope`` is the call's
+    own cancel scope (one per call: it also carries the deadline): cancelling it after
+    ``ctx._mark_cancelled()`` — a ``toolCancel`` — makes this return None (no response).
+    Cancellation from further out escapes (as :class:`trio.Cancelled`, after ``ctx.cancelled``
+    was set). ``log`` is the structlog logger to report handler errors to.
     """
     # Bound only on the paths that log: binding copies the context, per call.
     base_log = log if log is not None else _log
@@ -177,9 +180,13 @@ async def run_tool(
     except InvalidArguments as exc:
         return failure(f"invalid arguments for {tool.name}: {exc}")
     finished = False
+    cancelled_by_caller = False
     value: object = None
+    if scope is None:
+        scope = trio.CancelScope()
+    scope.deadline = ctx.deadline
     try:
-        with trio.move_on_at(ctx.deadline):
+        with scope:
             try:
                 value = await _execute(tool, args, kwargs, ctx, limiter, gui_executor)
             except Exception as exc:
@@ -193,7 +200,10 @@ async def run_tool(
             finished = True
     finally:
         if not finished:
+            cancelled_by_caller = ctx.cancelled  # marked by the caller before it cancelled us
             ctx._mark_cancelled()
+    if not finished and cancelled_by_caller:
+        return None
     if not finished:
         seconds = (ctx.timeout_ms or 0) / 1000
         call_log().warning("tool call timed out", timeout_s=seconds, started=ctx._started)

@@ -319,21 +319,23 @@ class Session:
         cid = invocation.correlation_id
         result: ToolResult | None = None
         try:
-            with call.scope:
-                tool = self._tools.get(invocation.tool)
-                if tool is None and self._unknown_tool is not None:
-                    tool = self._unknown_tool(invocation.tool)
-                if tool is None:
-                    result = failure(f"unknown tool {invocation.tool!r}")
-                else:
-                    result = await run_tool(
-                        tool,
-                        invocation.parameters,
-                        call.ctx,
-                        limiter=self._limiter,
-                        gui_executor=self._gui_executor(),
-                        log=self._log,
-                    )
+            tool = self._tools.get(invocation.tool)
+            if tool is None and self._unknown_tool is not None:
+                tool = self._unknown_tool(invocation.tool)
+            if tool is None:
+                result = failure(f"unknown tool {invocation.tool!r}")
+            else:
+                # call.scope is the call's one cancel scope: toolCancel cancels it, and run_tool
+                # puts the deadline on it.
+                result = await run_tool(
+                    tool,
+                    invocation.parameters,
+                    call.ctx,
+                    limiter=self._limiter,
+                    gui_executor=self._gui_executor(),
+                    log=self._log,
+                    scope=call.scope,
+                )
         finally:
             del self._calls[cid]
             call.ctx._mark_finished()
