@@ -40,16 +40,6 @@ ProgressCallback = Callable[[float, "float | None", "str | None"], None]
 #: Told a call's outcome, exactly once; must not block or raise.
 DoneCallback = Callable[["CallOutcome"], None]
 
-# Call.state values.
-NEW = 0
-#: In the instance's admission queue.
-QUEUED = 1
-#: Holds an admission slot, waiting for the app to reconnect within its grace period.
-AWAITING_LINK = 2
-#: The invocation is queued or sent on ``link``.
-SENT = 3
-
-
 @attrs.define(eq=False)
 class Call:
     """One tool call from the moment it passed validation until its outcome is delivered."""
@@ -67,8 +57,9 @@ class Call:
     gives_up_at: float
     on_progress: ProgressCallback | None
     on_done: DoneCallback | None
-    state: int = NEW
     done: bool = False
+    #: The invocation is queued or sent on ``link`` (a cancel or timeout must tell the app).
+    sent: bool = False
     #: Its place in the instance's admission queue, while it waits there.
     queued: Granted | None = None
     #: trio time it took one of the instance's admission slots (released when the call ends).

@@ -9,9 +9,9 @@ messages of calls in flight (invocations and cancellations to an app, responses 
 which must be neither waited for nor lost: past a full channel they are held in a side queue
 bounded by the daemon's limit on calls in flight. The writer coalesces queued lines into one
 ``send_all``; when it wakes to a single line while other tasks are ready to run, it first
-yields once, so lines that they are about to queue go in the same write. If the peer stops reading and a write cannot
-finish within ``write_timeout``, the connection is cancelled as a whole, so a peer that does
-not read holds at most those bounds of our memory for that long.
+yields once, so lines that they are about to queue go in the same write. If the peer stops
+reading and a write cannot finish within ``write_timeout``, the connection is cancelled as a
+whole, so a peer that does not read holds at most those bounds of our memory for that long.
 
 Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``.
 """
@@ -60,7 +60,7 @@ class Connection:
         self.closed_reason: str | None = None
         self._end_when_flushed = False
         #: Lines that must not be dropped, held beside a full channel (see send_reliable_nowait).
-        self._urgent: collections.deque[bytes] = collections.deque()
+        self._overflow: collections.deque[bytes] = collections.deque()
         self._max_overflow = max_overflow
         #: Work to do once the connection is closed and outside its cancel scope.
         self.after_close: Callable[[], Awaitable[None]] | None = None
@@ -128,15 +128,15 @@ class Connection:
             pass
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             return False
-        if len(self._urgent) >= self._max_overflow:
+        if len(self._overflow) >= self._max_overflow:
             log.warning("reliable_message_dropped", conn_id=self.id)
             return False
-        self._urgent.append(data)
+        self._overflow.append(data)
         return True
 
-    def _take_urgent(self) -> list[bytes]:
-        taken = list(self._urgent)
-        self._urgent.clear()
+    def _take_overflow(self) -> list[bytes]:
+        taken = list(self._overflow)
+        self._overflow.clear()
         return taken
 
     def finish_sending(self) -> None:
@@ -159,7 +159,7 @@ class Connection:
     async def writer_loop(self) -> None:
         async with self._outbound:
             async for first in self._outbound:
-                chunks = [*self._take_urgent(), first]
+                chunks = [*self._take_overflow(), first]
                 size = sum(map(len, chunks))
                 if (self._outbound.statistics().current_buffer_used == 0
                         and trio.lowlevel.current_statistics().tasks_runnable):

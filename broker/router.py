@@ -33,7 +33,7 @@ import trio
 from app_client.wire import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
-from .calls import AWAITING_LINK, QUEUED, SENT, Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
+from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
 from .connection import seconds_to_ms
 from .guards import find_path_traversal
 from .registry import RegisteredTool, Registry
@@ -294,7 +294,6 @@ class Router:
         if admitted:
             self._granted(call)
         else:
-            call.state = QUEUED
             call.queued = granted
         return call
 
@@ -329,7 +328,6 @@ class Router:
                     f"{format_seconds(self._settings.reconnect_grace)}; the call was not sent",
                 ))
                 return
-            call.state = AWAITING_LINK
             instance.link_waiters.append(functools.partial(self._try_send, call))
             return
         current = instance.tools.get(call.tool.name)
@@ -354,7 +352,7 @@ class Router:
             self._finish(call, CallOutcome(
                 "app_disconnected", f"the app {link.label} disconnected before the call was sent"))
             return
-        call.state = SENT
+        call.sent = True
 
     def _unknown_tool(self, name: str) -> CallOutcome:
         candidates = self.registry.candidates(name)
@@ -378,7 +376,7 @@ class Router:
         if cid is not None:
             outcome = attrs.evolve(outcome, correlation_id=cid)
             self.calls.close(call)
-            if stop_app and call.state == SENT and call.link is not None:
+            if stop_app and call.sent and call.link is not None:
                 reason = "timeout" if outcome.kind == "timeout" else "cancelled"
                 call.link.conn.send_reliable_nowait(ToolCancel(cid, reason=reason))
         instance = call.tool.instance

@@ -215,9 +215,7 @@ class _ToolCall:
                 result = unknown_tool_result(session.server.registry, self.name)
             else:
                 result = call_result(outcome, self.name)
-            if self.modern:
-                result["resultType"] = "complete"
-            data = encode_result(self.request_id, result)
+            data = encode_result(self.request_id, _completed(result, self.modern))
         except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
             data = exc.encode(self.request_id)
         except Exception:
@@ -572,12 +570,12 @@ class Session:
                 self._nursery.start_soon(self._run, Session._search_in_thread, request, context, outbox, search,
                                          name="mcp search_tools")
                 return None
-            return _completed(self.server.meta.search_tools(arguments, session=self.label), context)
+            return _completed(self.server.meta.search_tools(arguments, session=self.label), context.modern)
         via_meta = name == CALL_TOOL
         if via_meta:  # the same pipeline as a direct call, once unwrapped
             unwrapped = unwrap_call(arguments)
             if isinstance(unwrapped, dict):
-                return _completed(unwrapped, context)
+                return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
         entry = _ToolCall(self, request.id, name, context.modern, outbox, context.progress_token, via_meta)
         self._in_flight[request.id] = entry
@@ -596,7 +594,7 @@ class Session:
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
     ) -> dict[str, Any]:
         result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
-        return _completed(result, context)
+        return _completed(result, context.modern)
 
     def _caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
@@ -676,8 +674,9 @@ _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
 }
 
 
-def _completed(result: dict[str, Any], context: RequestContext) -> dict[str, Any]:
-    if context.modern:
+def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
+    """A ``tools/call`` result, with the 2026-07-28 era's ``resultType`` when ``modern``."""
+    if modern:
         result["resultType"] = "complete"
     return result
 
