@@ -92,6 +92,25 @@ class BufferedLineLogger:
 
 
 _batched: BufferedLineLogger | None = None
+#: The batched logger when info lines are enabled: :func:`info_line` writes to it directly.
+_info_sink: BufferedLineLogger | None = None
+
+
+def info_line(event: str, fields: dict[str, Any]) -> bool:
+    """Log an info line as the configured JSON chain renders it, byte for byte, without the chain.
+
+    For the daemon's per-call audit line: structlog's bound logger and processors cost ~8 µs a
+    line, this ~2.5 µs. Takes ownership of ``fields``. Returns False (and logs nothing) unless
+    ``configure_logging`` set up batched JSON lines at info level; the caller then logs through
+    structlog, so console output, other levels and ``capture_logs`` behave as usual.
+    """
+    sink = _info_sink
+    if sink is None:
+        return False
+    fields["event"] = event
+    fields["level"] = "info"
+    sink.msg(_encode_json(_timestamp(None, "info", fields)))
+    return True
 
 
 async def flush_periodically() -> None:
@@ -110,8 +129,8 @@ async def flush_periodically() -> None:
 
 def configure_logging(log_format: str = "auto", level: str = "info", *, batched: bool = False) -> None:
     """``batched``: JSON lines are flushed by :func:`flush_periodically` (the daemon runs it)."""
-    global _batched
-    _batched = None
+    global _batched, _info_sink
+    _batched = _info_sink = None
     if log_format == "auto":
         log_format = "console" if sys.stderr.isatty() else "json"
     renderer: structlog.typing.Processor
@@ -129,14 +148,16 @@ def configure_logging(log_format: str = "auto", level: str = "info", *, batched:
                 _batched = BufferedLineLogger(stream)
                 atexit.register(_batched.flush)  # the lines logged after the daemon's last flush
                 logger_factory = lambda *args: _batched  # noqa: E731
+                if getattr(logging, level.upper()) <= logging.INFO:
+                    _info_sink = _batched
             else:
                 logger_factory = structlog.BytesLoggerFactory(file=stream)
         else:  # a replaced stderr with no byte stream under it
             renderer = structlog.processors.JSONRenderer(serializer=lambda e, **_: _encode_json(e).decode())
             logger_factory = structlog.PrintLoggerFactory(file=sys.stderr)
+    # No merge_contextvars: nothing binds context variables, and info_line renders the chain.
     structlog.configure(
         processors=[
-            structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             _timestamp,
             structlog.processors.format_exc_info if log_format == "json" else structlog.dev.set_exc_info,

@@ -36,6 +36,7 @@ from .admission import Busy
 from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
 from .connection import seconds_to_ms
 from .guards import find_path_traversal
+from .logsetup import info_line
 from .registry import RegisteredTool, Registry
 
 if TYPE_CHECKING:
@@ -374,7 +375,8 @@ class Router:
         self._live.discard(call)
         cid = call.correlation_id or None
         if cid is not None:
-            outcome = attrs.evolve(outcome, correlation_id=cid)
+            if outcome.correlation_id != cid:  # an app's answer is built with it already
+                outcome = attrs.evolve(outcome, correlation_id=cid)
             self.calls.close(call)
             if stop_app and call.sent and call.link is not None:
                 reason = "timeout" if outcome.kind == "timeout" else "cancelled"
@@ -399,7 +401,7 @@ class Router:
 
     def _outcome(self, call: Call, result: ToolResult) -> CallOutcome:
         if result.success:
-            return CallOutcome("ok", result=result)
+            return CallOutcome("ok", result=result, correlation_id=call.correlation_id or None)
         message = result.error or f"{call.tool.agent_name} failed (the app gave no message)"
         if len(message) > _MAX_APP_ERROR_CHARS:
             message = message[:_MAX_APP_ERROR_CHARS] + "..."
@@ -433,7 +435,8 @@ class Router:
             "outcome": outcome.kind,
         }
         if outcome.kind == "ok":
-            log.info(event, **fields)
+            if not info_line(event, fields):  # the daemon's fast path for this hot line
+                log.info(event, **fields)
         else:
             log.warning(event, error=outcome.message, **fields)
         if self._call_log is not None:

@@ -62,3 +62,27 @@ def test_the_daemon_flushes_info_lines_without_exiting() -> None:
         assert child.poll() is None
         child.kill()
     assert events(line) == ["audit line"]
+
+
+def test_the_fast_info_line_renders_as_the_structlog_chain_does() -> None:
+    child = run_child(
+        """
+        from broker.logsetup import info_line
+        fields = {"tool": "Echo__echo", "app": None, "duration_ms": 1.5, "outcome": "ok"}
+        log.info("TOOL_EXECUTED", **fields)
+        assert info_line("TOOL_EXECUTED", dict(fields))
+        configure_logging("json", level="warning", batched=True)
+        assert not info_line("TOOL_EXECUTED", dict(fields))  # below the level: structlog decides
+        configure_logging("console")
+        assert not info_line("TOOL_EXECUTED", dict(fields))
+        """
+    )
+    with child:
+        assert child.stderr is not None
+        _, err = child.communicate(b"")
+    assert child.returncode == 0, err
+    chain, fast = (json.loads(line) for line in err.splitlines())
+    assert list(chain) == list(fast)  # the same keys in the same order
+    del chain["timestamp"], fast["timestamp"]
+    assert chain == fast == {"tool": "Echo__echo", "app": None, "duration_ms": 1.5, "outcome": "ok",
+                             "event": "TOOL_EXECUTED", "level": "info"}
