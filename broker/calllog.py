@@ -205,9 +205,30 @@ def redact(value: Any) -> Any:
     return value
 
 
+def _redact_changes(encoded: bytes) -> bool:
+    """Whether :func:`redact` could change the value that encodes to ``encoded``.
+
+    It changes only strings over MAX_STRING_CHARS characters (impossible in an encoding no longer
+    than that), blocks with a ``blob``, and ``image``/``audio`` blocks with ``data``: a short
+    encoding without those words is stored as it is, skipping a copy of the whole value.
+    """
+    return (
+        len(encoded) > MAX_STRING_CHARS
+        or b'"blob"' in encoded
+        or (b'"data"' in encoded and (b'"image"' in encoded or b'"audio"' in encoded))
+    )
+
+
 def _to_json(value: Any) -> str | None:
     if value is None:
         return None
+    try:
+        encoded = _encoder.encode(value)
+    except (TypeError, ValueError, msgspec.EncodeError):
+        pass  # the full path below says what could not be encoded
+    else:
+        if not _redact_changes(encoded):
+            return encoded.decode()
     try:
         return _encoder.encode(redact(msgspec.to_builtins(value))).decode()
     except (TypeError, ValueError, msgspec.EncodeError) as exc:

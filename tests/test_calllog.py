@@ -17,6 +17,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 import structlog
 import trio
@@ -24,6 +25,7 @@ import trio
 from app_client.wire import ToolResult
 from broker.calllog import (
     CALL_LOG_FILE,
+    COLUMNS,
     MAX_STRING_CHARS,
     SCHEMA_VERSION,
     CallLog,
@@ -285,6 +287,27 @@ def test_redact_truncates_long_strings_and_survives_bad_base64() -> None:
     assert f"{MAX_STRING_CHARS + 10} characters" in out["a"][0]
     assert len(out["a"][0]) < MAX_STRING_CHARS + 100
     assert out["img"]["bytes"] is None and "sha256" in out["img"] and "data" not in out["img"]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"path": "a.txt", "count": 3, "nested": [{"data": "not binary"}, None, 1.5]},
+        ToolResult(content=[{"type": "text", "text": "an image of a cat"}], data={"k": "v"}),
+        ToolResult(content=[{"type": "image", "mimeType": "image/png", "data": "aGk="}]),
+        {"type": "audio", "data": "aGk="},
+        {"resource": {"uri": "file:///x", "blob": "aGk="}},
+        {"text": "x" * (MAX_STRING_CHARS - 20)},  # just under the limit: may be kept as it is
+        {"text": "x" * (MAX_STRING_CHARS + 1)},
+        ["é" * (MAX_STRING_CHARS // 2 + 1)],  # few characters, more bytes than the limit
+    ],
+)
+def test_stored_json_is_the_redacted_value_whichever_path_encodes_it(value: Any) -> None:
+    outcome = CallOutcome("ok", result=value if isinstance(value, ToolResult) else None)
+    arguments = None if isinstance(value, ToolResult) else value
+    row = dict(zip(COLUMNS, make_row((0.0, "A__t", "A", None, None, None, arguments, outcome, 1.0))))
+    stored = json.loads(row["result"] if arguments is None else row["arguments"])
+    assert stored == redact(json.loads(msgspec.json.encode(value)))
 
 
 async def test_stored_result_has_no_image_bytes(tmp_path: Path) -> None:
