@@ -16,7 +16,8 @@ hand-rolled scorer) with five columns, ranked by FTS5's ``bm25()`` with a weight
 The ``porter unicode61`` tokenizer lower-cases, folds diacritics and stems (``cropping``
 finds ``crop``). A query is cut into words (``_text``), which are searched in one FTS5 query;
 the words the thesaurus relates to them (``_thesaurus``) are searched in a second one whose
-BM25 score counts at ``Weights.expansion`` (0 turns expansion off). A tool's score is the
+BM25 score counts at ``Weights.expansion`` (0 turns the thesaurus off, phrases included; the
+words of an idiom such as "get rid of" are replaced by what it means). A tool's score is the
 sum; results are ordered by score, ties by agent-facing name, so they are deterministic.
 
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
@@ -49,7 +50,7 @@ from app_client.wire import ToolSpec
 
 from ._semantic import Pool, SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words
-from ._thesaurus import expand
+from ._thesaurus import rewrite
 
 __all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "PreparedSearch", "ToolIndex", "DEFAULT_LIMIT",
            "MAX_LIMIT"]
@@ -314,11 +315,12 @@ class ToolIndex:
         words = query_words(query) if isinstance(query, str) else []
         if not words or limit == 0 or not self._tools:
             return PreparedSearch(query, [], limit)
-        scores = self._scores(words, 1.0)
+        extra: list[str] = []
         if self.weights.expansion > 0:
-            extra = expand(words, split_words(query[:MAX_QUERY_CHARS]))
-            for name, score in self._scores(extra, self.weights.expansion).items():
-                scores[name] = scores.get(name, 0.0) + score
+            words, extra = rewrite(words, split_words(query[:MAX_QUERY_CHARS]))
+        scores = self._scores(words, 1.0)
+        for name, score in self._scores(extra, self.weights.expansion).items():
+            scores[name] = scores.get(name, 0.0) + score
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         wanted = limit if self.reranker is None else max(limit, self.reranker.candidates)
         hits: list[SearchHit] = []
