@@ -30,6 +30,8 @@ from broker.discovery import (
     split_words,
 )
 
+from broker.discovery._thesaurus import rewrite
+
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "discovery"
 
 
@@ -202,6 +204,40 @@ def test_expansion_scores_below_an_exact_word() -> None:
     idx.add("A__Photo", "A", spec("ShowPhoto", "Show a photo"))
     idx.add("A__Image", "A", spec("ShowImage", "Show an image"))
     assert [h.agent_name for h in idx.search("photo")] == ["A__Photo", "A__Image"]
+
+
+def test_the_app_prior_favours_the_app_the_query_is_about() -> None:
+    tools = [
+        ("Music__Volume", "Music", spec("SetVolume", "Set the level")),
+        ("Music__Play", "Music", spec("Play", "Play a song")),
+        ("Music__Queue", "Music", spec("Queue", "Queue a song")),
+        ("Tv__Volume", "Tv", spec("SetVolume", "Set the level")),
+        ("Tv__Channel", "Tv", spec("Channel", "Switch the channel")),
+    ]
+    with_prior, without = ToolIndex(), ToolIndex(Weights(app_prior=0.0))
+    with_prior.replace_all(tools)
+    without.replace_all(tools)
+
+    def scores(index: ToolIndex, query: str) -> dict[str, float]:
+        return {h.agent_name: h.score for h in index.search(query)}
+
+    plain = scores(without, "volume of the song")
+    assert plain["Music__Volume"] == plain["Tv__Volume"]  # the tool text alone cannot tell
+    boosted = scores(with_prior, "volume of the song")
+    assert boosted["Music__Volume"] > boosted["Tv__Volume"] > 0
+    assert "Tv__Channel" not in boosted  # only tools that matched are moved
+    with_prior.remove_app("Music")  # the app rows follow the tools
+    assert list(scores(with_prior, "volume of the song")) == ["Tv__Volume"]
+
+
+def test_rewrite_replaces_idioms() -> None:
+    assert rewrite(["get", "rid", "slide"], ["get", "rid", "of", "the", "slide"]) == (
+        ["slide"], ["delete", "remove"])
+    kept, extra = rewrite(["turn", "music"], ["turn", "the", "music", "down"])
+    assert "turn" not in kept and "volume" in extra and "rotate" not in extra
+    kept, extra = rewrite(["turn", "photo", "upside"], ["turn", "the", "photo", "upside", "down"])
+    assert "volume" not in extra and "flip" in extra
+    assert "color" in expand(["purple"]) and "purple" not in expand(["color"])
 
 
 def test_expand_words_and_phrases() -> None:

@@ -18,7 +18,11 @@ finds ``crop``). A query is cut into words (``_text``), which are searched in on
 the words the thesaurus relates to them (``_thesaurus``) are searched in a second one whose
 BM25 score counts at ``Weights.expansion`` (0 turns the thesaurus off, phrases included; the
 words of an idiom such as "get rid of" are replaced by what it means). A tool's score is the
-sum; results are ordered by score, ties by agent-facing name, so they are deterministic.
+sum, multiplied by an *app prior*: a second FTS5 table holds one row per app label with all
+its tools' text, and a tool's score is multiplied by ``1 + Weights.app_prior * app / best``,
+its app's BM25 score for the same words over the best app's (a query that says "song" or
+"slide" favours that app's tools even when the right tool's text lacks the word). Results are ordered by
+score, ties by agent-facing name, so they are deterministic.
 
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every
@@ -63,7 +67,8 @@ _MAX_PARAM_TEXT: Final = 8000
 
 @attrs.frozen
 class Weights:
-    """BM25 column weights, and how much a thesaurus word counts against a query word."""
+    """BM25 column weights, how much a thesaurus word counts against a query word, and how
+    much the query's best-matching app raises its tools (``app_prior``, 0: not at all)."""
 
     name: float = 10.0
     app: float = 2.0
@@ -71,6 +76,7 @@ class Weights:
     description: float = 1.0
     params: float = 1.0
     expansion: float = 0.8
+    app_prior: float = 1.0
 
     def columns(self) -> tuple[float, float, float, float, float]:
         return (self.name, self.app, self.title, self.description, self.params)
@@ -185,6 +191,13 @@ class ToolIndex:
             "agent_name UNINDEXED, name, app, title, description, params, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
+        # One row per app label: all its tools' names, titles and descriptions (see _app_scores).
+        self._db.execute(
+            "CREATE VIRTUAL TABLE apps USING fts5(label UNINDEXED, body, "
+            "tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        #: App labels whose row in ``apps`` is out of date.
+        self._stale_apps: set[str] = set()
         self._tools: dict[str, IndexedTool] = {}
         self._rowids: dict[str, int] = {}
         self._fields: dict[str, _HitFields] = {}
@@ -276,7 +289,9 @@ class ToolIndex:
         rowid = self._rowids.pop(agent_name, None)
         if rowid is not None:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
-        if self._tools.pop(agent_name, None) is not None:
+        old = self._tools.pop(agent_name, None)
+        if old is not None:
+            self._stale_apps.add(old.app)
             del self._fields[agent_name]
             self._snapshot = None
             if self.reranker is not None:
@@ -290,6 +305,7 @@ class ToolIndex:
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
         self._tools[tool.agent_name] = tool
+        self._stale_apps.add(tool.app)
         self._fields[tool.agent_name] = _HitFields.of(tool)
         self._snapshot = None
 
@@ -321,6 +337,8 @@ class ToolIndex:
         scores = self._scores(words, 1.0)
         for name, score in self._scores(extra, self.weights.expansion).items():
             scores[name] = scores.get(name, 0.0) + score
+        if self.weights.app_prior > 0 and scores:
+            self._apply_app_prior(scores, words, extra)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         wanted = limit if self.reranker is None else max(limit, self.reranker.candidates)
         hits: list[SearchHit] = []
@@ -342,6 +360,46 @@ class ToolIndex:
         if self._snapshot is None:
             self._snapshot = dict(self._fields)
         return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app)
+
+    def _apply_app_prior(self, scores: dict[str, float], words: list[str], extra: list[str]) -> None:
+        """Raise each hit by how well the query matches its app as a whole, in place.
+
+        A query's words often name the kind of app more than the tool ("turn the *music*
+        down", "*slide*"): the app's row, all its tools' text in one document, matches them
+        even when the right tool's own text does not. A hit's score is multiplied by
+        ``1 + app_prior * app_score / best_app_score``, so only tools that matched are moved,
+        and most of all within the app the query is about.
+        """
+        prior = self._app_scores(words, 1.0)
+        for label, score in self._app_scores(extra, self.weights.expansion).items():
+            prior[label] = prior.get(label, 0.0) + score
+        best = max(prior.values(), default=0.0)
+        if best <= 0:
+            return
+        for name in scores:
+            scores[name] *= 1.0 + self.weights.app_prior * prior.get(self._tools[name].app, 0.0) / best
+
+    def _app_scores(self, words: list[str], factor: float) -> dict[str, float]:
+        """BM25 relevance of each app label's row to ``words`` (rows rebuilt first if stale)."""
+        if self._stale_apps:
+            by_app: dict[str, list[str]] = {label: [] for label in self._stale_apps}
+            for tool in self._tools.values():
+                if tool.app in by_app:
+                    by_app[tool.app].append(" ".join(_row(tool)[1:5]))
+            with self._db:
+                for label, texts in by_app.items():
+                    self._db.execute("DELETE FROM apps WHERE label = ?", (label,))
+                    if texts:
+                        self._db.execute("INSERT INTO apps (label, body) VALUES (?, ?)", (label, " ".join(texts)))
+            self._stale_apps.clear()
+        match = match_expression(words)
+        if match is None:
+            return {}
+        try:
+            rows = self._db.execute("SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?", (match,)).fetchall()
+        except sqlite3.Error:  # pragma: no cover - quoting makes this unreachable
+            return {}
+        return {label: -float(score) * factor for label, score in rows if math.isfinite(score)}
 
     def _scores(self, words: list[str], factor: float) -> dict[str, float]:
         """BM25 relevance (positive, higher is better) of each tool matching any of ``words``."""
