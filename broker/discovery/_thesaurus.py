@@ -314,7 +314,7 @@ BROADER: Final[dict[str, tuple[str, ...]]] = {
     **dict.fromkeys("standup huddle".split(), ("meeting",)),
     **dict.fromkeys("logo icon clipart illustration".split(), ("image", "picture")),
     **dict.fromkeys("fade dissolve".split(), ("transition",)),
-    **dict.fromkeys("heart like upvote".split(), ("react", "reaction", "emoji")),
+    **dict.fromkeys("heart upvote".split(), ("react", "reaction", "emoji")),
     **dict.fromkeys("minute minutes timestamp".split(), ("position", "time")),
     **dict.fromkeys("megabytes gigabytes kilobytes mb gb kb bytes".split(), ("size",)),
     **dict.fromkeys("currency decimal decimals".split(), ("format", "number")),
