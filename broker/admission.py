@@ -49,6 +49,13 @@ class Admission:
         per_slot = self._mean_seconds * (len(self._waiters) + 1) / max(self._limit, 1)
         return max(100, int(per_slot * 1000))
 
+    def take_free_slot(self) -> bool:
+        """Take a slot if one is free and nobody is waiting (no ``granted`` needed then)."""
+        if self.active < self._limit and not self._waiters:
+            self.active += 1
+            return True
+        return False
+
     def enter(self, granted: Granted) -> bool:
         """True: a slot is taken. False: ``granted`` is queued. Raises :class:`Busy` if full."""
         if self.active < self._limit and not self._waiters:

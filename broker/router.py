@@ -275,46 +275,53 @@ class Router:
                 f"toolbridge has {len(self._live)} calls in flight, its limit; retry shortly",
                 retry_after_ms=1000,
             )
-        deadline = trio.current_time() + timeout
+        now = trio.current_time()
+        deadline = now + timeout
         # The app hears of the deadline; we wait a little longer so its own message wins.
         margin = min(0.5, timeout * 0.1)
         call = Call(name, tool, arguments, caller, started, timeout, deadline, deadline + margin,
                     on_progress, on_done)
-        instance = tool.instance
+        admission = tool.instance.admission
+        if admission.take_free_slot():
+            self._live.add(call)
+            self._granted(call, now)
+            return call
         granted = functools.partial(self._granted, call)
         try:
-            admitted = instance.admission.enter(granted)
+            admitted = admission.enter(granted)  # queued: no slot was free a moment ago
         except Busy as busy:
             return CallOutcome(
                 "busy",
-                f"the app {instance.label} is busy ({busy.queued} calls waiting); "
+                f"the app {tool.instance.label} is busy ({busy.queued} calls waiting); "
                 f"retry after {busy.retry_after_ms} ms",
                 retry_after_ms=busy.retry_after_ms,
             )
         self._live.add(call)
         if admitted:
-            self._granted(call)
+            self._granted(call, now)
         else:
             call.queued = granted
         return call
 
-    def _granted(self, call: Call) -> None:
-        """``call`` holds an admission slot now: send it, or wait for its app to reconnect."""
-        call.queued = None
-        call.admitted_at = trio.current_time()
-        self._try_send(call)
+    def _granted(self, call: Call, now: float | None = None) -> None:
+        """``call`` holds an admission slot now: send it, or wait for its app to reconnect.
 
-    def _try_send(self, call: Call) -> None:
+        ``now``: trio's clock, when the caller has just read it (one read per call started)."""
+        call.queued = None
+        call.admitted_at = trio.current_time() if now is None else now
+        self._try_send(call, call.admitted_at)
+
+    def _try_send(self, call: Call, now: float | None = None) -> None:
         try:
-            self._send(call)
+            self._send(call, trio.current_time() if now is None else now)
         except Exception:
             log.exception("internal_error", tool=call.name)
             self._finish(call, _internal_error(call.correlation_id or None))
 
-    def _send(self, call: Call) -> None:
+    def _send(self, call: Call, now: float) -> None:
         if call.done:
             return
-        if trio.current_time() >= call.deadline:
+        if now >= call.deadline:
             # Its slot came free as its deadline passed (the calls ahead of it timed out
             # together): sending it now would only make the app start and stop it.
             self.expire(call)
@@ -345,7 +352,7 @@ class Router:
             correlation_id=call.correlation_id,
             tool=current.name,
             parameters=call.arguments,
-            timeout_ms=seconds_to_ms(call.deadline - trio.current_time()),
+            timeout_ms=seconds_to_ms(call.deadline - now),
             progress=call.on_progress is not None,
         )
         # Never lost to a full queue: the number of invocations is bounded by admission.
