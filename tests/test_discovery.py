@@ -280,6 +280,22 @@ def test_replace_all_rewrites_only_what_changed(index: ToolIndex) -> None:
     assert index.search("recipient") == []
 
 
+def test_each_app_has_one_row_of_its_current_tools_whatever_the_updates(index: ToolIndex) -> None:
+    def app_rows() -> dict[str, str]:
+        return dict(index._db.execute("SELECT label, body FROM apps").fetchall())
+
+    index.add("Mail__Archive", "Mail", spec("Archive", "Move a message out of the inbox"))
+    index.remove("Mail__Send")
+    index.remove_app("Paint")
+    index.add("Paint__Blur", "Paint", spec("Blur", "Soften the picture"))
+    rows = app_rows()
+    assert sorted(rows) == ["Editor", "Mail", "Paint"]
+    assert "inbox" in rows["Mail"] and "recipient" not in rows["Mail"]
+    assert "Soften" in rows["Paint"] and "Crop" not in rows["Paint"]
+    index.replace_all([])
+    assert app_rows() == {}
+
+
 @attrs.define
 class FakeInstance:
     label: str

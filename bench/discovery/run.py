@@ -45,6 +45,7 @@ CORPUS = HERE / "corpus.json"
 QUERIES = HERE / "queries.json"
 HOLDOUT = HERE / "queries_holdout.json"
 HOLDOUT2 = HERE / "queries_holdout2.json"
+HOLDOUT3 = HERE / "queries_holdout3.json"
 
 
 @attrs.frozen
@@ -132,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     weights = Weights(*(float(w) for w in args.weights.split(","))) if args.weights else Weights()
     tools = load_corpus()
     sets = {"tuning": load_queries(QUERIES), "held-out": load_queries(HOLDOUT),
-            "held-out 2": load_queries(HOLDOUT2)}
+            "held-out 2": load_queries(HOLDOUT2), "held-out 3": load_queries(HOLDOUT3)}
     apps = sorted({label for _, label, _ in tools})
 
     index = ToolIndex(weights)
@@ -224,9 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     print("### Tool discovery (BM25, SQLite FTS5)\n")
     print(f"Corpus: {len(tools)} tools in {len(apps)} apps (bench/discovery/corpus.json); "
           f"{len(sets['tuning'])} tuning queries (queries.json), {len(sets['held-out'])} held-out "
-          f"queries (queries_holdout.json) and {len(sets['held-out 2'])} more (queries_holdout2.json), "
-          "neither looked at while tuning. Weights "
-          f"name/app/title/description/params/expansion = {'/'.join(f'{x:g}' for x in w)}.\n")
+          f"queries (queries_holdout.json), {len(sets['held-out 2'])} more (queries_holdout2.json) and "
+          f"{len(sets['held-out 3'])} written blind (queries_holdout3.json). Weights "
+          f"name/app/title/description/params/expansion/app prior = {'/'.join(f'{x:g}' for x in w)}.\n")
     print("| queries | ranking | recall@1 | recall@5 | MRR |")
     print("|---|---|---|---|---|")
     for name, ranking, m in rows:

@@ -19,16 +19,17 @@ the words the thesaurus relates to them (``_thesaurus``) are searched in a secon
 BM25 score counts at ``Weights.expansion`` (0 turns the thesaurus off, phrases included; the
 words of an idiom such as "get rid of" are replaced by what it means). A tool's score is the
 sum, multiplied by an *app prior*: a second FTS5 table holds one row per app label with all
-its tools' text, and a tool's score is multiplied by ``1 + Weights.app_prior * app / best``,
-its app's BM25 score for the same words over the best app's (a query that says "song" or
-"slide" favours that app's tools even when the right tool's text lacks the word). Results are ordered by
-score, ties by agent-facing name, so they are deterministic.
+its tools' text (rewritten, by rowid, in the same transaction as the tools' rows), and a
+tool's score is multiplied by ``1 + Weights.app_prior * app / best``, its app's BM25 score
+for the same words over the best app's (a query that says "song" or "slide" favours that
+app's tools even when the right tool's text lacks the word). Results are ordered by score,
+ties by agent-facing name, so they are deterministic.
 
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every
 registry change; :meth:`ToolIndex.sync` does that when the registry's ``version`` moved.
-Everything is synchronous and takes well under a millisecond per query for a few hundred
-tools, so the trio thread can call it directly.
+Everything is synchronous and quick enough for the trio thread to call directly: about 1.5 ms
+per query for a few hundred tools, 15 ms for 10,000 (BENCHMARKS.md section 6).
 
 Optional semantic ranking (a :class:`~._semantic.SemanticReranker`, off by default) makes
 the search hybrid: BM25's best :data:`~._semantic.CANDIDATES` hits and the
@@ -196,7 +197,10 @@ class ToolIndex:
             "CREATE VIRTUAL TABLE apps USING fts5(label UNINDEXED, body, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
-        #: App labels whose row in ``apps`` is out of date.
+        #: Each app label's tools' text (agent name -> text), the body of its row in ``apps``.
+        self._app_texts: dict[str, dict[str, str]] = {}
+        self._app_rowids: dict[str, int] = {}
+        #: App labels whose row in ``apps`` is out of date (rewritten at the end of replace_all).
         self._stale_apps: set[str] = set()
         self._tools: dict[str, IndexedTool] = {}
         self._rowids: dict[str, int] = {}
@@ -234,6 +238,7 @@ class ToolIndex:
         with self._db:
             self._delete(agent_name)
             self._insert(tool)
+            self._rewrite_app_rows()
 
     def remove(self, agent_name: str) -> bool:
         """Drop one tool; False if it was not indexed."""
@@ -241,6 +246,7 @@ class ToolIndex:
             return False
         with self._db:
             self._delete(agent_name)
+            self._rewrite_app_rows()
         return True
 
     def remove_app(self, app: str) -> int:
@@ -249,6 +255,7 @@ class ToolIndex:
         with self._db:
             for name in names:
                 self._delete(name)
+            self._rewrite_app_rows()
         return len(names)
 
     def replace_all(self, tools: Iterable[tuple[str, str, ToolSpec] | IndexedTool]) -> None:
@@ -268,6 +275,21 @@ class ToolIndex:
                 if self._tools.get(name) != tool:
                     self._delete(name)
                     self._insert(tool)
+            self._rewrite_app_rows()
+
+    def _rewrite_app_rows(self) -> None:
+        """Rewrite the ``apps`` row of every app whose tools changed (by rowid: no scans)."""
+        for label in self._stale_apps:
+            rowid = self._app_rowids.pop(label, None)
+            if rowid is not None:
+                self._db.execute("DELETE FROM apps WHERE rowid = ?", (rowid,))
+            texts = self._app_texts.get(label)
+            if texts:
+                cursor = self._db.execute("INSERT INTO apps (label, body) VALUES (?, ?)",
+                                          (label, " ".join(texts.values())))
+                assert cursor.lastrowid is not None
+                self._app_rowids[label] = cursor.lastrowid
+        self._stale_apps.clear()
 
     def sync(self, registry: _RegistryLike) -> bool:
         """Bring the index up to date with ``registry`` if its ``version`` changed.
@@ -292,20 +314,25 @@ class ToolIndex:
         old = self._tools.pop(agent_name, None)
         if old is not None:
             self._stale_apps.add(old.app)
+            texts = self._app_texts[old.app]
+            del texts[agent_name]
+            if not texts:
+                del self._app_texts[old.app]
             del self._fields[agent_name]
             self._snapshot = None
             if self.reranker is not None:
                 self.reranker.forget(agent_name)
 
     def _insert(self, tool: IndexedTool) -> None:
+        row = _row(tool)
         cursor = self._db.execute(
-            "INSERT INTO tools (agent_name, name, app, title, description, params) VALUES (?, ?, ?, ?, ?, ?)",
-            _row(tool),
+            "INSERT INTO tools (agent_name, name, app, title, description, params) VALUES (?, ?, ?, ?, ?, ?)", row
         )
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
         self._tools[tool.agent_name] = tool
         self._stale_apps.add(tool.app)
+        self._app_texts.setdefault(tool.app, {})[tool.agent_name] = " ".join(row[1:5])
         self._fields[tool.agent_name] = _HitFields.of(tool)
         self._snapshot = None
 
@@ -380,18 +407,7 @@ class ToolIndex:
             scores[name] *= 1.0 + self.weights.app_prior * prior.get(self._tools[name].app, 0.0) / best
 
     def _app_scores(self, words: list[str], factor: float) -> dict[str, float]:
-        """BM25 relevance of each app label's row to ``words`` (rows rebuilt first if stale)."""
-        if self._stale_apps:
-            by_app: dict[str, list[str]] = {label: [] for label in self._stale_apps}
-            for tool in self._tools.values():
-                if tool.app in by_app:
-                    by_app[tool.app].append(" ".join(_row(tool)[1:5]))
-            with self._db:
-                for label, texts in by_app.items():
-                    self._db.execute("DELETE FROM apps WHERE label = ?", (label,))
-                    if texts:
-                        self._db.execute("INSERT INTO apps (label, body) VALUES (?, ?)", (label, " ".join(texts)))
-            self._stale_apps.clear()
+        """BM25 relevance of each app label's row to ``words``."""
         match = match_expression(words)
         if match is None:
             return {}
