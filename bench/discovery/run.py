@@ -122,7 +122,7 @@ def json_bytes(value: Any) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--misses", action="store_true", help="list the queries whose tool was not ranked first")
-    parser.add_argument("--weights", help="BM25 column weights name,app,title,description,params")
+    parser.add_argument("--weights", help="weights name,app,title,description,params[,expansion[,app_prior]]")
     parser.add_argument("--rerank", choices=["off", "semantic"], default="off",
                         help="also measure semantic re-ranking (needs the semantic extra)")
     parser.add_argument("--semantic-weight", type=float, help="weight of the similarity in the blend")
