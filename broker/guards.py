@@ -51,8 +51,28 @@ def _is_traversal(text: str) -> bool:
     return bool(_DOT_DOT_SEGMENT.search(_normalise(text)))
 
 
+def _has_traversal(value: Any, depth: int = 0) -> bool:
+    """Whether :func:`find_path_traversal` would find something (no paths built: the common,
+    clean case costs one walk and no string formatting)."""
+    if isinstance(value, str):
+        return _is_traversal(value)
+    if depth >= _MAX_DEPTH:
+        return False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _is_traversal(key) or (not isinstance(item, int | float | None) and _has_traversal(item, depth + 1)):
+                return True
+    elif isinstance(value, list):
+        return any(_has_traversal(item, depth + 1) for item in value)
+    return False
+
+
 def find_path_traversal(arguments: Any) -> str | None:
     """Return the argument path (``$.files[2].name``) of the first traversal found, else None."""
+    return _find_path(arguments) if _has_traversal(arguments) else None
+
+
+def _find_path(arguments: Any) -> str | None:
     stack: list[tuple[str, Any, int]] = [("$", arguments, 0)]
     while stack:
         path, value, depth = stack.pop()

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from broker import names
 from broker.errors import RegistrationError
-from broker.guards import find_path_traversal
+from broker.guards import _find_path, _has_traversal, find_path_traversal
 from broker.validation import check_app_name, check_tool_name, compile_schema
 
 
@@ -107,3 +111,28 @@ def test_good_names() -> None:
     check_app_name("Watch Tower 2.0")
     check_tool_name("file.open")
     check_tool_name("menu/File: Open")
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+    | st.sampled_from(["ok", "..", "../a", "a/..", "wait...", "%2e%2e/x", "\uff0e\uff0e\uff0f", "a\x00"]),
+    lambda inner: st.lists(inner, max_size=4)
+    | st.dictionaries(st.sampled_from(["k", "..", "a/../b", "path"]), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@given(_json_values)
+def test_the_quick_check_agrees_with_the_path_finding_walk(value: Any) -> None:
+    assert _has_traversal(value) == (_find_path(value) is not None)
+
+
+def test_the_quick_check_stops_where_the_walk_does() -> None:
+    found = []
+    for depth in (62, 63, 64, 65, 70):
+        value: Any = "../x"
+        for _ in range(depth):
+            value = [value] if depth % 2 else {"k": value}
+        found.append(_has_traversal(value))
+        assert found[-1] == (_find_path(value) is not None)
+    assert True in found and False in found  # the depth limit lies inside the range tried
