@@ -175,12 +175,11 @@ def _holds_large_content(outcome: CallOutcome) -> bool:
     for block in result.content:
         if not isinstance(block, dict):
             continue
-        values = list(block.values())
         resource = block.get("resource")
-        if isinstance(resource, dict):
-            values.extend(resource.values())
-        if any(isinstance(value, str) and len(value) >= _LARGE_CONTENT_CHARS for value in values):
-            return True
+        for values in (block.values(), resource.values() if isinstance(resource, dict) else ()):
+            for value in values:
+                if isinstance(value, str) and len(value) >= _LARGE_CONTENT_CHARS:
+                    return True
     return False
 
 

@@ -421,3 +421,17 @@ async def test_rows_are_written_when_the_exit_is_cancelled(tmp_path: Path) -> No
             await trio.sleep_forever()
     assert scope.cancelled_caught
     assert [r["tool"] for r in read_rows(tmp_path)] == ["App__Echo"]
+
+
+def test_a_large_content_block_wakes_the_writer_at_once() -> None:
+    from broker.calllog import _LARGE_CONTENT_CHARS, _holds_large_content
+
+    big = "A" * _LARGE_CONTENT_CHARS
+
+    def holds(*blocks: Any) -> bool:
+        return _holds_large_content(CallOutcome("ok", result=ToolResult(content=list(blocks))))
+
+    assert holds({"type": "image", "mimeType": "image/png", "data": big})
+    assert holds({"type": "text", "text": "small"}, {"type": "resource", "resource": {"uri": "x", "blob": big}})
+    assert not holds({"type": "text", "text": big[:-1]}, {"type": "resource", "resource": "not an object"})
+    assert not _holds_large_content(CallOutcome("ok")) and not holds()
