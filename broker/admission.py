@@ -58,8 +58,7 @@ class Admission:
 
     def enter(self, granted: Granted) -> bool:
         """True: a slot is taken. False: ``granted`` is queued. Raises :class:`Busy` if full."""
-        if self.active < self._limit and not self._waiters:
-            self.active += 1
+        if self.take_free_slot():
             return True
         if len(self._waiters) >= self._max_queue:
             raise Busy(self.retry_after_ms(), len(self._waiters))
