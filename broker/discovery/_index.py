@@ -158,6 +158,12 @@ class _RegistryLike(Protocol):
     def tools(self) -> Sequence[_RegisteredToolLike]: ...
 
 
+#: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
+_TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
+#: Each app row matching a query, with its BM25 score (the app prior).
+_APP_SCORES: Final = "SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?"
+
+
 def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str]:
     spec = tool.spec
     return (
@@ -192,7 +198,7 @@ class ToolIndex:
             "agent_name UNINDEXED, name, app, title, description, params, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
-        # One row per app label: all its tools' names, titles and descriptions (see _app_scores).
+        # One row per app label: all its tools' names, titles and descriptions (see _apply_app_prior).
         self._db.execute(
             "CREATE VIRTUAL TABLE apps USING fts5(label UNINDEXED, body, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
@@ -361,9 +367,7 @@ class ToolIndex:
         extra: list[str] = []
         if self.weights.expansion > 0:
             words, extra = rewrite(words, split_words(query[:MAX_QUERY_CHARS]))
-        scores = self._scores(words, 1.0)
-        for name, score in self._scores(extra, self.weights.expansion).items():
-            scores[name] = scores.get(name, 0.0) + score
+        scores = self._scores(_TOOL_SCORES, self.weights.columns(), words, extra)
         if self.weights.app_prior > 0 and scores:
             self._apply_app_prior(scores, words, extra)
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
@@ -397,40 +401,32 @@ class ToolIndex:
         ``1 + app_prior * app_score / best_app_score``, so only tools that matched are moved,
         and most of all within the app the query is about.
         """
-        prior = self._app_scores(words, 1.0)
-        for label, score in self._app_scores(extra, self.weights.expansion).items():
-            prior[label] = prior.get(label, 0.0) + score
+        prior = self._scores(_APP_SCORES, (), words, extra)
         best = max(prior.values(), default=0.0)
         if best <= 0:
             return
         for name in scores:
             scores[name] *= 1.0 + self.weights.app_prior * prior.get(self._tools[name].app, 0.0) / best
 
-    def _app_scores(self, words: list[str], factor: float) -> dict[str, float]:
-        """BM25 relevance of each app label's row to ``words``."""
-        match = match_expression(words)
-        if match is None:
-            return {}
-        try:
-            rows = self._db.execute("SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?", (match,)).fetchall()
-        except sqlite3.Error:  # pragma: no cover - quoting makes this unreachable
-            return {}
-        return {label: -float(score) * factor for label, score in rows if math.isfinite(score)}
+    def _scores(self, sql: str, columns: tuple[float, ...], words: list[str], extra: list[str]) -> dict[str, float]:
+        """BM25 relevance (positive, higher is better) of each row ``sql`` matches for ``words``,
+        plus ``Weights.expansion`` times that for the thesaurus words ``extra``. ``columns``:
+        the column weights ``sql`` takes before the MATCH expression."""
+        scores = self._bm25(sql, columns, words, 1.0)
+        for key, score in self._bm25(sql, columns, extra, self.weights.expansion).items():
+            scores[key] = scores.get(key, 0.0) + score
+        return scores
 
-    def _scores(self, words: list[str], factor: float) -> dict[str, float]:
-        """BM25 relevance (positive, higher is better) of each tool matching any of ``words``."""
+    def _bm25(self, sql: str, columns: tuple[float, ...], words: list[str], factor: float) -> dict[str, float]:
         match = match_expression(words)
         if match is None:
             return {}
         try:
-            rows = self._db.execute(
-                "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?",
-                (*self.weights.columns(), match),
-            ).fetchall()
+            rows = self._db.execute(sql, (*columns, match)).fetchall()
         except sqlite3.Error:  # pragma: no cover - quoting makes this unreachable
             return {}
         # FTS5's bm25() is negative, more negative is better; a tiny IDF can round to -0.0.
-        return {name: -float(score) * factor for name, score in rows if math.isfinite(score)}
+        return {key: -float(score) * factor for key, score in rows if math.isfinite(score)}
 
 
 @attrs.define
