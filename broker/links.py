@@ -144,10 +144,13 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
             nursery.cancel_scope.cancel()
     finally:
         core.links.pop(link.id, None)
+        # Unlink first: failing the calls frees their admission slots, which hands the next
+        # queued call over at once; it must find the instance unlinked (and wait for its return
+        # through the grace period), not this dying link, where it would be sent to nobody.
+        still_ours = core.registry.unlink(instance, link)
         failed = core.router.fail_link(
             link.id, "app_disconnected", f"the app {instance.label} disconnected during the call"
         )
-        still_ours = core.registry.unlink(instance, link)
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
         if still_ours:
             # Runs after the connection's cancel scope has ended (see core.handle_connection).

@@ -266,3 +266,55 @@ async def test_cancellations_are_not_lost_to_a_full_queue(tmp_path: Path, autoju
         assert len(cancelled) > 4 and cancelled == invoked  # none lost, none for unsent calls
         assert len(invoked) < 120  # the rest never got into the queue: no cancel was sent for them
         nursery.cancel_scope.cancel()
+
+
+async def _app_with_queued_calls(harness: Harness) -> tuple[RawApp, dict[str, Any]]:
+    """An app (one slot) running call q0 with q1, q2 queued behind it (max_queue), long deadlines."""
+    app = await harness.app(instanceId="main", maxConcurrency=1)
+    for i in range(3):
+        harness.call(f"q{i}", args={"text": f"q{i}"}, timeout=24 * 3600)
+        await trio.testing.wait_all_tasks_blocked()  # in this order
+    first = await app.recv_type("toolInvocation")
+    assert first["parameters"] == {"text": "q0"}
+    await trio.testing.wait_all_tasks_blocked()
+    assert harness.core.registry.summary()[0]["queued"] == 2
+    return app, first
+
+
+async def test_calls_queued_behind_a_crashed_app_go_to_it_when_it_returns(
+    harness: Harness, autojump_clock: Any
+) -> None:
+    """The slot freed by the lost call must not hand the next queued call to the dead link."""
+    app, _ = await _app_with_queued_calls(harness)
+    await app.aclose()
+    assert (await harness.outcome("q0")).kind == "app_disconnected"
+    await trio.sleep(1)  # inside the 5 s grace: the queued calls wait for the same instance
+    assert not {"q1", "q2"} & harness.outcomes.keys()
+    back = await harness.app(instanceId="main", maxConcurrency=1)
+    for i in range(1, 3):
+        inv = await back.recv_type("toolInvocation")
+        assert inv["parameters"] == {"text": f"q{i}"}
+        await back.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {"data": i}})
+        outcome = await harness.outcome(f"q{i}")
+        assert outcome.kind == "ok" and outcome.result is not None and outcome.result.data == i
+    summary = harness.core.registry.summary()[0]
+    assert (summary["inFlight"], summary["queued"]) == (0, 0)
+    assert len(harness.core.calls) == 0
+
+
+async def test_calls_queued_behind_a_crashed_app_fail_when_grace_ends(
+    harness: Harness, autojump_clock: Any
+) -> None:
+    app, _ = await _app_with_queued_calls(harness)
+    crashed_at = trio.current_time()
+    await app.aclose()
+    outcomes = [await harness.outcome(f"q{i}") for i in range(3)]
+    assert [o.kind for o in outcomes] == ["app_disconnected"] * 3
+    assert all("did not come back within 5 s" in o.message for o in outcomes[1:])
+    assert trio.current_time() - crashed_at <= 5.1  # at the end of grace, not at the 24 h deadline
+    assert len(harness.core.calls) == 0
+    # A new instance under the same name is not held up by a slot the lost calls kept.
+    fresh = await harness.app(instanceId="main", maxConcurrency=1)
+    harness.call("after", args={"text": "after"})
+    inv = await fresh.recv_type("toolInvocation")
+    assert inv["parameters"] == {"text": "after"}
