@@ -37,7 +37,12 @@ the same measures are taken again. Then the checks:
   successful result is the one asked for (no cross-talk);
 * the correlation map is empty and every admission counter is zero;
 * the task count, descriptor count and RSS came back to the baseline (within tolerances);
-* nothing was logged at error level (internal errors, crashed connections).
+* nothing was logged at error level (internal errors, crashed connections);
+* every failure came when its cause says it should: a call failed ``app_disconnected`` within
+  the reconnect grace (plus a small tolerance) of its app's crash — at once if it was in
+  flight, at the end of grace if it waited for the app — and a timeout came at the call's
+  deadline, not later; and no call sent on a link ended any other way than
+  ``app_disconnected`` after that link had closed (a call left waiting on a dead link).
 
 Randomness comes from one seeded ``random.Random`` (the seed is printed); trio's scheduling
 is not seeded, so a run with the same seed makes the same choices, not the same interleaving.
@@ -83,6 +88,9 @@ MODERN_META = {
 #: Outcome kinds any call may end with while apps crash and come back.
 FAULT_KINDS = frozenset({"app_disconnected", "unknown_tool", "busy", "timeout"})
 NEVER_KINDS = frozenset({"internal_error", "shutdown", "invalid_arguments", "guard_rejected"})
+#: How late a failure may come after its cause (scheduling on a loaded 2-core machine). The
+#: causes are seconds apart at most, so a call left hanging shows up far beyond this.
+LATENESS_TOLERANCE = 0.5
 
 
 @attrs.define
@@ -136,6 +144,12 @@ class SoakReport:
     end: Snapshot | None = None
     pending_calls_at_end: int = -1
     error_events: list[str] = attrs.Factory(list)
+    #: Failure latencies, each against its cause: ``app_disconnected`` after the app's crash,
+    #: ``timeout`` after the call's deadline (seconds, the largest seen).
+    max_disconnect_after_crash: float = 0.0
+    max_timeout_after_deadline: float = 0.0
+    #: Calls that ended other than ``app_disconnected`` after the link they were sent on closed.
+    ended_on_dead_link: int = 0
     problems: list[str] = attrs.Factory(list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -337,6 +351,8 @@ class Soak:
         self.unresolved: set[int] = set()
         self.calling = False
         self.faulting = False
+        #: Trio times at which each app (slot name) was crashed or killed.
+        self.crashes: dict[str, list[float]] = collections.defaultdict(list)
 
     # --- the router, watched -------------------------------------------------------------------
 
@@ -355,6 +371,29 @@ class Soak:
 
         router.start_call = counted_start_call  # type: ignore[method-assign]
         router._audit = counted_audit  # type: ignore[method-assign]
+        self._watch_dead_links(core)
+
+    def _watch_dead_links(self, core: BrokerCore) -> None:
+        """Flag a call that ends other than ``app_disconnected`` after its link closed.
+
+        ``router.links`` (shared with the core) loses a link the moment its reader ends, just
+        before the link's calls are failed: from then on, any other ending of a call sent on
+        it means the call was left waiting on a dead link.
+        """
+        router = core.router
+        finish = router._finish
+        live_links = router.links
+
+        def watched_finish(call: Any, outcome: Any, **kwargs: Any) -> bool:
+            link = call.link
+            if (not call.done and call.sent and link is not None and link.id not in live_links
+                    and outcome.kind != "app_disconnected"):
+                self.report.ended_on_dead_link += 1
+                self._problem(f"{call.name}: ended {outcome.kind} after its link {link.id} had closed "
+                              f"({outcome.message})")
+            return finish(call, outcome, **kwargs)
+
+        router._finish = watched_finish  # type: ignore[method-assign]
 
     def _record(self, call_id: int, kind: str) -> None:
         if call_id in self.unresolved:
@@ -397,6 +436,7 @@ class Soak:
                 cancel_after = rng.uniform(0, 0.2)
             name = slot.tool(tool)
             outcome = None
+            started = trio.current_time()
             with trio.move_on_after(cancel_after if cancel_after is not None else float("inf")):
                 outcome = await self.core.router.call_tool(name, args, timeout=timeout)
             if outcome is None:
@@ -404,6 +444,7 @@ class Soak:
                 continue
             self._record(call_id, outcome.kind)
             self._check(tool, text, outcome)
+            self._check_latency(slot, tool, outcome.kind, started, timeout)
             if outcome.kind in ("app_disconnected", "unknown_tool", "busy"):
                 await trio.sleep(0.01)  # do not spin while an app is away
 
@@ -424,6 +465,28 @@ class Soak:
                 self._problem(f"{tool}: unexpected app error {message!r}")
         elif kind not in FAULT_KINDS:
             self._problem(f"{tool}: unexpected outcome {kind}: {outcome.message}")
+
+    def _check_latency(self, slot: AppSlot, tool: str, kind: str, started: float, timeout: float) -> None:
+        """Did the failure come when its cause says it should?"""
+        ended = trio.current_time()
+        report = self.report
+        if kind == "timeout":
+            # The router gives up at the deadline plus a margin of at most 0.5 s (router.py).
+            late = ended - (started + timeout)
+            report.max_timeout_after_deadline = max(report.max_timeout_after_deadline, late)
+            if late > min(0.5, timeout * 0.1) + LATENESS_TOLERANCE:
+                self._problem(f"{tool}: timed out {late:.2f} s after its {timeout:g} s deadline")
+        elif kind == "app_disconnected":
+            crashes = [t for t in self.crashes[slot.name] if t <= ended]
+            if not crashes:
+                self._problem(f"{tool}: app_disconnected but {slot.name} never crashed")
+                return
+            # In flight: failed at the crash. Waiting for the app: at the end of its grace.
+            after = ended - max(crashes[-1], started)
+            report.max_disconnect_after_crash = max(report.max_disconnect_after_crash, after)
+            if after > self.config.reconnect_grace + LATENESS_TOLERANCE:
+                self._problem(f"{tool}: failed app_disconnected {after:.2f} s after {slot.name} crashed "
+                              f"(grace {self.config.reconnect_grace:g} s)")
 
     # --- MCP agents on the agentConnect link -----------------------------------------------------
 
@@ -539,6 +602,7 @@ class Soak:
             if not slot.connected.is_set():
                 continue
             kind = "sigkill" if isinstance(slot, ProcessSlot) else "crash"
+            self.crashes[slot.name].append(trio.current_time())
             await slot.crash()
             if rng.random() < 0.6:
                 delay = rng.uniform(0, grace * 0.5)
@@ -718,6 +782,9 @@ def format_report(report: SoakReport) -> str:
         f"cut off {report.mcp_cut_off}",
         "faults: " + ", ".join(f"{k} {v}" for k, v in sorted(report.faults.items())),
         f"daemon tasks at most {report.max_daemon_tasks}",
+        f"failure latency: app_disconnected at most {report.max_disconnect_after_crash:.3f} s after its app's "
+        f"crash, timeout at most {report.max_timeout_after_deadline:.3f} s after its deadline; "
+        f"ended on a dead link {report.ended_on_dead_link}",
     ]
     for label, snap in (("baseline", report.baseline), ("end", report.end)):
         if snap is not None:
