@@ -4,13 +4,22 @@ Model APIs accept ``^[a-zA-Z0-9_-]{1,64}$`` (stricter than MCP's own rule), so e
 name is mapped to such a name and back. Disallowed characters become ``_``; a name that would
 be too long is cut and given a stable 8-hex-digit hash of the exact original, so it is the same
 on every start; a name that would collide with one already taken gets the same hash suffix.
+
+Which tool gets the plain name when two of an instance's tools sanitize alike (``a.b`` and
+``a_b``) must not depend on the order they were registered in, or a reconnect that lists them
+in another order would silently point the agent's ``App__a_b`` at the other tool.
+:func:`assign_agent_names` decides by the names alone: a tool whose name needs no sanitizing
+owns its plain name; a sanitized one gets it only when no other tool of the set claims it;
+the rest get the hash suffix. An instance also remembers the names it handed out (kept across
+reconnects): a tool gets its earlier name back, and no name ever moves to another tool of the
+same instance.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterable, Mapping
 from typing import Final
 
 MAX_NAME = 64
@@ -56,7 +65,13 @@ def make_agent_name(label: str, tool_name: str, taken: Container[str]) -> str:
     """The agent-facing name of ``tool_name`` of the instance labelled ``label``."""
     name = f"{label}{SEPARATOR}{sanitize(tool_name)}"
     if len(name) > MAX_NAME or name in taken:
-        name = f"{name[: MAX_NAME - 9]}_{stable_hash(label, tool_name)}"
+        return _hashed_name(label, tool_name, taken)
+    return name
+
+
+def _hashed_name(label: str, tool_name: str, taken: Container[str]) -> str:
+    name = f"{label}{SEPARATOR}{sanitize(tool_name)}"
+    name = f"{name[: MAX_NAME - 9]}_{stable_hash(label, tool_name)}"
     n = 2
     candidate = name
     while candidate in taken:  # only on a hash collision: practically never
@@ -64,3 +79,48 @@ def make_agent_name(label: str, tool_name: str, taken: Container[str]) -> str:
         candidate = name[: MAX_NAME - len(suffix)] + suffix
         n += 1
     return candidate
+
+
+def assign_agent_names(
+    label: str, tool_names: Iterable[str], taken: Container[str], given: Mapping[str, str]
+) -> dict[str, str]:
+    """Agent-facing names for new tools of the instance ``label``, whatever their order.
+
+    ``taken``: agent names in use (other instances' tools, this instance's remaining ones).
+    ``given``: tool name -> agent name this instance handed out before; a tool gets its name
+    back when it is free, and a name in it is never given to another tool.
+    """
+    assigned: dict[str, str] = {}
+    handed_out = set(given.values())
+    claims: dict[str, list[str]] = {}
+    for tool_name in sorted(tool_names):
+        earlier = given.get(tool_name)
+        if earlier is not None and earlier not in taken:
+            assigned[tool_name] = earlier
+        else:
+            claims.setdefault(f"{label}{SEPARATOR}{sanitize(tool_name)}", []).append(tool_name)
+    in_use = _Union(taken, assigned.values(), handed_out)
+    for plain, claimants in sorted(claims.items()):
+        exact = [t for t in claimants if sanitize(t) == t]  # at most one: tool names are unique
+        owner = exact[0] if exact else claimants[0] if len(claimants) == 1 else None
+        if len(plain) > MAX_NAME or plain in in_use:
+            owner = None
+        for tool_name in claimants:
+            name = plain if tool_name == owner else _hashed_name(label, tool_name, in_use)
+            assigned[tool_name] = name
+            in_use.add(name)
+    return assigned
+
+
+class _Union:
+    """``in`` over a container plus the names added here (no copy of the registry's table)."""
+
+    def __init__(self, base: Container[str], *more: Iterable[str]) -> None:
+        self._base = base
+        self._more = {name for names in more for name in names}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._more or name in self._base
+
+    def add(self, name: str) -> None:
+        self._more.add(name)

@@ -66,6 +66,9 @@ class Instance:
     grace_deadline: float | None = None
     app_version: str | None = None
     connected_at: float = 0.0
+    #: Tool name -> agent-facing name, every one this instance has handed out (across its
+    #: reconnects): a name never moves to another tool of the instance (``names``).
+    given_names: dict[str, str] = attrs.Factory(dict)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -204,11 +207,23 @@ class Registry:
     def _add_tools(
         self, instance: Instance, compiled: list[tuple[ToolSpec, ArgumentValidator]]
     ) -> None:
+        agent_names = names.assign_agent_names(
+            instance.label, (spec.name for spec, _ in compiled), self._tools, instance.given_names
+        )
         for spec, validate in compiled:
-            agent_name = names.make_agent_name(instance.label, spec.name, self._tools)
+            agent_name = agent_names[spec.name]
             tool = RegisteredTool(spec.name, agent_name, spec, instance, validate)
             instance.tools[spec.name] = tool
             self._tools[agent_name] = tool
+        self._remember_names(instance, agent_names)
+
+    def _remember_names(self, instance: Instance, agent_names: dict[str, str]) -> None:
+        given = instance.given_names
+        given.update(agent_names)
+        if len(given) > 2 * self._settings.max_tools_per_app:
+            # An app churning through tool names must not grow this without bound: forget the
+            # names of tools it no longer offers (their names may then be reused).
+            instance.given_names = {name: given[name] for name in instance.tools}
 
     def _drop_tools(self, instance: Instance, tool_names: Iterable[str]) -> None:
         for name in tool_names:

@@ -318,3 +318,21 @@ async def test_calls_queued_behind_a_crashed_app_fail_when_grace_ends(
     harness.call("after", args={"text": "after"})
     inv = await fresh.recv_type("toolInvocation")
     assert inv["parameters"] == {"text": "after"}
+
+
+@pytest.mark.parametrize("order", [["a.b", "a_b"], ["a_b", "a.b"]])
+async def test_an_agent_facing_name_runs_the_same_tool_whatever_the_order(
+    harness: Harness, autojump_clock: Any, order: list[str]
+) -> None:
+    """`a.b` and `a_b` sanitize alike; `Flip__a_b` must not switch tools when the order changes."""
+    tools = [{**ECHO_TOOL, "name": name} for name in order]
+    seen: list[tuple[str, str]] = []
+    for tools_in_order in (tools, tools[::-1]):  # first registration, then a reconnect in the other order
+        app = await harness.app(app_name="Flip", instanceId="main", tools=tools_in_order)
+        harness.call(f"plain-{len(seen)}", "Flip__a_b")
+        inv = await app.recv_type("toolInvocation")
+        seen.append(("Flip__a_b", inv["tool"]))
+        await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+        assert (await harness.outcome(f"plain-{len(seen) - 1}")).kind == "ok"
+        await app.aclose()
+    assert seen == [("Flip__a_b", "a_b")] * 2

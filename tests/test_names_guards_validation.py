@@ -136,3 +136,30 @@ def test_the_quick_check_stops_where_the_walk_does() -> None:
         found.append(_has_traversal(value))
         assert found[-1] == (_find_path(value) is not None)
     assert True in found and False in found  # the depth limit lies inside the range tried
+
+
+def test_colliding_sanitized_names_do_not_depend_on_registration_order() -> None:
+    """`a.b` and `a_b` both sanitize to `a_b`: the one that needs no sanitizing owns it, in any order."""
+    forward = names.assign_agent_names("Flip", ["a.b", "a_b"], set(), {})
+    backward = names.assign_agent_names("Flip", ["a_b", "a.b"], set(), {})
+    assert forward == backward
+    assert forward["a_b"] == "Flip__a_b"
+    assert forward["a.b"] != "Flip__a_b" and forward["a.b"].startswith("Flip__a_b_")
+    # Two sanitized names and no exact one: neither takes the plain name.
+    both = names.assign_agent_names("Flip", ["a.b", "a:b"], set(), {})
+    assert "Flip__a_b" not in both.values() and len(set(both.values())) == 2
+    assert both == names.assign_agent_names("Flip", ["a:b", "a.b"], set(), {})
+    # A lone sanitized name keeps its readable plain form.
+    assert names.assign_agent_names("App", ["file.open"], set(), {}) == {"file.open": "App__file_open"}
+
+
+def test_a_name_an_instance_handed_out_never_moves_to_another_tool() -> None:
+    first = names.assign_agent_names("Flip", ["a.b"], set(), {})
+    assert first == {"a.b": "Flip__a_b"}
+    # Later the app adds `a_b`: `Flip__a_b` still means `a.b` ...
+    added = names.assign_agent_names("Flip", ["a_b"], set(first.values()), first)
+    assert added["a_b"] != "Flip__a_b"
+    # ... and after a reconnect that lists both, in either order, nothing moves.
+    given = {**first, **added}
+    for order in (["a.b", "a_b"], ["a_b", "a.b"]):
+        assert names.assign_agent_names("Flip", order, set(), given) == given
