@@ -66,6 +66,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "
         f"{status['agentSessions']} agent session(s) on stdio"
     )
+    loop = status.get("eventLoop")
+    if loop:
+        print(f"event loop: longest stall {loop['maxStallMs']:g} ms ({loop['lastMinuteMaxStallMs']:g} ms in the last "
+              f"minute), {loop['stallsOver100Ms']} stall(s) over 100 ms")
     for app in apps:
         state = "connected" if app["connected"] else "reconnecting"
         print(

@@ -33,6 +33,7 @@ from .links import AppLink, serve_app
 from .registry import Registry
 from .router import Router
 from .tokens import Authenticator
+from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
     from .calllog import CallLog
@@ -71,6 +72,8 @@ class BrokerCore:
         self._unregistered = 0
         #: Set when a graceful stop begins (front doors end their long-lived streams).
         self.shutdown_started = trio.Event()
+        #: How responsive the event loop is (the daemon runs it; ``status`` shows it).
+        self.watchdog = LoopWatchdog()
 
     def begin_shutdown(self) -> int:
         """Refuse new calls and fail those in flight; return how many were failed."""
@@ -206,4 +209,5 @@ class BrokerCore:
             "brokerId": self.broker_id,
             "upstream": list(self.upstream),
             "uplink": None if self.uplink is None else self.uplink.status(),
+            "eventLoop": self.watchdog.status(),
         }

@@ -137,6 +137,7 @@ async def run_daemon(
                 nursery.start_soon(_watch_signals, shutdown)
             nursery.start_soon(core.auth.watch)
             nursery.start_soon(flush_periodically)
+            nursery.start_soon(core.watchdog.run)
             if uplink_config is not None:
                 core.uplink = Uplink(core, **uplink_config)
                 nursery.start_soon(core.uplink.run)

@@ -171,12 +171,29 @@ async def _refuse(conn: Connection, code: str, message: str) -> None:
     await conn.send(Error(code, message, fatal=True))
 
 
+#: A heartbeat wake-up later than this means the daemon's own loop stalled (see _heartbeat).
+_STALL_SECONDS = 1.0
+
+
 async def _heartbeat(link: AppLink) -> None:
+    """Ping the app every interval; close the link when *the app* has been silent too long.
+
+    Silence is counted only while this daemon was able to listen: if the loop itself stalled
+    (this task woke up late), whatever the app sent meanwhile is still unread in the socket,
+    so that round is not judged and the silence counts from the end of the stall. A stalled
+    daemon must not blame its apps for its own deafness and drop them all.
+    """
     settings = link._core.settings
     ping_id = 0
+    listening_since = trio.current_time()
     while True:
+        expected = trio.current_time() + settings.heartbeat_interval
         await trio.sleep(settings.heartbeat_interval)
-        silent = trio.current_time() - link.conn.last_received
+        now = trio.current_time()
+        if now - expected > _STALL_SECONDS:
+            listening_since = now  # the reader gets to the backlog before the next round
+            continue
+        silent = now - max(link.conn.last_received, listening_since)
         if silent >= settings.heartbeat_timeout:
             log.warning("app_heartbeat_timeout", conn_id=link.id, label=link.label, silent_s=round(silent, 1))
             link.conn.abort(f"no message from the app for {silent:.0f} s (heartbeat timeout)")

@@ -336,3 +336,45 @@ async def test_an_agent_facing_name_runs_the_same_tool_whatever_the_order(
         assert (await harness.outcome(f"plain-{len(seen) - 1}")).kind == "ok"
         await app.aclose()
     assert seen == [("Flip__a_b", "a_b")] * 2
+
+
+async def test_a_stalled_daemon_does_not_drop_its_apps_for_its_own_silence(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """After the loop stalls past the heartbeat timeout, apps that kept answering stay linked."""
+    async with trio.open_nursery() as nursery:
+        harness = Harness(make_core(tmp_path), nursery)  # heartbeat every 5 s, timeout 20 s
+        app = await harness.app()
+
+        async def answer_pings() -> None:
+            while True:
+                message = await app.recv(timeout=1000)
+                if message["type"] == "ping":
+                    await app.send({"type": "pong", "id": message["id"]})
+
+        nursery.start_soon(answer_pings)
+        await trio.sleep(12)
+        autojump_clock.jump(70)  # the loop blocked for 70 s: every timer is due at once
+        await trio.sleep(60)
+        [summary] = harness.core.registry.summary()
+        assert summary["connected"], "the app was dropped for the daemon's own stall"
+        assert len(harness.core.links) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_the_watchdog_measures_how_late_the_loop_wakes(autojump_clock: trio.testing.MockClock) -> None:
+    from broker.watchdog import LoopWatchdog
+
+    watchdog = LoopWatchdog(interval=0.05, warn_after=0.1)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watchdog.run)
+        await trio.sleep(1)
+        assert watchdog.status()["stallsOver100Ms"] == 0 and watchdog.status()["maxStallMs"] == 0
+        autojump_clock.jump(0.4)  # a 400 ms stall
+        await trio.sleep(1)
+        status = watchdog.status()
+        assert status["watching"] and status["stallsOver100Ms"] == 1
+        assert 300 <= status["maxStallMs"] <= 400 and status["lastMinuteMaxStallMs"] == status["maxStallMs"]
+        await trio.sleep(61)
+        assert watchdog.status()["lastMinuteMaxStallMs"] == 0 and watchdog.status()["maxStallMs"] >= 300
+        nursery.cancel_scope.cancel()

@@ -39,6 +39,8 @@ async def test_status_tools_and_call(tmp_path: Path) -> None:
         assert "Demo" in status.stdout and "connected" in status.stdout
         as_json = json.loads((await run("status", "--home", home(info), "--json")).stdout)
         assert as_json["apps"][0]["app"] == "Demo" and as_json["tools"] == len(app.tools)
+        assert as_json["eventLoop"]["watching"] is True and as_json["eventLoop"]["stallsOver100Ms"] >= 0
+        assert "event loop: longest stall" in status.stdout
 
         tools = await run("tools", "--home", home(info))
         assert "Demo__echo" in tools.stdout
