@@ -36,6 +36,7 @@ from app_client.transport import connect_daemon
 from broker import local_socket
 from broker.daemon import DaemonInfo
 from broker.daemon_client import admin_request
+from broker.config import Settings
 from broker.errors import StartupError
 from broker.mcp.stdio_relay import Relay
 from mcp_testkit import relay_command, relay_env, running_daemon
@@ -279,3 +280,21 @@ def test_find_daemon_names_the_socket_only_when_the_address_was_not_chosen(
     del runtime["socket"]  # a daemon from before the socket
     (tmp_path / "runtime.json").write_text(json.dumps(runtime))
     assert find_daemon(tmp_path).socket is None
+
+
+def test_the_socket_and_first_byte_settings_come_from_file_environment_and_flag(tmp_path: Path) -> None:
+    import argparse
+
+    from broker.cli import build_parser
+    from broker.settings_file import load_settings
+
+    assert Settings().unix_socket is True and Settings().first_byte_timeout == 1.0
+    (tmp_path / "config.toml").write_text("first_byte_timeout = 2.5\nunix_socket = false\n")
+    assert load_settings(None, tmp_path, {}).first_byte_timeout == 2.5
+    assert load_settings(None, tmp_path, {}).unix_socket is False
+    (tmp_path / "config.toml").unlink()
+    assert load_settings(None, tmp_path, {"TOOLBRIDGE_UNIX_SOCKET": "off"}).unix_socket is False
+    assert load_settings(None, tmp_path, {"TOOLBRIDGE_FIRST_BYTE_TIMEOUT": "0.5"}).first_byte_timeout == 0.5
+    flags = build_parser().parse_args(["serve", "--no-unix-socket"])
+    assert isinstance(flags, argparse.Namespace)
+    assert load_settings(flags, tmp_path, {}).unix_socket is False
