@@ -134,8 +134,12 @@ async def run_daemon(
             listeners_scope = trio.CancelScope()
 
             async def serve_listeners() -> None:
-                with listeners_scope:
-                    await trio.serve_listeners(core.handle_connection, listeners, handler_nursery=nursery)
+                try:
+                    with listeners_scope:
+                        await trio.serve_listeners(core.handle_connection, listeners, handler_nursery=nursery)
+                finally:
+                    if local is not None:  # also when the start-up fails after this (HTTP port taken)
+                        local.remove()
 
             nursery.start_soon(serve_listeners)
             http_port = None
@@ -164,8 +168,6 @@ async def run_daemon(
                     nursery.cancel_scope.cancel()
             finally:
                 home_files.remove_runtime(settings.home)
-                if local is not None:
-                    local.remove()
     log.info("daemon_stopped")
 
 

@@ -298,3 +298,17 @@ def test_the_socket_and_first_byte_settings_come_from_file_environment_and_flag(
     flags = build_parser().parse_args(["serve", "--no-unix-socket"])
     assert isinstance(flags, argparse.Namespace)
     assert load_settings(flags, tmp_path, {}).unix_socket is False
+
+
+@needs_unix
+async def test_a_failed_start_leaves_no_socket_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        http_port = taken.getsockname()[1]
+        with pytest.raises(BaseException) as failed:  # StartupError, in the daemon's nursery's group
+            async with running_daemon(home, http_port=http_port):
+                pass
+    assert "already in use" in repr(failed.value)
+    assert not (home / "toolbridge.sock").exists()
