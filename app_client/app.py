@@ -60,7 +60,7 @@ from .errors import (
 from .invoke import GuiExecutor
 from .session import Session
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool
-from .transport import connect_daemon, connect_tcp
+from .transport import connect_daemon, connect_tcp, describe
 from .wire import AddTools, Register, Registered, RemoveTools, ToolSpec
 
 if TYPE_CHECKING:
@@ -600,7 +600,7 @@ class App:
             self._last_error = None
             self._log.info(
                 "connected to toolbridge",
-                address=f"{address.host}:{address.port}",
+                address=describe(address, stream),
                 label=registered.app_label,
                 tools=len(registered.tool_names),
             )

@@ -32,7 +32,7 @@ import trio
 from .discovery import DaemonAddress
 from .tls import client_context
 
-__all__ = ["HAS_UNIX_SOCKETS", "connect_daemon", "connect_tcp", "connect_unix"]
+__all__ = ["HAS_UNIX_SOCKETS", "connect_daemon", "connect_tcp", "connect_unix", "describe", "is_unix_stream"]
 
 #: Whether this Python can open Unix domain sockets (not on Windows' usual builds).
 HAS_UNIX_SOCKETS = hasattr(socket, "AF_UNIX")
@@ -74,3 +74,16 @@ async def connect_daemon(address: DaemonAddress, ssl_context: ssl.SSLContext | N
         except OSError as exc:
             _log.debug("unix socket unavailable, using TCP", socket=str(address.socket), error=str(exc))
     return await connect_tcp(address, ssl_context)
+
+
+def describe(address: DaemonAddress, stream: trio.abc.Stream) -> str:
+    """Where ``stream`` (opened by :func:`connect_daemon`) leads, for log lines."""
+    if address.socket is not None and is_unix_stream(stream):
+        return str(address.socket)
+    return f"{address.host}:{address.port}"
+
+
+def is_unix_stream(stream: trio.abc.Stream) -> bool:
+    """Whether ``stream`` is a Unix domain socket (either end)."""
+    family = getattr(socket, "AF_UNIX", None)
+    return family is not None and isinstance(stream, trio.SocketStream) and stream.socket.family == family

@@ -28,7 +28,6 @@ a named token are dropped when it is revoked.
 from __future__ import annotations
 
 import os
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
@@ -38,6 +37,7 @@ import structlog
 import trio
 
 from app_client.errors import RemoteProtocolError
+from app_client.transport import is_unix_stream
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
 from .calls import CorrelationMap
@@ -66,11 +66,6 @@ class _Waiter:
     conn: Connection
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     evicted: bool = False
-
-
-def _is_unix(stream: trio.abc.Stream) -> bool:
-    family = getattr(socket, "AF_UNIX", None)
-    return family is not None and isinstance(stream, trio.SocketStream) and stream.socket.family == family
 
 
 class BrokerCore:
@@ -162,7 +157,7 @@ class BrokerCore:
         the whole line.
         """
         settings = self.settings
-        waiting = self._waiting_local if _is_unix(conn.stream) else self._waiting
+        waiting = self._waiting_local if is_unix_stream(conn.stream) else self._waiting
         if waiting and len(waiting) >= settings.max_unregistered_connections:
             self._evict_one(waiting)
         waiter = waiting[conn.id] = _Waiter(conn)
