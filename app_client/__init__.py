@@ -54,6 +54,7 @@ from .results import Content, ContentBlock, image, text
 from .threaded import AppThread, tk_executor
 from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
+from .transport import connect_daemon
 from .wire import ToolResult
 
 __all__ = [
@@ -83,6 +84,7 @@ __all__ = [
     "ToolUpdateRejected",
     "ToolbridgeError",
     "client_context",
+    "connect_daemon",
     "connect_tcp",
     "default_home",
     "define_remote_tool",

@@ -59,8 +59,8 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .session import Session
-from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool
+from .transport import connect_daemon, connect_tcp, describe
 from .wire import AddTools, Register, Registered, RemoveTools, ToolSpec
 
 if TYPE_CHECKING:
@@ -117,22 +117,9 @@ class ConnectionState(enum.Enum):
     FAILED = "failed"
 
 
-#: Opens the byte stream to the daemon; the default is :func:`connect_tcp`.
+#: Opens the byte stream to the daemon; the default is :func:`~app_client.transport.connect_daemon`
+#: (the daemon's Unix socket when ``runtime.json`` names one, else TCP).
 Connector = Callable[[DaemonAddress], Awaitable[trio.abc.Stream]]
-
-
-async def connect_tcp(address: DaemonAddress, ssl_context: ssl.SSLContext | None = None) -> trio.abc.Stream:
-    """Open a TCP connection to ``address`` (raises OSError if refused or unreachable).
-
-    With ``ssl_context``, or when ``address.tls`` asks for it, the stream is TLS (see
-    :mod:`app_client.tls`); the handshake, and so a certificate error (``ssl.SSLError``, an
-    OSError), happens on the first send or receive.
-    """
-    if ssl_context is None and address.tls:
-        ssl_context = client_context(address.tls_ca, pinned_cert=address.tls_pin)
-    if ssl_context is None:
-        return await trio.open_tcp_stream(address.host, address.port)
-    return await trio.open_ssl_over_tcp_stream(address.host, address.port, ssl_context=ssl_context)
 
 
 def _sole_error(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
@@ -165,10 +152,12 @@ class App:
         gui_executor: schedules a zero-argument callable on the GUI thread (for example
             :func:`app_client.tk_executor`); sync tools then run there by default.
         app_version: reported to the broker for ``toolbridge status``.
-        connector: opens the stream to the daemon; defaults to :func:`connect_tcp` (tests
-            pass memory streams here).
+        connector: opens the stream to the daemon; defaults to
+            :func:`~app_client.transport.connect_daemon` (its Unix socket when it has one,
+            else TCP; tests pass memory streams here).
         backoff: reconnect delays; defaults to ``Backoff()`` (0.1 s doubling to 5 s).
-        ssl_context: connect over TLS with this context (see :mod:`app_client.tls`).
+        ssl_context: connect over TLS with this context (see :mod:`app_client.tls`); TCP
+            only, never the Unix socket.
         tls_ca: connect over TLS, trusting the CA certificates in this PEM file (also
             ``TOOLBRIDGE_TLS_CA``); a daemon whose ``runtime.json`` says TLS is pinned anyway.
         prepare_register: called before each registration with the ``register`` message;
@@ -227,7 +216,7 @@ class App:
         self._port = port
         self._token = token
         self._tls_ca = tls_ca
-        self._connector: Connector = connector or functools.partial(connect_tcp, ssl_context=ssl_context)
+        self._connector: Connector = connector or functools.partial(connect_daemon, ssl_context=ssl_context)
         self._prepare_register = prepare_register
         self._check_registered = check_registered
         #: Set by set_tool_specs: also handles invoked names not (or no longer) in the table.
@@ -611,7 +600,7 @@ class App:
             self._last_error = None
             self._log.info(
                 "connected to toolbridge",
-                address=f"{address.host}:{address.port}",
+                address=describe(address, stream),
                 label=registered.app_label,
                 tools=len(registered.tool_names),
             )

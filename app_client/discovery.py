@@ -9,7 +9,8 @@ The daemon keeps two files in its *home* directory:
     ignored).
 ``runtime.json``
     Written by the running daemon: ``{"pid": int, "host": str, "port": int,
-    "httpPort": int | null, "version": str, "startedAt": float}``.
+    "httpPort": int | null, "version": str, "startedAt": float}``, plus ``"socket": str``
+    (the path of its Unix domain socket) where it listens on one.
 
 :func:`find_daemon` resolves each of host, port and token on its own, from the first source
 that has it: the function's arguments, then the environment (``TOOLBRIDGE_HOST``,
@@ -19,6 +20,11 @@ directory is the ``home`` argument, else ``TOOLBRIDGE_HOME``, else
 argument or variable did not already supply the value, and they are read again on every
 call, so a client that calls it before each connection attempt follows a restarted daemon
 (new port) and a rotated token.
+
+Unix socket: when host and port both come from ``runtime.json`` and no TLS is asked for by
+argument or environment, the address also carries the ``socket`` that file names, and
+:func:`~app_client.transport.connect_daemon` tries it before TCP (see
+:mod:`app_client.transport`).
 
 TLS: a daemon that serves its app port over TLS says so in ``runtime.json`` (``"tls": true``
 and ``"tlsCert"``, the path of its certificate). The address then asks for TLS: verified
@@ -93,6 +99,8 @@ class RuntimeInfo(msgspec.Struct, rename="camel", frozen=True):
     #: The app port speaks TLS; ``tls_cert`` is the daemon's certificate file (for pinning).
     tls: bool = False
     tls_cert: str | None = None
+    #: The daemon's Unix domain socket (in its 0700 home), if it listens on one.
+    socket: str | None = None
 
 
 @attrs.frozen
@@ -104,6 +112,9 @@ class DaemonAddress:
     came from an argument or the environment (useful when explaining a refused connection).
     ``tls`` asks for TLS, verified against ``tls_ca`` (a CA file; ``None``: the system's
     trust store) or, when set, by pinning the certificate in ``tls_pin``.
+    ``socket`` is the daemon's Unix domain socket, tried before TCP by
+    :func:`~app_client.transport.connect_daemon`; set only when the caller did not choose
+    the host, port or TLS itself.
     """
 
     host: str
@@ -113,6 +124,7 @@ class DaemonAddress:
     tls: bool = False
     tls_ca: Path | None = None
     tls_pin: Path | None = None
+    socket: Path | None = None
 
 
 def default_home() -> Path:
@@ -225,7 +237,12 @@ def find_daemon(
         return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True, Path(ca))
     if os.environ.get(ENV_TLS, "").strip().lower() in ("1", "true", "yes", "on"):
         return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True)
+    # The whole address came from runtime.json (no host or port chosen, no TLS asked for):
+    # its Unix socket, which other users cannot reach, comes first.
+    local = None
+    if runtime is not None and runtime.socket and not (host or os.environ.get(ENV_HOST)):
+        local = Path(runtime.socket)
     if runtime is not None and runtime.tls:
         pin = Path(runtime.tls_cert) if runtime.tls_cert else None
-        return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True, None, pin)
-    return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file)
+        return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, True, None, pin, local)
+    return DaemonAddress(resolved_host, resolved_port, resolved_token, runtime_file, socket=local)

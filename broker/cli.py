@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="TCP port for apps (default 47700; 0 = any free port)")
     serve.add_argument("--http-port", type=int, help="TCP port for MCP over HTTP (default 47701; 0 = any)")
     serve.add_argument("--no-http", action="store_true", help="do not serve MCP over HTTP")
+    serve.add_argument("--no-unix-socket", action="store_true",
+                       help="do not listen on <home>/toolbridge.sock (local clients then use TCP)")
     serve.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     serve.add_argument("--tls-cert", help="PEM certificate (chain): TLS on the app and HTTP ports")
     serve.add_argument("--tls-key", help="PEM private key of --tls-cert")

@@ -56,10 +56,17 @@ class Settings:
     heartbeat_interval: float = 5.0
     #: A link that sends nothing (not even a pong) for this long is closed as dead.
     heartbeat_timeout: float = 20.0
-    #: A connection must send its first message within this time.
+    #: A connection must send its first message within this time...
     register_timeout: float = 5.0
-    #: Connections still waiting to send their first message; more are refused at once.
+    #: ...and its first byte within this one (a connection that sends nothing is let go early).
+    first_byte_timeout: float = 1.0
+    #: Connections still waiting to send their first message (per transport); a newcomer
+    #: beyond this evicts the oldest silent one (see ``broker.core``).
     max_unregistered_connections: int = 128
+    #: Also listen on ``<home>/toolbridge.sock``, a Unix domain socket only the home's owner can
+    #: reach, which local clients prefer (see ``broker.local_socket``). Ignored where Python has
+    #: no ``AF_UNIX`` (Windows' usual builds).
+    unix_socket: bool = True
     #: A peer that does not read for this long while we have data for it is disconnected.
     write_timeout: float = 10.0
 

@@ -56,6 +56,8 @@ class Connection:
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = write_timeout
         self.last_received = trio.current_time()
+        #: Bytes read so far (the front door tells a silent connection from a slow one).
+        self.bytes_received = 0
         self.scope = trio.CancelScope()
         self.closed_reason: str | None = None
         self._end_when_flushed = False
@@ -80,6 +82,7 @@ class Connection:
             if not data:
                 raise PeerClosed("connection closed by peer")
             self.last_received = trio.current_time()
+            self.bytes_received += len(data)
             self._framer.receive_data(data)
 
     async def receive_message(self) -> Message:

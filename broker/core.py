@@ -6,8 +6,19 @@ One :class:`BrokerCore` lives for the daemon's lifetime and owns the registry, t
 map and the router. Every connection to the app port starts in :meth:`handle_connection`: its
 first line decides what it is — ``register`` (an app; see ``links``), ``agentConnect`` (the
 ``toolbridge stdio`` relay: MCP JSON-RPC lines from then on) or ``admin`` (one request from
-the CLI, one answer). A connection that says nothing within ``register_timeout`` or starts
-with anything else gets a fatal ``error`` and is closed.
+the CLI, one answer). A connection that starts with anything else gets a fatal ``error`` and
+is closed.
+
+Until its first line is in, a connection is a *waiter* (:meth:`BrokerCore._first_message`):
+it has ``first_byte_timeout`` (1 s) to send its first byte and ``register_timeout`` (5 s) for
+the whole line, and at most ``max_unregistered_connections`` (128) wait at once, each able to
+buffer up to a line's worth of memory. A newcomer that finds them all taken is not refused:
+it evicts the oldest waiter that has sent nothing yet (else the oldest waiter), which gets a
+fatal ``too_many_connections``. Real clients send their first line as soon as they connect,
+so a flood of idle or reconnecting peers (no token needed) only ever evicts itself, and a
+real client gets in. Connections over the daemon's Unix socket (``broker.local_socket``) wait
+in a set of their own, so a TCP flood cannot touch them (only the home's owner can connect
+there). Per-peer limits would not help on loopback, where every peer is 127.0.0.1.
 
 Every token is checked by :attr:`BrokerCore.auth` (``broker.tokens``): ``agentConnect`` needs
 the default token or the ``agent`` scope, ``admin`` the default token; connections made with
@@ -21,10 +32,12 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import structlog
 import trio
 
 from app_client.errors import RemoteProtocolError
+from app_client.transport import is_unix_stream
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
 from .calls import CorrelationMap
@@ -45,6 +58,15 @@ AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None
 AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
 
 VERSION = "0.1.0"
+
+
+@attrs.define(eq=False)
+class _Waiter:
+    """A connection that has not sent its first message yet (see ``_first_message``)."""
+
+    conn: Connection
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    evicted: bool = False
 
 
 class BrokerCore:
@@ -68,8 +90,12 @@ class BrokerCore:
         self.agent_handler: AgentHandler | None = None
         self.admin_handlers: dict[str, AdminHandler] = {}
         self.agent_sessions = 0
-        #: Connections that have not sent their first message yet (bounded by a setting).
-        self._unregistered = 0
+        #: Connections that have not sent their first message yet, oldest first: one set for
+        #: TCP, one for the Unix socket (``_first_message``).
+        self._waiting: dict[int, _Waiter] = {}
+        self._waiting_local: dict[int, _Waiter] = {}
+        #: The daemon's Unix socket, if it listens on one (shown by ``status``).
+        self.local_socket: str | None = None
         #: Set when a graceful stop begins (front doors end their long-lived streams).
         self.shutdown_started = trio.Event()
         #: How responsive the event loop is (the daemon runs it; ``status`` shows it).
@@ -111,37 +137,8 @@ class BrokerCore:
             log.exception("connection_failed", conn_id=conn.id)
 
     async def _serve(self, conn: Connection) -> None:
-        first: Any = None
-        limit = self.settings.max_unregistered_connections
-        if self._unregistered >= limit:
-            # Each connection that has not said who it is may buffer up to a line's worth of
-            # memory for register_timeout; bounding their number bounds that, token or not.
-            log.warning("connection_rejected", conn_id=conn.id, reason="too many unregistered connections")
-            await conn.send(Error("too_many_connections",
-                                  f"{limit} connections are already waiting to register; retry shortly", fatal=True))
-            return
-        self._unregistered += 1
-        try:
-            with trio.move_on_after(self.settings.register_timeout):
-                try:
-                    first = await conn.receive_message()
-                except PeerClosed:
-                    return
-                except RemoteProtocolError as exc:
-                    log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
-                    await conn.send(Error(exc.code, exc.message + "; the first message must be register", fatal=True))
-                    return
-        finally:
-            self._unregistered -= 1
+        first = await self._first_message(conn)
         if first is None:
-            log.warning("connection_rejected", conn_id=conn.id, reason="no register in time")
-            await conn.send(
-                Error(
-                    "register_timeout",
-                    f"no register message within {self.settings.register_timeout:g} s",
-                    fatal=True,
-                )
-            )
             return
         if isinstance(first, Register):
             await serve_app(conn, self, first)
@@ -153,6 +150,63 @@ class BrokerCore:
             await conn.send(
                 Error("not_registered", f"the first message must be register, not {type(first).__name__}", fatal=True)
             )
+
+    async def _first_message(self, conn: Connection) -> Any:
+        """The connection's first message; None if it did not come (the peer was told why).
+
+        See the module docstring: the connection waits among at most
+        ``max_unregistered_connections`` others, evicting the oldest silent one when they are
+        all taken; it has ``first_byte_timeout`` for its first byte, ``register_timeout`` for
+        the whole line.
+        """
+        settings = self.settings
+        waiting = self._waiting_local if is_unix_stream(conn.stream) else self._waiting
+        if waiting and len(waiting) >= settings.max_unregistered_connections:
+            self._evict_one(waiting)
+        waiter = waiting[conn.id] = _Waiter(conn)
+        start = trio.current_time()
+        try:
+            while not waiter.evicted:
+                silent = conn.bytes_received == 0
+                timeout = min(settings.first_byte_timeout, settings.register_timeout) if silent \
+                    else settings.register_timeout
+                with trio.CancelScope(deadline=start + timeout) as waiter.scope:
+                    try:
+                        return await conn.receive_message()
+                    except PeerClosed:
+                        return None
+                    except RemoteProtocolError as exc:
+                        log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
+                        await conn.send(Error(exc.code, exc.message + "; the first message must be register",
+                                              fatal=True))
+                        return None
+                if waiter.evicted:
+                    break
+                if silent and conn.bytes_received:
+                    continue  # its first bytes came in time: the rest of the line gets register_timeout
+                log.warning("connection_rejected", conn_id=conn.id, reason="no register in time", silent=silent)
+                await conn.send(Error(
+                    "register_timeout",
+                    f"nothing received within {timeout:g} s of connecting" if silent
+                    else f"no complete register message within {timeout:g} s", fatal=True))
+                return None
+        finally:
+            waiting.pop(conn.id, None)
+        log.warning("connection_evicted", conn_id=conn.id, silent=conn.bytes_received == 0)
+        await conn.send(Error(
+            "too_many_connections",
+            f"{settings.max_unregistered_connections} newer connections are waiting to register, so this "
+            "one was closed; connect again and send register at once", fatal=True))
+        return None
+
+    def _evict_one(self, waiting: dict[int, _Waiter]) -> None:
+        """Make room in ``waiting``: evict its oldest waiter that sent nothing, else its oldest."""
+        victim = next((w for w in waiting.values() if w.conn.bytes_received == 0), None)
+        if victim is None:
+            victim = next(iter(waiting.values()))
+        del waiting[victim.conn.id]
+        victim.evicted = True
+        victim.scope.cancel()
 
     async def _serve_agent(self, conn: Connection, hello: AgentConnect) -> None:
         grant = self.auth.check(hello.token)
@@ -209,5 +263,6 @@ class BrokerCore:
             "brokerId": self.broker_id,
             "upstream": list(self.upstream),
             "uplink": None if self.uplink is None else self.uplink.status(),
+            "socket": self.local_socket,
             "eventLoop": self.watchdog.status(),
         }

@@ -1,5 +1,9 @@
 """Running the daemon: bind the listeners, write the runtime file, serve, shut down cleanly.
 
+The listeners: the app port (TCP, loopback by default) and, where the platform has one, the
+Unix socket in the home (``broker.local_socket``); both are served by the same
+``BrokerCore.handle_connection``.
+
 ``run_daemon`` is a ``nursery.start``-able task (hypercorn's pattern): it reports a
 :class:`DaemonInfo` with the bound ports once it is ready, so tests and callers can use port 0.
 ``shutdown`` (an event the caller may set) or SIGINT/SIGTERM (when ``handle_signals``) starts a
@@ -27,6 +31,7 @@ from .config import Settings
 from .core import VERSION, BrokerCore
 from .errors import StartupError
 from .federation import load_or_create_broker_id
+from .local_socket import bind_local_listener
 from .logsetup import flush_periodically
 from .uplink import Uplink, uplink_options
 
@@ -113,20 +118,28 @@ async def run_daemon(
         listener = trio.SSLListener(app_listener, ssl_context, https_compatible=False)
     if not is_loopback(settings.host):
         log.warning("listening_on_non_loopback", host=settings.host, hint="anyone on the network can try the token")
+    # The Unix socket in the 0700 home, which local clients prefer: other users cannot reach it.
+    local = await bind_local_listener(settings.home) if settings.unix_socket else None
+    listeners: list[trio.abc.Listener[trio.abc.Stream]] = [listener] if local is None else [listener, local.listener]
 
     shutdown = shutdown if shutdown is not None else trio.Event()
     async with open_call_log(settings) as call_log:
         core = BrokerCore(settings, token, call_log)
         core.broker_id = broker_id
         core.ports["port"] = port
+        core.local_socket = None if local is None else str(local.path)
         install_admin_tools(core)
         http_server = install_mcp(core)
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()
 
             async def serve_listeners() -> None:
-                with listeners_scope:
-                    await trio.serve_listeners(core.handle_connection, [listener], handler_nursery=nursery)
+                try:
+                    with listeners_scope:
+                        await trio.serve_listeners(core.handle_connection, listeners, handler_nursery=nursery)
+                finally:
+                    if local is not None:  # also when the start-up fails after this (HTTP port taken)
+                        local.remove()
 
             nursery.start_soon(serve_listeners)
             http_port = None
@@ -142,7 +155,8 @@ async def run_daemon(
                 core.uplink = Uplink(core, **uplink_config)
                 nursery.start_soon(core.uplink.run)
             home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION,
-                                     tls_cert=settings.tls_cert if ssl_context is not None else None)
+                                     tls_cert=settings.tls_cert if ssl_context is not None else None,
+                                     socket=core.local_socket)
             log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
             try:
                 task_status.started(DaemonInfo(settings.host, port, http_port, token, core))

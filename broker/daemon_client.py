@@ -1,6 +1,7 @@
 """How toolbridge's own commands reach the running daemon (status, tools, call, codegen).
 
-They use the app port with a different first message (protocol.md section 8): ``admin`` for one
+They use the app port (or the daemon's Unix socket, preferred when ``runtime.json`` names one:
+see ``app_client.transport``) with a different first message (protocol.md section 8): ``admin`` for one
 question and one answer, ``agentConnect`` for an MCP JSON-RPC stream. Every step has a
 deadline, so no command hangs when the daemon is down or stuck; failures raise
 :class:`DaemonUnavailable` with a one-line hint.
@@ -14,9 +15,9 @@ from typing import Any
 
 import trio
 
-from app_client.app import connect_tcp
 from app_client.discovery import DaemonAddress, find_daemon
 from app_client.errors import DaemonNotFound, RemoteProtocolError
+from app_client.transport import connect_daemon
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
 
 from .errors import BrokerError
@@ -66,7 +67,8 @@ def locate(home: Path) -> DaemonAddress:
 async def open_line_stream(address: DaemonAddress) -> LineStream:
     try:
         with trio.fail_after(CONNECT_TIMEOUT):
-            stream = await connect_tcp(address)  # TLS when runtime.json or the environment say so
+            # The Unix socket when runtime.json names one, else TCP (TLS when asked for).
+            stream = await connect_daemon(address)
     except (OSError, trio.TooSlowError):
         where = f" (from {address.runtime_file})" if address.runtime_file else ""
         raise DaemonUnavailable(

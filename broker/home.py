@@ -120,7 +120,8 @@ def _connect_host(host: str) -> str:
 
 
 def write_runtime(
-    home: Path, *, host: str, port: int, http_port: int | None, version: str, tls_cert: str | None = None
+    home: Path, *, host: str, port: int, http_port: int | None, version: str, tls_cert: str | None = None,
+    socket: str | None = None,
 ) -> None:
     info: dict[str, Any] = {
         "pid": os.getpid(),
@@ -133,6 +134,8 @@ def write_runtime(
     if tls_cert:  # the ports speak TLS; local clients pin this certificate
         info["tls"] = True
         info["tlsCert"] = str(Path(tls_cert).expanduser().resolve())
+    if socket:  # the daemon's Unix socket, which local clients prefer (broker.local_socket)
+        info["socket"] = socket
     _write_private(home / RUNTIME_FILE, json.dumps(info) + "\n")
 
 

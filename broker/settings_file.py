@@ -113,6 +113,8 @@ def _from_flags(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("allow_remote", "allow_insecure_remote", "uplink_tls"):
         if getattr(args, name, False):
             found[name] = True
+    if getattr(args, "no_unix_socket", False):
+        found["unix_socket"] = False
     return found
 
 

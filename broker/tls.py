@@ -72,15 +72,17 @@ def check_exposure(settings: Settings, tls: ssl.SSLContext | None, loopback: boo
 async def open_runtime_stream(info: dict[str, Any], host: str) -> trio.abc.Stream:
     """Connect to the daemon described by ``runtime.json`` contents ``info`` (TLS if it says so).
 
-    For toolbridge's own local clients: a TLS daemon's certificate is pinned (``tlsCert``).
+    For toolbridge's own local clients: the daemon's Unix socket first when it names one
+    (``socket``), else TCP, where a TLS daemon's certificate is pinned (``tlsCert``).
     Raises OSError when the port does not answer.
     """
-    from app_client.app import connect_tcp
     from app_client.discovery import DaemonAddress
+    from app_client.transport import connect_daemon
 
-    cert = info.get("tlsCert")
+    cert, local = info.get("tlsCert"), info.get("socket")
     address = DaemonAddress(
         host, int(info["port"]), "", tls=info.get("tls") is True,
         tls_pin=Path(cert) if isinstance(cert, str) and cert else None,
+        socket=Path(local) if isinstance(local, str) and local else None,
     )
-    return await connect_tcp(address)
+    return await connect_daemon(address)

@@ -7,6 +7,7 @@ Also covered elsewhere: ``test_protocol_raw.py::test_line_over_the_limit_fails_i
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from app_client.wire import ToolSpec
 from broker.daemon import DaemonInfo
 from faultkit import RawAgent
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
-from rawapp import RawApp
+from rawapp import ECHO_TOOL, RawApp
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -63,20 +64,43 @@ async def test_an_endless_first_line_is_refused_without_buffering_it(tmp_path: P
 
 
 async def test_connections_waiting_to_register_are_bounded(tmp_path: Path) -> None:
-    """Silent connections each may hold a line's worth of memory until register_timeout: cap them."""
-    async with running_daemon(tmp_path / "home", http_port=None, max_unregistered_connections=2) as info:
-        silent = [await RawApp.connect(info.port) for _ in range(2)]
-        await trio.testing.wait_all_tasks_blocked()
-        refused = await RawApp.connect(info.port)
-        error = await refused.recv()
-        assert error["code"] == "too_many_connections" and error["fatal"] is True
-        assert await refused.closed()
-        # Once they register, the slots are free again, and registered apps do not count.
-        for number, app in enumerate(silent):
-            assert (await app.register(info.token, app_name=f"App{number}"))["type"] == "registered"
+    """Silent connections each may hold a line's worth of memory until register_timeout: cap them.
+
+    A newcomer past the cap is not refused (that let idle connections lock real clients out):
+    it evicts the oldest waiter that has sent nothing, so the cap holds and the newest gets in.
+    """
+    async with running_daemon(tmp_path / "home", http_port=None, max_unregistered_connections=2,
+                              first_byte_timeout=60, register_timeout=60) as info:
+        waiting = info.core._waiting
+        oldest, partial = [await RawApp.connect(info.port) for _ in range(2)]
+        line = json.dumps({"type": "register", "appName": "Partial", "token": info.token, "tools": [ECHO_TOOL]})
+        await partial.send(line[:10].encode())  # has begun its line: no longer silent
+        await _wait_for(lambda: len(waiting) == 2 and any(w.conn.bytes_received for w in waiting.values()))
+        newcomer = await RawApp.connect(info.port)
+        evicted = await oldest.recv()
+        assert evicted["code"] == "too_many_connections" and evicted["fatal"] is True
+        assert await oldest.closed()
+        # Full again: the next one evicts the oldest *silent* waiter (newcomer), not partial.
+        await _wait_for(lambda: len(waiting) == 2)
+        last = await RawApp.connect(info.port)
+        assert (await newcomer.recv())["code"] == "too_many_connections"
+        await _wait_for(lambda: len(waiting) == 2)
+        assert len(waiting) <= 2  # the cap held throughout: bounded memory
+        # The survivors register; registered apps do not count against the cap.
+        await partial.send(line[10:].encode() + b"\n")
+        assert (await partial.recv())["type"] == "registered"
+        assert (await last.register(info.token, app_name="Last"))["type"] == "registered"
         late = await RawApp.connect(info.port)
         assert (await late.register(info.token, app_name="Late"))["type"] == "registered"
         await RawApp.close_all()
+
+
+async def _wait_for(condition: Any) -> None:
+    """Let the daemon's tasks run until ``condition()`` holds (fails after 10 s)."""
+    with trio.fail_after(10):
+        while not condition():
+            await trio.testing.wait_all_tasks_blocked()
+            await trio.sleep(0)
 
 
 async def test_an_oversized_line_on_an_agent_link_is_refused_and_the_link_goes_on(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 The relay speaks no MCP itself. It finds the daemon through the home directory
-(``runtime.json`` for the port, ``token`` for the secret), opens a TCP connection, sends
+(``runtime.json`` for the port, ``token`` for the secret), opens a connection (its Unix socket
+when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
 ``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
