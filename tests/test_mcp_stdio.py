@@ -103,16 +103,20 @@ async def test_stdin_eof_waits_for_the_answers_still_owed(tmp_path: Path) -> Non
     assert replies[3]["error"]["code"] == -32601
 
 
-async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope]:
+async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope, trio.Event]:
     """A daemon that can be killed abruptly (its scope cancelled: no goodbye to anyone)."""
     scope = trio.CancelScope()
+    finished = trio.Event()  # set once it has let go of the home (and its lock)
 
     async def run(*, task_status: trio.TaskStatus[DaemonInfo]) -> None:
-        with scope:
-            await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
+        try:
+            with scope:
+                await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
+        finally:
+            finished.set()
 
     info: DaemonInfo = await nursery.start(run)
-    return info, scope
+    return info, scope, finished
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -121,7 +125,7 @@ async def test_the_relay_survives_a_daemon_restart(tmp_path: Path, mode: str) ->
     command = relay_command(home, "--no-start")
     params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
     async with trio.open_nursery() as nursery:
-        first, first_scope = await start_daemon_task(nursery, home)
+        first, first_scope, first_finished = await start_daemon_task(nursery, home)
         app = await ScriptedApp(first.port, first.token).start(nursery)
         async with Client(params, mode=mode) as client:
             assert not (await client.call_tool("Demo__text", {})).is_error
@@ -142,7 +146,8 @@ async def test_the_relay_survives_a_daemon_restart(tmp_path: Path, mode: str) ->
             assert failure[0].code == -32000
             assert "connection to the toolbridge daemon was lost" in failure[0].message
 
-            second, second_scope = await start_daemon_task(nursery, home)
+            await first_finished.wait()  # it holds the home's lock till then
+            second, second_scope, _ = await start_daemon_task(nursery, home)
             assert second.port != first.port
             await ScriptedApp(second.port, second.token).start(nursery)
             result = await client.call_tool("Demo__text", {})  # reconnects; replays initialize in legacy mode
