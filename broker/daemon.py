@@ -96,6 +96,18 @@ async def run_daemon(
     task_status: trio.TaskStatus[DaemonInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve until ``shutdown`` is set (or a signal arrives). Raises StartupError."""
+    home_files.ensure_home(settings.home)
+    with home_files.lock_home(settings.home):  # one daemon per home, for this one's whole life
+        await _run_daemon(settings, shutdown=shutdown, handle_signals=handle_signals, task_status=task_status)
+
+
+async def _run_daemon(
+    settings: Settings,
+    *,
+    shutdown: trio.Event | None,
+    handle_signals: bool,
+    task_status: trio.TaskStatus[DaemonInfo],
+) -> None:
     if not is_loopback(settings.host) and not settings.allow_remote:
         raise StartupError(
             f"refusing to listen on the non-loopback address {settings.host}: anyone who can "

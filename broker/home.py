@@ -5,12 +5,22 @@ on first start with owner-only permissions (0600 on POSIX; on Windows the per-us
 directory is already private to the user). ``runtime.json`` tells clients where the running
 daemon listens; it is written after the listeners are bound and removed on clean exit. A stale
 runtime file (daemon killed) is detected by its port not answering and is simply replaced.
+
+``daemon.lock`` makes the daemon the home's only owner: :func:`lock_home` takes an OS lock on
+it (``fcntl.flock`` on POSIX, ``msvcrt.locking`` on Windows) before anything else and holds it
+for the daemon's life, with the daemon's pid written inside. A second daemon for the same home
+fails at once with a :class:`StartupError` naming that pid, however the two race (with port 0
+both could bind; the runtime-file check alone let both run). The OS drops the lock when the
+process dies, even by ``kill -9``, so a stale file never blocks the next start; the file itself
+stays (deleting it would let a third daemon lock a fresh file while the second still holds the
+old one). Every file the daemon creates in the home is owner-only (0600, the home 0700).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import secrets
 import socket
 import stat
@@ -25,6 +35,9 @@ from app_client.discovery import TOKEN_FILE as TOKEN_FILE
 
 from .errors import StartupError
 
+LOCK_FILE = "daemon.lock"
+#: Windows locks byte ranges, and a locked range cannot be read: lock one byte past the pid.
+_WINDOWS_LOCK_OFFSET = 1 << 20
 
 
 def ensure_home(home: Path) -> None:
@@ -146,3 +159,95 @@ def remove_runtime(home: Path) -> None:
             (home / RUNTIME_FILE).unlink()
         except OSError:
             pass
+
+
+def create_private(path: Path, flags: int = os.O_WRONLY | os.O_APPEND) -> int:
+    """Open ``path`` (creating it) owner-only: 0600 on POSIX even if it existed wider."""
+    fd = os.open(path, flags | os.O_CREAT | getattr(os, "O_BINARY", 0), 0o600)
+    if os.name == "posix":
+        os.fchmod(fd, 0o600)
+    return fd
+
+
+class HomeLock:
+    """The OS lock on ``<home>/daemon.lock``; :meth:`release` (or leaving the ``with``) frees it."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd: int | None = fd
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        try:
+            os.ftruncate(fd, 0)  # no pid: nobody holds it (read by lock_owner)
+            if sys.platform == "win32":
+                import msvcrt
+
+                os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+                msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)  # closing the descriptor releases a flock by itself
+
+    def __enter__(self) -> HomeLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _try_lock(fd: int) -> bool:
+    if sys.platform == "win32":
+        import msvcrt
+
+        os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def lock_home(home: Path) -> HomeLock:
+    """Take the home's lock for this process, or raise StartupError naming the daemon that has it."""
+    path = home / LOCK_FILE
+    try:
+        fd = create_private(path, os.O_RDWR)
+    except OSError as exc:
+        raise StartupError(f"cannot create the lock file {path}: {exc.strerror}") from exc
+    try:
+        locked = _try_lock(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise StartupError(f"cannot lock {path}: {exc.strerror}") from exc
+    if not locked:
+        os.close(fd)
+        owner = lock_owner(home)
+        who = f"pid {owner}" if owner else "its pid is not written yet"
+        raise StartupError(
+            f"another toolbridge daemon ({who}) is running with the home {home}; stop that process "
+            f"(Ctrl-C where it runs, or kill {owner or 'PID'}) and start again, or use another --home"
+        )
+    os.ftruncate(fd, 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return HomeLock(fd)
+
+
+def lock_owner(home: Path) -> int | None:
+    """The pid written in the home's lock file (the daemon holding it, or a crashed one's)."""
+    try:
+        with open(home / LOCK_FILE, "rb") as file:
+            text = file.read(32).split(b"\n")[0].strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None

@@ -255,8 +255,9 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
     elif isinstance(message, Register):
         conn.send_nowait(Error("already_registered", "this connection is already registered; reconnect to register again"))
     elif isinstance(message, Error):
-        log.warning("app_reported_error", label=instance.label, code=message.code, detail=message.message,
-                    correlation_id=message.correlation_id)
+        # Not the text: an app's error may quote the call's arguments (secrets). The agent gets it.
+        log.warning("app_reported_error", label=instance.label, code=message.code,
+                    detail_chars=len(message.message), correlation_id=message.correlation_id)
         if message.correlation_id is not None:
             call = _own_call(link, core, message.correlation_id, "error")
             if call is not None:

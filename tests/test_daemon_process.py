@@ -63,8 +63,76 @@ def test_a_second_daemon_on_the_same_home_is_refused(running: tuple) -> None:
     second = subprocess.run([*SERVE, "--home", str(home), "--port", "0", "--http-port", "0"],
                             capture_output=True, text=True, timeout=30)
     assert second.returncode == 1
-    assert f"pid {proc.pid}" in second.stderr and "already owns" in second.stderr
+    assert f"pid {proc.pid}" in second.stderr and "is running with the home" in second.stderr
     assert "Traceback" not in second.stderr
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_two_daemons_started_together_on_one_home_leave_exactly_one(tmp_path: Path, trial: int) -> None:
+    """Regression (issue 14, item 6): with port 0 both bound and both kept running. The home's
+    lock lets exactly one run; the other exits at once with a message naming the winner."""
+    home = tmp_path / "home"
+    procs = [subprocess.Popen([*SERVE, "--home", str(home), "--port", "0", "--http-port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        runtime = wait_for_runtime_any(home, procs)
+        [winner] = [p for p in procs if p.pid == runtime["pid"]]
+        [loser] = [p for p in procs if p is not winner]
+        _out, err = loser.communicate(timeout=30)
+        assert loser.returncode == 1
+        assert f"another toolbridge daemon (pid {winner.pid}) is running with the home {home}" in err
+        assert "--home" in err and "Traceback" not in err
+        assert winner.poll() is None
+        if os.name == "posix":
+            assert stat.S_IMODE((home / "daemon.lock").stat().st_mode) == 0o600
+        assert (home / "daemon.lock").read_text().strip() == str(winner.pid)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+def wait_for_runtime_any(home: Path, procs: list[subprocess.Popen[str]], timeout: float = 30) -> dict:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return json.loads((home / "runtime.json").read_text())
+        except (FileNotFoundError, ValueError):
+            if all(p.poll() is not None for p in procs):
+                raise AssertionError(f"both daemons exited: {[p.communicate() for p in procs]}") from None
+            time.sleep(0.02)
+    raise AssertionError("no daemon started")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
+def test_a_killed_daemons_lock_does_not_block_the_next_start(running: tuple) -> None:
+    home, proc, _runtime = running
+    proc.kill()  # SIGKILL: no clean-up at all; the OS drops the lock with the process
+    proc.communicate()
+    assert (home / "daemon.lock").read_text().strip() == str(proc.pid)  # stale pid left behind
+    second = subprocess.Popen([*SERVE, "--home", str(home), "--port", "0", "--http-port", "0"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        import time
+
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if json.loads((home / "runtime.json").read_text())["pid"] == second.pid:
+                    break
+            except (FileNotFoundError, ValueError, KeyError):
+                pass
+            assert second.poll() is None, second.communicate()
+            time.sleep(0.02)
+        else:
+            raise AssertionError("the second daemon did not start")
+        assert (home / "daemon.lock").read_text().strip() == str(second.pid)
+    finally:
+        second.kill()
+        second.communicate()
 
 
 def test_a_taken_port_is_refused_with_a_hint(running: tuple, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -102,16 +103,20 @@ async def test_stdin_eof_waits_for_the_answers_still_owed(tmp_path: Path) -> Non
     assert replies[3]["error"]["code"] == -32601
 
 
-async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope]:
+async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope, trio.Event]:
     """A daemon that can be killed abruptly (its scope cancelled: no goodbye to anyone)."""
     scope = trio.CancelScope()
+    finished = trio.Event()  # set once it has let go of the home (and its lock)
 
     async def run(*, task_status: trio.TaskStatus[DaemonInfo]) -> None:
-        with scope:
-            await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
+        try:
+            with scope:
+                await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
+        finally:
+            finished.set()
 
     info: DaemonInfo = await nursery.start(run)
-    return info, scope
+    return info, scope, finished
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -120,7 +125,7 @@ async def test_the_relay_survives_a_daemon_restart(tmp_path: Path, mode: str) ->
     command = relay_command(home, "--no-start")
     params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
     async with trio.open_nursery() as nursery:
-        first, first_scope = await start_daemon_task(nursery, home)
+        first, first_scope, first_finished = await start_daemon_task(nursery, home)
         app = await ScriptedApp(first.port, first.token).start(nursery)
         async with Client(params, mode=mode) as client:
             assert not (await client.call_tool("Demo__text", {})).is_error
@@ -141,7 +146,8 @@ async def test_the_relay_survives_a_daemon_restart(tmp_path: Path, mode: str) ->
             assert failure[0].code == -32000
             assert "connection to the toolbridge daemon was lost" in failure[0].message
 
-            second, second_scope = await start_daemon_task(nursery, home)
+            await first_finished.wait()  # it holds the home's lock till then
+            second, second_scope, _ = await start_daemon_task(nursery, home)
             assert second.port != first.port
             await ScriptedApp(second.port, second.token).start(nursery)
             result = await client.call_tool("Demo__text", {})  # reconnects; replays initialize in legacy mode
@@ -169,3 +175,61 @@ async def test_the_relay_starts_a_daemon_when_none_runs(tmp_path: Path) -> None:
             with trio.fail_after(10):
                 while home_files.read_runtime(home) is not None:  # removed by the daemon on its way out
                     await trio.sleep(0.05)
+
+
+async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_is_private(tmp_path: Path) -> None:
+    """Regression (issue 14, items 6 and 8): two relays that both start a daemon on a fresh home
+    (port 0, so both could bind) end with one daemon, both connected to it; and daemon.log,
+    which the relay creates, was 0644 while everything else in the home is owner-only."""
+    home = tmp_path / "home"
+    env = {**os.environ, **relay_env(TOOLBRIDGE_PORT="0", TOOLBRIDGE_HTTP_PORT="0")}
+    listed: list[Any] = []
+    try:
+        processes = [await trio.lowlevel.open_process(relay_command(home), stdin=subprocess.PIPE,
+                                                      stdout=subprocess.PIPE, env=env) for _ in range(2)]
+        async with trio.open_nursery() as nursery:  # both relays find no daemon and start one
+            for process in processes:
+                nursery.start_soon(_list_and_call, process, listed)
+        assert listed == [[], []]
+        runtime = home_files.read_runtime(home)
+        assert runtime is not None and home_files.lock_owner(home) == runtime["pid"]
+        log_text = (home / "daemon.log").read_text()
+        assert log_text.count("daemon_started") == 1, log_text
+        if os.name == "posix":
+            await _wait_for_call_log(home)
+            modes = {str(p.relative_to(home)): stat.S_IMODE(p.stat().st_mode) for p in [home, *home.rglob("*")]}
+            assert {"daemon.log", "daemon.lock", "token", "runtime.json", "calls.sqlite3"} <= set(modes)
+            assert {name: mode for name, mode in modes.items()
+                    if mode != (0o700 if (home / name).is_dir() else 0o600)} == {}, modes
+    finally:
+        runtime = home_files.read_runtime(home)
+        if runtime is not None:
+            os.kill(runtime["pid"], signal.SIGTERM)
+            with trio.fail_after(10):
+                while home_files.read_runtime(home) is not None:
+                    await trio.sleep(0.05)
+
+
+async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:
+    assert process.stdin is not None and process.stdout is not None
+    lines = Lines(process.stdout)
+    requests = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",  # recorded in the call log
+                 "params": {"name": "Nobody__nothing", "arguments": {"secret": "x"}, "_meta": MODERN_META}}]
+    await process.stdin.send_all(b"".join(json.dumps(r).encode() + b"\n" for r in requests))
+    answers = {}
+    while len(answers) < 2:
+        answer = await lines.next(timeout=30)
+        assert answer is not None, "the relay closed its stdout"
+        answers[answer["id"]] = answer
+    listed.append(answers[1]["result"]["tools"])
+    await process.stdin.aclose()
+    with trio.fail_after(10):
+        await process.wait()
+
+
+async def _wait_for_call_log(home: Path) -> None:
+    """The call log's -wal file exists once the writer has written (flush interval 0.5 s)."""
+    with trio.fail_after(10):
+        while not (home / "calls.sqlite3-wal").exists():
+            await trio.sleep(0.05)

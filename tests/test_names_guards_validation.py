@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from broker import names
 from broker.errors import RegistrationError
-from broker.guards import _find_path, _has_traversal, find_path_traversal
+from broker.guards import _find_path, _fold, _has_traversal, find_path_traversal
 from broker.validation import check_app_name, check_tool_name, compile_schema
 
 
@@ -41,18 +41,92 @@ def test_labels_for_instances() -> None:
     assert len(names.make_label("A" * 64, set())) <= names.MAX_LABEL
 
 
+def _encode_layers(text: str, layers: int) -> str:
+    """``text`` percent-encoded ``layers`` times (dots and slashes escaped the first time)."""
+    encoded = "".join(f"%{ord(c):02x}" if c in "./\\" else c for c in text)
+    for _ in range(layers - 1):
+        encoded = encoded.replace("%", "%25")
+    return encoded
+
+
+def _overlong(char: str, size: int) -> str:
+    """The ``size``-byte overlong UTF-8 form of an ASCII character, percent-encoded."""
+    point = ord(char)
+    tail = [0x80 | ((point >> (6 * i)) & 0x3F) for i in reversed(range(size - 1))]
+    lead = (0xFF << (8 - size)) & 0xFF | (point >> (6 * (size - 1)))
+    return "".join(f"%{b:02x}" for b in [lead, *tail])
+
+
 @pytest.mark.parametrize(
     "value",
     ["../secret", "a/../b", "a\\..\\b", "..", "x/..", "%2e%2e/x", "%2E%2E%2Fx", "%252e%252e/x",
-     "..%2fetc", "\uff0e\uff0e/x", "C:\\data\\..\\..\\win.ini"],
+     "..%2fetc", "\uff0e\uff0e/x", "C:\\data\\..\\..\\win.ini",
+     # Regressions (issue 14): the decoder stopped after 8 rounds, knew no %u escapes and only
+     # the 2- and 3-byte overlong forms of '.' and '/'.
+     _encode_layers("../x", 9), _encode_layers("../x", 20), _encode_layers("..\\x", 9),
+     "%u002e%u002e/", "%u002E%u002E%u002Fx", "%U002e%U002e%u005cx", "%uff0e%uff0e/x",
+     "%25u002e%25u002e/x", "%f0%80%80%ae%f0%80%80%ae/x", "..%f0%80%80%af", "%c0%ae%c0%ae%c1%9cx",
+     "%f8%80%80%80%ae%f8%80%80%80%ae/x", "%fc%80%80%80%80%ae%fc%80%80%80%80%ae/x",
+     # Escapes that only exist once another is decoded or folded:
+     "%%32e%%32e/x", "%2%65%2%65/x", "%EF%BC%852e%EF%BC%852e/x", "\uff05\uff12\uff45\uff05\uff12\uff45/x",
+     "%uFF05u002e%uFF05u002e/x", "%c0%a52e%c0%a52e/x", "..%00", "a%00..%00b", "%2e%2e%EF%BC%8F"],
 )
 def test_traversal_variants_are_caught(value: str) -> None:
     assert find_path_traversal({"path": value}) == "$.path"
 
 
-@pytest.mark.parametrize("value", ["wait...", "1..10", "a..b/c", "file..txt", ".hidden/x", "./x", "%20"])
+@pytest.mark.parametrize("value", ["wait...", "1..10", "a..b/c", "file..txt", ".hidden/x", "./x", "%20",
+                                   "50% off", "100%", "%zz..", "%u00", "a%2e%2eb", "%252e%252ex/y", "x%2e%2e",
+                                   "\u22ef", "%e2%80%a6/x", "%%%%", "%u%u%u"])
 def test_ordinary_strings_pass(value: str) -> None:
     assert find_path_traversal({"path": value}) is None
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 5, 6])
+@pytest.mark.parametrize("separator", ["/", "\\"])
+def test_every_overlong_form_of_dot_and_separators_is_caught(size: int, separator: str) -> None:
+    dot, sep = _overlong(".", size), _overlong(separator, size)
+    for value in (dot + dot + "/x", ".." + sep + "x", dot + dot + sep + "etc", "x" + sep + dot + dot):
+        assert find_path_traversal({"p": value}) == "$.p", value
+    assert find_path_traversal({"p": dot + "x" + dot}) is None
+
+
+@given(st.integers(1, 30), st.sampled_from(["../x", "..\\x", "a/..", "x/../y", ".."]))
+def test_any_number_of_encoding_layers_is_caught(layers: int, text: str) -> None:
+    assert find_path_traversal({"p": _encode_layers(text, layers)}) == "$.p"
+
+
+_word = st.text(st.characters(whitelist_categories=("L", "N")), min_size=1, max_size=8)
+
+
+@given(_word, _word, st.integers(0, 5))
+def test_a_plain_dot_dot_inside_a_word_passes(before: str, after: str, layers: int) -> None:
+    text = f"{before}..{after}"
+    assert find_path_traversal({"p": text if not layers else _encode_layers(text, layers)}) is None
+
+
+def test_decoding_is_linear_however_deep_the_nesting() -> None:
+    """Chains that a round-by-round decoder needs one round per layer for (quadratic work):
+    the stack pass decodes them in one go. Sizes that would take minutes quadratically."""
+    assert find_path_traversal({"p": "%" + "25" * 200_000 + "2e%2e/x"}) == "$.p"
+    assert find_path_traversal({"p": "%uFF05" + "uFF05" * 50_000 + "u002e./x"}) == "$.p"
+    assert find_path_traversal({"p": "%" * 100_000 + "2e" * 100_000}) is None
+
+
+def test_unicode_facts_the_decoder_relies_on() -> None:
+    """Checked against this Python's Unicode database (it changes between versions): only
+    '%', '％' and '﹪' fold to anything holding a '%', and folding is idempotent per character."""
+    percent_makers = []
+    for point in range(0x110000):
+        if 0xD800 <= point < 0xE000:
+            continue
+        folded = _fold(chr(point))
+        if "%" in folded:
+            percent_makers.append(point)
+            assert folded == "%"
+        if folded != chr(point):
+            assert all(_fold(c) == c for c in folded), hex(point)
+    assert percent_makers == [0x25, 0xFE6A, 0xFF05]
 
 
 def test_traversal_found_deep_in_objects_lists_and_keys() -> None:
@@ -127,15 +201,23 @@ def test_the_quick_check_agrees_with_the_path_finding_walk(value: Any) -> None:
     assert _has_traversal(value) == (_find_path(value) is not None)
 
 
-def test_the_quick_check_stops_where_the_walk_does() -> None:
-    found = []
-    for depth in (62, 63, 64, 65, 70):
-        value: Any = "../x"
-        for _ in range(depth):
-            value = [value] if depth % 2 else {"k": value}
-        found.append(_has_traversal(value))
-        assert found[-1] == (_find_path(value) is not None)
-    assert True in found and False in found  # the depth limit lies inside the range tried
+def _nested(depth: int, leaf: Any, as_key: bool = False) -> Any:
+    value: Any = {leaf: 1} if as_key else leaf
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [63, 64, 65, 66, 200, 999, 10_000])
+@pytest.mark.parametrize("as_key", [False, True])
+def test_traversal_is_found_at_any_depth(depth: int, as_key: bool) -> None:
+    """Regression: the walk stopped at 64 levels, so a deeper '..' reached the app. The walk is
+    iterative now: 10,000 levels (far more than any JSON decoder here accepts) is no RecursionError."""
+    value = _nested(depth, "../x", as_key)
+    assert _has_traversal(value)
+    steps = "".join("[0]" if level % 2 else ".k" for level in reversed(range(depth)))
+    assert find_path_traversal(value) == "$" + steps + (".../x" if as_key else "")
+    assert find_path_traversal(_nested(depth, "fine", as_key)) is None
 
 
 def test_colliding_sanitized_names_do_not_depend_on_registration_order() -> None:

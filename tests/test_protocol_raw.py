@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog
+import structlog.testing
 import trio
 
 from broker.daemon import DaemonInfo
@@ -143,6 +145,28 @@ async def test_app_error_reaches_the_caller(daemon: DaemonInfo) -> None:
         await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
                         "result": {"success": False, "error": "no window named 'hi'"}})
     assert box[0].kind == "app_error" and box[0].message == "no window named 'hi'"
+
+
+async def test_an_app_error_message_is_not_logged_but_reaches_the_caller(daemon: DaemonInfo) -> None:
+    """Regression (issue 14, item 8): the daemon log quoted the app's error text, which may
+    quote the call's arguments. The log keeps the code and the length; the agent gets the text."""
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    with structlog.testing.capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+            box: list[CallOutcome] = []
+
+            async def agent() -> None:
+                box.append(await call(daemon, "WatchTower__Echo", {"text": "SECRET-PIN-9999"}))
+
+            nursery.start_soon(agent)
+            inv = await app.recv_type("toolInvocation")
+            await app.send({"type": "error", "code": "bad_pin", "correlationId": inv["correlationId"],
+                            "message": "pin SECRET-PIN-9999 refused"})
+    assert box[0].kind == "app_error" and "SECRET-PIN-9999" in box[0].message
+    [line] = [entry for entry in logs if entry["event"] == "app_reported_error"]
+    assert line["code"] == "bad_pin" and line["detail_chars"] == len("pin SECRET-PIN-9999 refused")
+    assert "SECRET" not in repr(line)
 
 
 # --- bad input: each gets a clear error, and nothing else is affected ----------------------

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import ToolSpec
 from broker.daemon import DaemonInfo
-from faultkit import RawAgent
+from faultkit import MODERN_META, RawAgent
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 from rawapp import ECHO_TOOL, RawApp
 
@@ -196,6 +196,8 @@ TRAVERSALS = [
     "..\u2215etc", "..\u29f5etc", "..\ufe68etc",    # slashes Windows' best-fit conversion makes real
     "%c0%ae%c0%ae/", "..%c0%af",                    # overlong UTF-8
     "safe/..\u0000.txt", "x/..\u0000",              # NUL: C APIs stop reading there
+    # Regressions (issue 14): nine layers of encoding, IIS %u escapes, the 4-byte overlong form.
+    "%25252525252525252e%25252525252525252e/x", "%u002e%u002e/", "%f0%80%80%ae%f0%80%80%ae/",
 ]
 ALLOWED = ["/etc/hosts", "C:\\Users\\me\\notes.txt", "wait...", "1..10", "v1..v2", "....", "file:///tmp/x", "50% off"]
 
@@ -227,3 +229,26 @@ async def test_path_traversal_never_reaches_the_app(guarded: tuple[DaemonInfo, S
         result = await client.call_tool("Demo__echo", {"path": value})
         assert not result.is_error, value
     assert [i.parameters["path"] for i in app.invocations] == ALLOWED
+
+
+#: About as deep as the daemon's JSON decoders go (they stop near Python's recursion limit).
+DEEPEST_ARGUMENT = 900
+
+
+async def test_a_traversal_nested_as_deep_as_json_allows_is_caught(tmp_path: Path) -> None:
+    """Regression: the guard stopped looking 64 levels down, so a deeper '..' reached the app."""
+    tools = [ToolSpec("echo", "Echo", {"type": "object"})]
+    async with running_daemon(tmp_path / "home", http_port=None) as info, trio.open_nursery() as nursery:
+        app = await ScriptedApp(info.port, info.token, tools=tools).start(nursery)
+        agent = await RawAgent.connect(nursery, info.port, info.token)
+        for number, leaf in enumerate(('"../../etc/passwd"', '{"../k": 1}')):
+            opening = "".join("[" if level % 2 else '{"k": ' for level in reversed(range(DEEPEST_ARGUMENT)))
+            closing = "".join("]" if level % 2 else "}" for level in range(DEEPEST_ARGUMENT))
+            await agent.send(('{"jsonrpc": "2.0", "id": "deep%d", "method": "tools/call", "params": {"name": '
+                              '"Demo__echo", "_meta": %s, "arguments": {"deep": %s%s%s}}}\n'
+                              % (number, json.dumps(MODERN_META), opening, leaf, closing)).encode())
+            response = await agent.response(f"deep{number}")
+            assert "path traversal" in response["result"]["content"][0]["text"], str(response)[:300]
+        assert app.invocations == []
+        await agent.aclose()
+        await app.close()

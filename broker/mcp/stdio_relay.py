@@ -9,7 +9,10 @@ when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
 daemon answers, the relay starts one in the background (``python -m broker serve --home H``,
-detached, its output appended to ``<home>/daemon.log``) and waits for it to come up.
+detached, its output appended to ``<home>/daemon.log``, created 0600) and waits for it to come
+up. When two relays start daemons at once, the home's lock (``broker.home.lock_home``) lets
+one run; the other exits at once and its relay waits, while the lock names a live daemon, for
+that daemon to answer.
 
 It peeks at each message just enough to keep the promises the daemon cannot keep once it is
 gone: it remembers the requests the daemon has not answered yet (by id), the ``initialize``
@@ -117,11 +120,28 @@ def start_daemon(home: Path) -> subprocess.Popen[bytes]:
         )
     else:
         kwargs["start_new_session"] = True
-    with open(home / LOG_FILE, "ab") as log_file:
+    # Owner-only: the log may name tools, apps and hosts (home.create_private: 0600 on POSIX).
+    with open(home_files.create_private(home / LOG_FILE), "ab") as log_file:
         return subprocess.Popen(
             [sys.executable, "-m", "broker", "serve", "--home", str(home)],
             stdout=log_file, stderr=log_file, **kwargs,
         )
+
+
+def _daemon_alive(home: Path) -> bool:
+    """Whether the home's lock file names a live process (the daemon that owns the home)."""
+    pid = home_files.lock_owner(home)
+    if pid is None:
+        return False
+    if os.name != "posix":
+        return True  # the daemon empties the file when it lets go; a crash leaves a stale pid
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _log_tail(home: Path, lines: int = 3) -> str:
@@ -476,10 +496,11 @@ class Relay:
                     log.info("daemon_started", pid=process.pid)
                     return stream
                 if process.poll() is not None:
-                    # It may have lost a race to another relay's daemon: give that one a moment.
+                    # It may have lost a race to another relay's daemon: while the home's lock
+                    # names a live daemon, that one is still starting; else give it a moment.
                     if exited_at is None:
                         exited_at = trio.current_time()
-                    elif trio.current_time() - exited_at > 2.0:
+                    elif trio.current_time() - exited_at > 2.0 and not _daemon_alive(self.home):
                         break
                 await trio.sleep(0.05)
         tail = _log_tail(self.home)
