@@ -163,6 +163,7 @@ async def _run_daemon(
             nursery.start_soon(core.auth.watch)
             nursery.start_soon(flush_periodically)
             nursery.start_soon(core.watchdog.run)
+            nursery.start_soon(core.router.serve_checks)
             if uplink_config is not None:
                 core.uplink = Uplink(core, **uplink_config)
                 nursery.start_soon(core.uplink.run)

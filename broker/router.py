@@ -12,6 +12,14 @@ Every outcome, internal bugs included, is a :class:`CallOutcome` with a ``kind``
 message that is safe to show an agent, delivered once to the caller's ``on_done`` after the
 audit; :meth:`start_call` itself never raises. A rejected call never reaches the app.
 
+Validation and the guards cost time in proportion to the arguments, and a crafted argument
+can make them slow (the path guard's worst case is a few µs a character). Arguments of
+:data:`LARGE_ARGUMENTS` characters or more are therefore checked in a worker thread (at most
+:data:`_CHECK_THREADS` at once) while the call waits as a record like any other — its deadline
+runs, it can be cancelled — and the loop goes on serving everyone else; a call with small
+arguments is checked inline, as before. :meth:`Router.serve_checks` runs those checks; without
+it (a router in a test) every call is checked inline.
+
 :meth:`Router.call_tool` is the same pipeline for a caller with a task to spare (HTTP, the
 uplink, tests): it waits for the outcome, enforces the deadline itself, and cancelling the
 awaiting task cancels the call. Cancelling a call that was sent tells the app (``toolCancel``)
@@ -75,6 +83,11 @@ APP_REPORTABLE_KINDS: Final = frozenset(
 )
 #: The longest per-call timeout an agent may ask for.
 MAX_TIMEOUT: Final = 24 * 3600.0
+#: Arguments this large (characters of strings and keys, plus one per value) are validated and
+#: guarded in a worker thread: at the guard's worst case (~3 µs a character) the loop would
+#: otherwise stall ~50 ms for each such call.
+LARGE_ARGUMENTS: Final = 16 * 1024
+_CHECK_THREADS: Final = 2
 _MAX_APP_ERROR_CHARS: Final = 4000
 
 
@@ -128,6 +141,18 @@ class Router:
         #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
         #: shutdown ends and ``max_pending_calls`` counts.
         self._live: set[Call] = set()
+        #: Where calls with large arguments are checked off the loop (``serve_checks``).
+        self._checks: trio.Nursery | None = None
+        self._check_threads = trio.CapacityLimiter(_CHECK_THREADS)
+
+    async def serve_checks(self) -> None:
+        """Check large arguments in worker threads for as long as this runs (the daemon's life)."""
+        async with trio.open_nursery() as nursery:
+            self._checks = nursery
+            try:
+                await trio.sleep_forever()
+            finally:
+                self._checks = None
 
     # --- the public face -----------------------------------------------------------------
 
@@ -249,19 +274,12 @@ class Router:
             return self._unknown_tool(name)
         if not isinstance(arguments, dict):
             return CallOutcome("invalid_arguments", f"arguments for {name} must be a JSON object")
-        errors = tool.validate(arguments)
-        if errors:
-            return CallOutcome(
-                "invalid_arguments",
-                f"invalid arguments for {name}: " + "; ".join(errors),
-            )
-        if self._settings.path_guard and tool.spec.path_guard:
-            where = find_path_traversal(arguments)
-            if where is not None:
-                return CallOutcome(
-                    "guard_rejected",
-                    f"rejected: argument {where} contains a '..' path segment (path traversal)",
-                )
+        checks = self._checks
+        off_loop = checks is not None and _is_large(arguments, LARGE_ARGUMENTS)
+        if not off_loop:
+            rejected = self._check(name, tool, arguments)
+            if rejected is not None:
+                return rejected
         if timeout is None:
             timeout = (
                 tool.spec.timeout_ms / 1000
@@ -281,6 +299,49 @@ class Router:
         margin = min(0.5, timeout * 0.1)
         call = Call(name, tool, arguments, caller, started, timeout, deadline, deadline + margin,
                     on_progress, on_done)
+        if off_loop:
+            assert checks is not None
+            self._live.add(call)
+            checks.start_soon(self._check_off_loop, call)
+            return call
+        return self._enter(call, now)
+
+    def _check(self, name: str, tool: RegisteredTool, arguments: dict[str, Any]) -> CallOutcome | None:
+        """Validation and guards: the rejection, or None. Pure: also runs in a worker thread."""
+        errors = tool.validate(arguments)
+        if errors:
+            return CallOutcome(
+                "invalid_arguments",
+                f"invalid arguments for {name}: " + "; ".join(errors),
+            )
+        if self._settings.path_guard and tool.spec.path_guard:
+            where = find_path_traversal(arguments)
+            if where is not None:
+                return CallOutcome(
+                    "guard_rejected",
+                    f"rejected: argument {where} contains a '..' path segment (path traversal)",
+                )
+        return None
+
+    async def _check_off_loop(self, call: Call) -> None:
+        """Check ``call``'s large arguments in a worker thread, then go on as :meth:`_admit` does."""
+        try:
+            rejected = await trio.to_thread.run_sync(
+                self._check, call.name, call.tool, call.arguments,
+                limiter=self._check_threads, abandon_on_cancel=True,
+            )
+        except Exception:
+            log.exception("internal_error", tool=call.name)
+            rejected = _internal_error(None)
+        if call.done:  # timed out or cancelled while it was being checked
+            return
+        outcome = rejected if rejected is not None else self._enter(call, trio.current_time())
+        if isinstance(outcome, CallOutcome):
+            self._finish(call, outcome)
+
+    def _enter(self, call: Call, now: float) -> Call | CallOutcome:
+        """Take an admission slot for ``call`` (then send it) or a place in the queue; or busy."""
+        tool = call.tool
         admission = tool.instance.admission
         if admission.take_free_slot():
             self._live.add(call)
@@ -457,6 +518,35 @@ class Router:
                 outcome=outcome,
                 duration_ms=duration_ms,
             )
+
+
+def _is_large(arguments: dict[str, Any], limit: int) -> bool:
+    """Whether ``arguments`` hold ``limit`` or more characters of strings and keys (counting one
+    per value too). Stops as soon as it knows: small arguments cost a few steps."""
+    total = 0
+    stack: list[Any] = [arguments]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, dict):
+            total += len(value)
+            if total >= limit:
+                return True
+            for key, item in value.items():
+                total += len(key)
+                if isinstance(item, (str, dict, list)):
+                    stack.append(item)
+                if total >= limit:
+                    return True
+        elif isinstance(value, list):
+            total += len(value)
+            if total >= limit:
+                return True
+            stack.extend(item for item in value if isinstance(item, (str, dict, list)))
+        if total >= limit:
+            return True
+    return False
 
 
 def _internal_error(correlation_id: int | None) -> CallOutcome:

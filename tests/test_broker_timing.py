@@ -393,3 +393,70 @@ async def test_the_watchdog_measures_how_late_the_loop_wakes(autojump_clock: tri
         await trio.sleep(61)
         assert watchdog.status()["lastMinuteMaxStallMs"] == 0 and watchdog.status()["maxStallMs"] >= 300
         nursery.cancel_scope.cancel()
+
+
+def _slow_to_guard(size: int) -> str:
+    """The path guard's worst case: each ``%uFF05`` layer folds into the next escape (~3 µs a char)."""
+    return "%uFF05" + "uFF05" * ((size - 16) // 5) + "u002e./x"
+
+
+@pytest.fixture
+async def checking_harness(tmp_path: Path) -> AsyncIterator[Harness]:
+    """A harness whose router checks large arguments off the loop, as the daemon's does."""
+    async with trio.open_nursery() as nursery:
+        h = Harness(make_core(tmp_path, heartbeat_interval=1000, heartbeat_timeout=5000), nursery)
+        await nursery.start(_serve_checks, h.core)
+        yield h
+        nursery.cancel_scope.cancel()
+
+
+async def _serve_checks(core: BrokerCore, *, task_status: trio.TaskStatus[None]) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(core.router.serve_checks)
+        await trio.testing.wait_all_tasks_blocked()
+        task_status.started()
+
+
+async def test_large_arguments_are_checked_off_the_loop_while_other_calls_go_on(checking_harness: Harness) -> None:
+    harness = checking_harness
+    app = await harness.app(maxConcurrency=4)
+    harness.call("heavy", args={"text": _slow_to_guard(400_000)})  # ~1 s of guard work
+    harness.call("light", args={"text": "hi"})
+    inv = await app.recv_type("toolInvocation")
+    assert inv["parameters"] == {"text": "hi"}  # answered while the heavy one is being checked
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+    assert (await harness.outcome("light")).kind == "ok"
+    assert "heavy" not in harness.outcomes
+    heavy = await harness.outcome("heavy")
+    assert heavy.kind == "guard_rejected" and "$.text" in heavy.message
+
+
+async def test_large_arguments_checked_off_the_loop_get_the_same_answers(checking_harness: Harness) -> None:
+    harness = checking_harness
+    app = await harness.app(tools=[{**ECHO_TOOL, "inputSchema": {
+        "type": "object", "properties": {"text": {"type": "string"}, "n": {"type": "integer"}}}}])
+    big = "x" * 100_000
+    harness.call("invalid", args={"text": big, "n": "seven"})
+    assert (await harness.outcome("invalid")).kind == "invalid_arguments"
+    harness.call("traversal", args={"text": big + "/../etc"})
+    assert (await harness.outcome("traversal")).kind == "guard_rejected"
+    harness.call("clean", args={"text": big, "n": 7})
+    inv = await app.recv_type("toolInvocation")
+    assert inv["parameters"] == {"text": big, "n": 7}
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+    assert (await harness.outcome("clean")).kind == "ok"
+
+
+async def test_a_call_being_checked_can_be_cancelled_or_time_out(checking_harness: Harness) -> None:
+    harness = checking_harness
+    app = await harness.app(maxConcurrency=4)
+    with trio.move_on_after(0.05):
+        await harness.core.router.call_tool("WatchTower__Echo", {"text": _slow_to_guard(400_000)})
+    harness.call("late", args={"text": _slow_to_guard(400_000)}, timeout=0.05)
+    assert (await harness.outcome("late")).kind == "timeout"
+    harness.call("after", args={"text": "after"})
+    inv = await app.recv_type("toolInvocation")  # neither of the two reached the app
+    assert inv["parameters"] == {"text": "after"}
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+    assert (await harness.outcome("after")).kind == "ok"
+    assert len(harness.core.router._live) == 0
