@@ -253,7 +253,8 @@ async def _add_tools(link: AppLink, core: BrokerCore, message: AddTools) -> None
     instance = link.instance
     assert instance is not None
     federation.check_tools(core, message.tools)
-    compiled = await core.registry.compile_tools(message.tools, alive=lambda: _heard_from(link))
+    compiled = await core.registry.compile_tools(message.tools, existing=instance.tools,
+                                                 alive=lambda: _heard_from(link))
     _heard_from(link)  # the app's pongs wait unread meanwhile: its silence is ours
     if instance.link is not link:
         return  # replaced by a new registration while compiling: these tools are not its

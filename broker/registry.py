@@ -146,7 +146,7 @@ class Registry:
     # --- compiling, off the event loop ---------------------------------------------------
 
     async def compile_tools(
-        self, tools: list[ToolSpec], *, alive: Callable[[], None] | None = None
+        self, tools: list[ToolSpec], *, existing: Iterable[str] = (), alive: Callable[[], None] | None = None
     ) -> list[CompiledTool]:
         """Compile the schemas of ``tools`` in worker threads; raises :class:`RegistrationError`.
 
@@ -154,7 +154,10 @@ class Registry:
         daemon-wide slots, so one app's big registration neither blocks the loop nor takes
         every core; the worker checks for cancellation between tools. ``alive`` is called
         after each chunk (the link's reader is paused meanwhile: the app is not silent).
+        The cheap checks of the tools' names and count (``existing``: the names the instance
+        has) come first, so a registration refused for them costs no compiling.
         """
+        self._check_tools(tools, existing_names=existing)
         limit = self._settings.max_schema_bytes
         compiled: list[CompiledTool] = []
         for start in range(0, len(tools), COMPILE_CHUNK):
@@ -162,8 +165,9 @@ class Registry:
             compiled += await trio.to_thread.run_sync(_compile_chunk, chunk, limit, limiter=self._compile_limiter)
             if alive is not None:
                 alive()
-            # Give up early, before compiling the rest, once the total is sure to be refused.
-            self._check_schema_budget(self._schema_bytes + sum(c[2] for c in compiled))
+            # Give up early, before compiling the rest, once these alone are over the budget (the
+            # exact check, which counts what a re-registration replaces, is register's).
+            self._check_schema_budget(sum(c[2] for c in compiled))
         return compiled
 
     def _check_schema_budget(self, total: int) -> None:
@@ -171,8 +175,8 @@ class Registry:
         if total > budget:
             raise RegistrationError(
                 "schema_budget_exhausted",
-                f"the daemon holds {self._schema_bytes} bytes of tool schemas; these would make "
-                f"{total}, over its budget of {budget} (setting max_schema_bytes_total): use smaller "
+                f"tool schemas would take {total} bytes across all apps, over the daemon's budget of "
+                f"{budget} (setting max_schema_bytes_total): use smaller "
                 "schemas or fewer tools, or ask the daemon's owner to raise the setting",
             )
 
@@ -376,9 +380,9 @@ class Registry:
 
 #: A tool's spec, its validator and its schema's size in bytes (see :meth:`Registry.compile_tools`).
 CompiledTool = tuple[ToolSpec, ArgumentValidator, int]
-#: Tools compiled per worker-thread job: a large schema takes ~0.2 s, so a job is at most a few
+#: Tools compiled per worker-thread job: a 256 KiB schema takes up to ~1 s, so a job is at most a few
 #: seconds of one thread, and other apps' registrations interleave between jobs.
-COMPILE_CHUNK = 16
+COMPILE_CHUNK = 8
 
 
 def _compile_chunk(tools: list[ToolSpec], max_bytes: int) -> list[CompiledTool]:
