@@ -46,12 +46,13 @@ async def test_a_big_registration_does_not_stall_other_apps_calls(tmp_path: Path
 
         async def call_all_along() -> None:
             nonlocal worst
-            while not registered.is_set():
-                started = trio.current_time()
+            last = trio.current_time()
+            while not registered.is_set():  # the worst gap between two answers, pauses included
                 outcome = await info.core.router.call_tool("Demo__echo", {"text": "hi"})
                 assert outcome.kind == "ok"
-                worst = max(worst, trio.current_time() - started)
                 await trio.sleep(0.01)
+                now = trio.current_time()
+                worst, last = max(worst, now - last), now
 
         nursery.start_soon(call_all_along)
         big = await RawApp.connect(info.port)
@@ -62,7 +63,7 @@ async def test_a_big_registration_does_not_stall_other_apps_calls(tmp_path: Path
         await big.send({"type": "addTools", "tools": added})
         assert len((await big.recv_type("toolsUpdated", timeout=120))["toolNames"]) == 10
         registered.set()
-        assert worst < 0.5, f"a call waited {worst:.2f} s behind another app's registration"
+        assert worst < 0.5, f"calls stopped for {worst:.2f} s behind another app's registration"
         assert info.core.registry.schema_bytes > 10 * 95_000
         await big.aclose()
         await probe.close()
