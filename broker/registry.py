@@ -202,8 +202,8 @@ class Registry:
             raise RegistrationError(
                 "too_many_apps",
                 f"{count} app instances are already registered with the token {token!r}, its limit "
-                f"(setting max_apps_per_token): close some, or give the app its own token "
-                "(`toolbridge token create`), or raise the setting",
+                f"(setting max_apps_per_token): close some, or issue the app a token of its own "
+                "(`toolbridge token --issue NAME --scope app:NAME`), or raise the setting",
             )
 
     # --- changes -------------------------------------------------------------------------
