@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import msgspec
 import structlog
 import trio
 
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     from .links import AppLink
 
 log = structlog.get_logger("toolbridge.registry")
+_encode = msgspec.json.Encoder().encode
 
 
 @attrs.define(eq=False)
@@ -162,7 +164,10 @@ class Registry:
         compiled: list[CompiledTool] = []
         for start in range(0, len(tools), COMPILE_CHUNK):
             chunk = tools[start:start + COMPILE_CHUNK]
-            compiled += await trio.to_thread.run_sync(_compile_chunk, chunk, limit, limiter=self._compile_limiter)
+            if _schema_bytes(chunk) <= INLINE_COMPILE_BYTES:
+                compiled += _compile_chunk(chunk, limit)  # a few ms: cheaper than a thread hop
+            else:
+                compiled += await trio.to_thread.run_sync(_compile_chunk, chunk, limit, limiter=self._compile_limiter)
             if alive is not None:
                 alive()
             # Give up early, before compiling the rest, once these alone are over the budget (the
@@ -383,6 +388,17 @@ CompiledTool = tuple[ToolSpec, ArgumentValidator, int]
 #: Tools compiled per worker-thread job: a 256 KiB schema takes up to ~1 s, so a job is at most a few
 #: seconds of one thread, and other apps' registrations interleave between jobs.
 COMPILE_CHUNK = 8
+
+
+#: Chunks whose schemas total at most this many bytes (as JSON) compile on the loop: a few
+#: milliseconds at most (the metaschema check costs ~3-7 ms per KiB), less than a thread hop costs
+#: in latency, and deterministic under a test's mock clock.
+INLINE_COMPILE_BYTES = 2048
+
+
+def _schema_bytes(tools: list[ToolSpec]) -> int:
+    # msgspec encodes ~1 GB/s, and a register line is at most max_line_bytes: cheap on the loop.
+    return sum(len(_encode(spec.input_schema)) for spec in tools)
 
 
 def _compile_chunk(tools: list[ToolSpec], max_bytes: int) -> list[CompiledTool]:
