@@ -43,8 +43,24 @@ def _memory() -> dict[str, Any]:
     return found
 
 
+def _malloc_trim() -> None:
+    """Give freed heap pages back to the OS (glibc only): without it, freed memory stays in the
+    process's RSS, so "after" would measure glibc's caching, not what the daemon still holds."""
+    import ctypes
+    import ctypes.util
+
+    name = ctypes.util.find_library("c")
+    if name and sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(name).malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
+
+
 async def bench_memory(core: Any, request: Any) -> dict[str, Any]:
     collected = gc.collect()
+    if getattr(request, "args", None) and request.args.get("trim"):
+        _malloc_trim()
     result = _memory()
     result["gc_collected"] = collected
     result["allocated_blocks"] = sys.getallocatedblocks()

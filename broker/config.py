@@ -73,6 +73,18 @@ class Settings:
     max_line_bytes: int = 16 * 1024 * 1024
     max_tools_per_app: int = 1000
     max_schema_bytes: int = 256 * 1024
+    #: Tools across every app: each costs a compiled validator and its listing (~10-20 KB for a
+    #: small schema, more for a large one); 20,000 is far beyond real use, well within a laptop.
+    max_tools_total: int = 20_000
+    #: inputSchema bytes (as JSON) across every app: memory grows ~10x this once compiled and
+    #: listed, so 64 MiB keeps the daemon under about a GB even when apps misbehave.
+    max_schema_bytes_total: int = 64 * 1024 * 1024
+    #: App instances (connected or in their reconnect grace) registered with one token: a
+    #: runaway or hostile token holder cannot fill the daemon with apps.
+    max_apps_per_token: int = 64
+    #: Worker threads compiling tool schemas at once (registration is CPU work kept off the
+    #: event loop; more threads would only take cores from the calls).
+    schema_compile_threads: int = 2
     #: Calls waiting for an app slot beyond its maxConcurrency, per app instance.
     max_queue: int = 64
     #: Calls in flight across the daemon; beyond this a call fails at once as busy.

@@ -105,6 +105,7 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
         return
     link = AppLink(conn, core)
     try:
+        compiled = await core.registry.compile_tools(register.tools)  # worker threads, not the loop
         instance, replaced = core.registry.register(
             link,
             app_name=register.app_name,
@@ -112,6 +113,8 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
             tools=register.tools,
             max_concurrency=register.max_concurrency,
             app_version=register.app_version,
+            compiled=compiled,
+            token=grant.name,
         )
     except RegistrationError as exc:
         bound.warning("app_rejected", code=exc.code, reason=exc.message)
@@ -213,7 +216,10 @@ async def _read_loop(link: AppLink, core: BrokerCore) -> None:
             _bad_line(link, core, exc)
             continue
         try:
-            _handle(link, core, message)
+            if isinstance(message, AddTools):
+                await _add_tools(link, core, message)
+            else:
+                _handle(link, core, message)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
 
@@ -243,11 +249,6 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         conn.send_nowait(Pong(id=message.id))
     elif isinstance(message, Pong):
         pass  # receiving it already refreshed the link's liveness
-    elif isinstance(message, AddTools):
-        federation.check_tools(core, message.tools)
-        core.registry.add_tools(instance, message.tools)
-        log.info("app_tools_added", label=instance.label, tools=[t.name for t in message.tools])
-        conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
     elif isinstance(message, RemoveTools):
         core.registry.remove_tools(instance, message.names)
         log.info("app_tools_removed", label=instance.label, tools=message.names)
@@ -266,6 +267,25 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         conn.send_nowait(
             Error("unexpected_message", f"{type(message).__name__} messages are not accepted from an app")
         )
+
+
+async def _add_tools(link: AppLink, core: BrokerCore, message: AddTools) -> None:
+    """``addTools``: compile in worker threads (this link's reader waits), then add."""
+    instance = link.instance
+    assert instance is not None
+    federation.check_tools(core, message.tools)
+    compiled = await core.registry.compile_tools(message.tools, existing=instance.tools,
+                                                 alive=lambda: _heard_from(link))
+    _heard_from(link)  # the app's pongs wait unread meanwhile: its silence is ours
+    if instance.link is not link:
+        return  # replaced by a new registration while compiling: these tools are not its
+    core.registry.add_tools(instance, message.tools, compiled)
+    log.info("app_tools_added", label=instance.label, tools=[t.name for t in message.tools])
+    link.conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
+
+
+def _heard_from(link: AppLink) -> None:
+    link.conn.last_received = trio.current_time()
 
 
 def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str) -> Call | None:

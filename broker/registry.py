@@ -10,17 +10,28 @@ stay listed, and a new registration with the same key takes it over. When grace 
 instance and its tools go. Registering with a key that is live replaces the old link: that
 link's calls fail at once and it is closed.
 
-Every change bumps ``version`` and wakes ``wait_changed`` waiters, which is how the MCP front
-door learns to send ``notifications/tools/list_changed`` (it coalesces bursts itself).
+Every change bumps ``version``, wakes ``wait_changed`` waiters, which is how the MCP front
+door learns to send ``notifications/tools/list_changed`` (it coalesces bursts itself), and
+calls the :meth:`Registry.on_change` listeners at once, so caches built from the registry
+(the front door's encoded tool list, discovery's index) let go of departed tools right away
+rather than at their next use.
+
+Tool schemas are compiled (metaschema check, validator, regexes) by
+:meth:`Registry.compile_tools` in worker threads, a few at a time daemon-wide and in small
+chunks (prompt to cancel), before ``register`` / ``add_tools`` change anything; those then
+take the compiled tools. Daemon-wide budgets (``max_tools_total``,
+``max_schema_bytes_total``, ``max_apps_per_token``) are checked there too.
 """
 
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import msgspec
 import structlog
 import trio
 
@@ -29,13 +40,14 @@ from app_client.wire import ToolSpec
 from . import names
 from .admission import Admission
 from .errors import RegistrationError
-from .validation import ArgumentValidator, check_app_name, check_tool_name, compile_schema
+from .validation import ArgumentValidator, check_app_name, check_tool_name, compile_sized
 
 if TYPE_CHECKING:
     from .config import Settings
     from .links import AppLink
 
 log = structlog.get_logger("toolbridge.registry")
+_encode = msgspec.json.Encoder().encode
 
 
 @attrs.define(eq=False)
@@ -47,6 +59,8 @@ class RegisteredTool:
     spec: ToolSpec
     instance: Instance
     validate: ArgumentValidator
+    #: Its inputSchema's size as JSON (counted against ``max_schema_bytes_total``).
+    schema_bytes: int = 0
 
 
 @attrs.define(eq=False)
@@ -69,6 +83,8 @@ class Instance:
     #: Tool name -> agent-facing name, every one this instance has handed out (across its
     #: reconnects): a name never moves to another tool of the instance (``names``).
     given_names: dict[str, str] = attrs.Factory(dict)
+    #: The name of the token it registered with (None: registered in-process, e.g. by tests).
+    token: str | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -89,6 +105,9 @@ class Registry:
         self.version = 0
         self._changed = trio.Event()
         self._sorted_cache: list[RegisteredTool] | None = None
+        self._schema_bytes = 0
+        self._listeners: list[weakref.WeakMethod[Callable[[], None]]] = []
+        self._compile_limiter = trio.CapacityLimiter(max(1, settings.schema_compile_threads))
 
     # --- queries -------------------------------------------------------------------------
 
@@ -117,6 +136,84 @@ class Registry:
             await self._changed.wait()
         return self.version
 
+    @property
+    def schema_bytes(self) -> int:
+        """inputSchema bytes of every registered tool (the ``max_schema_bytes_total`` budget)."""
+        return self._schema_bytes
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        """Call the bound method ``listener`` (synchronously, must not raise) after every change.
+
+        Held weakly: a listener's object (a front door's cache) is not kept alive by the registry.
+        """
+        self._listeners.append(weakref.WeakMethod(listener))
+
+    # --- compiling, off the event loop ---------------------------------------------------
+
+    async def compile_tools(
+        self, tools: list[ToolSpec], *, existing: Iterable[str] = (), alive: Callable[[], None] | None = None
+    ) -> list[CompiledTool]:
+        """Compile the schemas of ``tools`` in worker threads; raises :class:`RegistrationError`.
+
+        Chunks of :data:`COMPILE_CHUNK` tools each take one of ``schema_compile_threads``
+        daemon-wide slots, so one app's big registration neither blocks the loop nor takes
+        every core; the worker checks for cancellation between tools. ``alive`` is called
+        after each chunk (the link's reader is paused meanwhile: the app is not silent).
+        The cheap checks of the tools' names and count (``existing``: the names the instance
+        has) come first, so a registration refused for them costs no compiling.
+        """
+        self._check_tools(tools, existing_names=existing)
+        limit = self._settings.max_schema_bytes
+        compiled: list[CompiledTool] = []
+        for start in range(0, len(tools), COMPILE_CHUNK):
+            chunk = tools[start:start + COMPILE_CHUNK]
+            if _schema_bytes(chunk) <= INLINE_COMPILE_BYTES:
+                compiled += _compile_chunk(chunk, limit)  # a few ms: cheaper than a thread hop
+            else:
+                compiled += await trio.to_thread.run_sync(_compile_chunk, chunk, limit, limiter=self._compile_limiter)
+            if alive is not None:
+                alive()
+            # Give up early, before compiling the rest, once these alone are over the budget (the
+            # exact check, which counts what a re-registration replaces, is register's).
+            self._check_schema_budget(sum(c[2] for c in compiled))
+        return compiled
+
+    def _check_schema_budget(self, total: int) -> None:
+        budget = self._settings.max_schema_bytes_total
+        if total > budget:
+            raise RegistrationError(
+                "schema_budget_exhausted",
+                f"tool schemas would take {total} bytes across all apps, over the daemon's budget of "
+                f"{budget} (setting max_schema_bytes_total): use smaller "
+                "schemas or fewer tools, or ask the daemon's owner to raise the setting",
+            )
+
+    def _check_budgets(self, compiled: list[CompiledTool], leaving: Iterable[RegisteredTool]) -> None:
+        """Refuse ``compiled`` if the daemon-wide budgets cannot take it (``leaving`` goes first)."""
+        gone = list(leaving)
+        tools = len(self._tools) - len(gone) + len(compiled)
+        budget = self._settings.max_tools_total
+        if tools > budget:
+            raise RegistrationError(
+                "tool_budget_exhausted",
+                f"the daemon would hold {tools} tools, over its budget of {budget} across all apps "
+                "(setting max_tools_total): offer fewer tools, or ask the daemon's owner to raise it",
+            )
+        self._check_schema_budget(self._schema_bytes - sum(t.schema_bytes for t in gone) + sum(c[2] for c in compiled))
+
+    def _check_apps_per_token(self, token: str | None, key: tuple[str, str]) -> None:
+        if token is None:
+            return
+        limit = self._settings.max_apps_per_token
+        count = sum(1 for k, i in self._instances.items() if i.token == token and k != key)
+        if count >= limit:
+            raise RegistrationError(
+                "too_many_apps",
+                f"{count} app instances are already registered with the token {token!r}, its limit "
+                f"(setting max_apps_per_token): close some, or issue the app a token of its own "
+                "(`toolbridge token --issue NAME --scope app:NAME`), or raise the setting",
+            )
+
     # --- changes -------------------------------------------------------------------------
 
     def _bump(self) -> None:
@@ -124,6 +221,13 @@ class Registry:
         self._sorted_cache = None
         self._changed.set()
         self._changed = trio.Event()
+        alive = []
+        for ref in self._listeners:
+            listener = ref()
+            if listener is not None:
+                listener()
+                alive.append(ref)
+        self._listeners = alive
 
     def register(
         self,
@@ -134,10 +238,15 @@ class Registry:
         tools: list[ToolSpec],
         max_concurrency: int,
         app_version: str | None,
+        compiled: list[CompiledTool] | None = None,
+        token: str | None = None,
     ) -> tuple[Instance, AppLink | None]:
         """Link ``link`` as an instance; return it and the link it replaced, if any.
 
-        Raises :class:`RegistrationError` (nothing changed) for an invalid name or tool.
+        ``compiled``: ``tools`` from :meth:`compile_tools` (compiled here, on the loop, if
+        None: for small in-process uses). ``token``: the name of the token it registered with.
+        Raises :class:`RegistrationError` (nothing changed) for an invalid name or tool, or a
+        daemon-wide budget it would break.
         """
         check_app_name(app_name)
         if max_concurrency < 1:
@@ -152,7 +261,11 @@ class Registry:
         key = (app_name, instance_id if instance_id is not None else f"#{next(self._anonymous_ids)}")
         existing = self._instances.get(key)
         self._check_tools(tools, existing_names=())
-        compiled = self._compile(tools)  # may raise: before anything changes
+        if compiled is None:
+            compiled = _compile_chunk(tools, self._settings.max_schema_bytes)
+        # May raise: all before anything changes.
+        self._check_budgets(compiled, existing.tools.values() if existing is not None else ())
+        self._check_apps_per_token(token, key)
 
         if existing is None:
             label = names.make_label(app_name, self._labels)
@@ -162,6 +275,7 @@ class Registry:
                 label=label,
                 app_id=f"app-{next(self._app_ids)}",
                 admission=Admission(max_concurrency, self._settings.max_queue),
+                token=token,
             )
             self._labels.add(label)
             self._instances[key] = instance
@@ -174,6 +288,7 @@ class Registry:
         instance.link = link
         instance.grace_deadline = None
         instance.app_version = app_version
+        instance.token = token
         instance.connected_at = trio.current_time()
         self._add_tools(instance, compiled)
         instance.relinked.set()
@@ -200,21 +315,16 @@ class Registry:
                 f"{count} tools is over the limit of {self._settings.max_tools_per_app} per app",
             )
 
-    def _compile(self, tools: Iterable[ToolSpec]) -> list[tuple[ToolSpec, ArgumentValidator]]:
-        limit = self._settings.max_schema_bytes
-        return [(spec, compile_schema(spec.name, spec.input_schema, limit)) for spec in tools]
-
-    def _add_tools(
-        self, instance: Instance, compiled: list[tuple[ToolSpec, ArgumentValidator]]
-    ) -> None:
+    def _add_tools(self, instance: Instance, compiled: list[CompiledTool]) -> None:
         agent_names = names.assign_agent_names(
-            instance.label, (spec.name for spec, _ in compiled), self._tools, instance.given_names
+            instance.label, (spec.name for spec, _, _ in compiled), self._tools, instance.given_names
         )
-        for spec, validate in compiled:
+        for spec, validate, size in compiled:
             agent_name = agent_names[spec.name]
-            tool = RegisteredTool(spec.name, agent_name, spec, instance, validate)
+            tool = RegisteredTool(spec.name, agent_name, spec, instance, validate, size)
             instance.tools[spec.name] = tool
             self._tools[agent_name] = tool
+            self._schema_bytes += size
         self._remember_names(instance, agent_names)
 
     def _remember_names(self, instance: Instance, agent_names: dict[str, str]) -> None:
@@ -230,10 +340,15 @@ class Registry:
             tool = instance.tools.pop(name, None)
             if tool is not None:
                 self._tools.pop(tool.agent_name, None)
+                self._schema_bytes -= tool.schema_bytes
 
-    def add_tools(self, instance: Instance, tools: list[ToolSpec]) -> None:
+    def add_tools(self, instance: Instance, tools: list[ToolSpec], compiled: list[CompiledTool] | None = None) -> None:
+        """Add ``tools`` (``compiled`` by :meth:`compile_tools`, or here if None) to ``instance``."""
         self._check_tools(tools, existing_names=instance.tools)
-        self._add_tools(instance, self._compile(tools))
+        if compiled is None:
+            compiled = _compile_chunk(tools, self._settings.max_schema_bytes)
+        self._check_budgets(compiled, ())
+        self._add_tools(instance, compiled)
         self._bump()
 
     def remove_tools(self, instance: Instance, tool_names: list[str]) -> None:
@@ -281,6 +396,37 @@ class Registry:
             }
             for i in self.instances()
         ]
+
+
+#: A tool's spec, its validator and its schema's size in bytes (see :meth:`Registry.compile_tools`).
+CompiledTool = tuple[ToolSpec, ArgumentValidator, int]
+#: Tools compiled per worker-thread job: a 256 KiB schema takes up to ~1 s, so a job is at most a few
+#: seconds of one thread, and other apps' registrations interleave between jobs.
+COMPILE_CHUNK = 8
+
+
+#: Chunks whose schemas total at most this many bytes (as JSON) compile on the loop: a few
+#: milliseconds at most (the metaschema check costs ~3-7 ms per KiB), less than a thread hop costs
+#: in latency, and deterministic under a test's mock clock.
+INLINE_COMPILE_BYTES = 2048
+
+
+def _schema_bytes(tools: list[ToolSpec]) -> int:
+    # msgspec encodes ~1 GB/s, and a register line is at most max_line_bytes: cheap on the loop.
+    return sum(len(_encode(spec.input_schema)) for spec in tools)
+
+
+def _compile_chunk(tools: list[ToolSpec], max_bytes: int) -> list[CompiledTool]:
+    """Compile ``tools`` (in a worker thread: stops between tools if the caller was cancelled)."""
+    compiled: list[CompiledTool] = []
+    for spec in tools:
+        try:
+            trio.from_thread.check_cancelled()  # raises trio.Cancelled if the link went away
+        except RuntimeError:
+            pass  # not a trio worker thread: compiling on the loop (small in-process uses)
+        validate, size = compile_sized(spec.name, spec.input_schema, max_bytes)
+        compiled.append((spec, validate, size))
+    return compiled
 
 
 def wake_link_waiters(instance: Instance) -> None:

@@ -46,6 +46,7 @@ from .connection import seconds_to_ms
 from .guards import find_path_traversal
 from .logsetup import info_line
 from .registry import RegisteredTool, Registry
+from .validation import log_safe
 
 if TYPE_CHECKING:
     from .calllog import CallLog
@@ -114,6 +115,8 @@ class CallOutcome:
     result: ToolResult | None = None
     retry_after_ms: int | None = None
     correlation_id: int | None = None
+    #: What the daemon's log shows instead of ``message`` when that may quote argument values.
+    log_message: str | None = None
 
     @property
     def is_error(self) -> bool:
@@ -313,6 +316,7 @@ class Router:
             return CallOutcome(
                 "invalid_arguments",
                 f"invalid arguments for {name}: " + "; ".join(errors),
+                log_message=f"invalid arguments for {name}: " + log_safe(errors),
             )
         if self._settings.path_guard and tool.spec.path_guard:
             where = find_path_traversal(arguments)
@@ -506,7 +510,7 @@ class Router:
             if not info_line(event, fields):  # the daemon's fast path for this hot line
                 log.info(event, **fields)
         else:
-            log.warning(event, error=outcome.message, **fields)
+            log.warning(event, error=outcome.log_message or outcome.message, **fields)
         if self._call_log is not None:
             self._call_log.record(
                 tool=name,

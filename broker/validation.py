@@ -9,6 +9,17 @@ Simple schemas (a flat object of typed properties, the common case) take a fast 
 once at registration (:func:`fast_validator`): no metaschema check (its rules are checked
 directly) and a few ``isinstance`` tests per call. The fast path only ever answers "valid";
 anything else goes to ``jsonschema``, so results and messages are the same either way.
+
+Regular expressions (``pattern``, ``patternProperties``) are matched by ``broker.patterns``:
+RE2 (linear time) where it can, else the ``regex`` module with a timeout, never Python's
+backtracking ``re`` on the event loop; a pattern check that runs out of time refuses the call.
+
+Each problem found is an :class:`ArgumentProblem`: the text for the agent (which may quote
+the value it sent) plus ``log_text`` with the path and the rule only, which is what the
+daemon's log gets (argument values may be secrets).
+
+Compiling is CPU work (a large schema's metaschema check takes a good part of a second):
+the registry runs :func:`compile_schema` in worker threads, never on the event loop.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import jsonschema.validators
 import msgspec
 
 from .errors import RegistrationError
+from .patterns import TIMEOUT_RULE, PatternSet, PatternTimeout, collect_patterns, matching, safe_validator_class
 
 #: Registered tool names: MCP allows 1-128 of these characters; we also allow space, ``/`` and
 #: ``:`` because apps use them, and map everything to model-safe agent-facing names.
@@ -32,6 +44,22 @@ _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
 RESERVED_APP_NAMES = frozenset({"toolbridge"})
 
 _MAX_REPORTED_ERRORS = 5
+
+
+class ArgumentProblem(str):
+    """One problem with a call's arguments: the agent's text, and ``log_text`` for the log."""
+
+    log_text: str
+
+    def __new__(cls, text: str, log_text: str) -> ArgumentProblem:
+        problem = super().__new__(cls, text)
+        problem.log_text = log_text
+        return problem
+
+
+def log_safe(problems: list[str]) -> str:
+    """``problems`` as the daemon's log may show them: paths and rules, no argument values."""
+    return "; ".join(p.log_text if isinstance(p, ArgumentProblem) else p for p in problems)
 
 
 class ArgumentValidator(Protocol):
@@ -60,6 +88,11 @@ def check_tool_name(name: str) -> None:
 
 def compile_schema(tool_name: str, schema: dict[str, Any], max_bytes: int) -> ArgumentValidator:
     """Check ``schema`` and return a function giving the errors of a set of arguments."""
+    return compile_sized(tool_name, schema, max_bytes)[0]
+
+
+def compile_sized(tool_name: str, schema: dict[str, Any], max_bytes: int) -> tuple[ArgumentValidator, int]:
+    """:func:`compile_schema`, and the schema's size in bytes (JSON). CPU-heavy: run it in a thread."""
     size = len(msgspec.json.encode(schema))
     if size > max_bytes:
         raise RegistrationError(
@@ -75,7 +108,8 @@ def compile_schema(tool_name: str, schema: dict[str, Any], max_bytes: int) -> Ar
     try:
         if fast is None:  # a simple schema was checked against the metaschema's rules already
             cls.check_schema(schema)
-        validator = cls(schema)
+        patterns = PatternSet(collect_patterns(schema)) if fast is None else PatternSet(set())
+        validator = safe_validator_class(cls)(schema)
     except jsonschema.exceptions.SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise RegistrationError(
@@ -91,20 +125,50 @@ def compile_schema(tool_name: str, schema: dict[str, Any], max_bytes: int) -> Ar
         if fast is not None and fast(arguments):
             return []
         try:
-            errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+            with matching(patterns):
+                errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
+        except PatternTimeout:  # in a jsonschema helper (unevaluatedProperties' pattern checks)
+            text = ("the pattern check for a property name took too long; the tool's pattern is too "
+                    "slow for this value: send shorter or simpler property names")
+            return [ArgumentProblem(f"arguments: {text}", f"arguments: {text}")]
         except Exception as exc:  # a $ref that fails only at call time
             return [f"the tool's schema could not be applied: {type(exc).__name__}"]
         return [_describe(error) for error in errors[:_MAX_REPORTED_ERRORS]]
 
-    return validate
+    return validate, size
 
 
-def _describe(error: jsonschema.exceptions.ValidationError) -> str:
+def _describe(error: jsonschema.exceptions.ValidationError) -> ArgumentProblem:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
+    where = f"${path}" if path else "arguments"
     message = error.message
     if len(message) > 200:
         message = message[:200] + "..."
-    return f"${path}: {message}" if path else f"arguments: {message}"
+    return ArgumentProblem(f"{where}: {message}", f"{where}: {_rule(error)}")
+
+
+#: Keywords whose error message quotes only schema text (never the argument's value).
+_SCHEMA_TEXT_MESSAGES = frozenset({"required", "dependentRequired", "dependencies", TIMEOUT_RULE})
+
+
+def _rule(error: jsonschema.exceptions.ValidationError) -> str:
+    """The rule ``error`` broke, without the value that broke it (for the log).
+
+    ``validator_value`` is schema text (the type, the enum's members, the pattern), so it may be
+    shown; ``instance`` and ``message`` (which quotes the instance) may not, except for the
+    keywords whose message is built from schema text only.
+    """
+    rule = str(error.validator)
+    if rule in _SCHEMA_TEXT_MESSAGES:
+        return error.message[:200]
+    shown = repr(error.validator_value)
+    if len(shown) > 100:
+        shown = shown[:100] + "..."
+    if rule == "type":
+        return f"not of type {shown}"
+    if isinstance(error.validator_value, (dict, list)) and rule not in ("enum", "const"):
+        return f"fails {rule!r}"  # a subschema: naming the keyword is enough
+    return f"fails {rule!r} {shown}"
 
 
 # --- the fast path for simple schemas --------------------------------------------------------

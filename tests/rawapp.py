@@ -64,12 +64,13 @@ class RawApp:
                     return True
 
     async def register(
-        self, token: str, app_name: str = "WatchTower", tools: list[dict[str, Any]] | None = None, **extra: Any
+        self, token: str, app_name: str = "WatchTower", tools: list[dict[str, Any]] | None = None,
+        timeout: float = 10, **extra: Any
     ) -> dict[str, Any]:
         await self.send(
             {"type": "register", "appName": app_name, "token": token, "tools": tools or [ECHO_TOOL], **extra}
         )
-        return await self.recv()
+        return await self.recv(timeout)
 
     async def aclose(self) -> None:
         await self.stream.aclose()

@@ -84,6 +84,8 @@ class MetaTools:
         self.registry = registry
         self._index: ToolIndex | None = None
         self._reranker = reranker
+        # Syncing (adding) is lazy, at search time; letting go of departed tools is not.
+        registry.on_change(self._forget_departed)
         if rerank == "semantic" and reranker is None:
             self._reranker = SemanticReranker(background=True)
             self._reranker.warm_up_in_background()
@@ -96,6 +98,15 @@ class MetaTools:
             weakref.finalize(self, self._index.close)
         self._index.sync(self.registry)
         return self._index
+
+    def _forget_departed(self) -> None:
+        """Drop indexed tools the registry no longer has (their specs, rows and vectors)."""
+        index = self._index
+        if index is None:
+            return
+        gone = [tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None]
+        for name in gone:
+            index.remove(name)
 
     @property
     def reranks(self) -> bool:

@@ -40,6 +40,7 @@ both modes: meta-tools and app tools can be called by name either way.
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -242,10 +243,14 @@ class McpServer:
         self.server_info: dict[str, Any] = {"name": "toolbridge", "version": VERSION}
         self.shutdown = core.shutdown_started
         self._tools: tuple[int, list[str], list[Any]] | None = None
-        self._encoded_entries: dict[RegisteredTool, msgspec.Raw] = {}
+        # Weak keys: a tool the registry dropped takes its encoded entry with it.
+        self._encoded_entries: weakref.WeakKeyDictionary[RegisteredTool, msgspec.Raw] = weakref.WeakKeyDictionary()
         self._session_labels = itertools.count(1)
         #: Discovery mode's search index, shared by every session.
         self.meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
+        # The list is rebuilt lazily (at the next tools/list), but dropped at once when the registry
+        # changes: a departed app's encoded tools (their schemas) must not outlive it.
+        core.registry.on_change(self._drop_snapshot)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
 
@@ -260,6 +265,9 @@ class McpServer:
         # In discovery mode the listed tools (the meta-tools) never change.
         return {"tools": {"listChanged": not discovery}}
 
+    def _drop_snapshot(self) -> None:
+        self._tools = None
+
     def _snapshot(self) -> tuple[list[str], list[Any]]:
         """Names and list entries, rebuilt when the registry changes.
 
@@ -271,12 +279,13 @@ class McpServer:
         if self._tools is None or self._tools[0] != version:
             tools = self.router.list_tools()
             cached = self._encoded_entries
-            fresh: dict[RegisteredTool, msgspec.Raw] = {}
+            entries = []
             for tool in tools:
                 entry = cached.get(tool)
-                fresh[tool] = entry if entry is not None else msgspec.Raw(_entry_encoder.encode(tool_entry(tool)))
-            self._encoded_entries = fresh
-            self._tools = (version, [t.agent_name for t in tools], list(fresh.values()))
+                if entry is None:
+                    entry = cached[tool] = msgspec.Raw(_entry_encoder.encode(tool_entry(tool)))
+                entries.append(entry)
+            self._tools = (version, [t.agent_name for t in tools], entries)
         return self._tools[1], self._tools[2]
 
     def list_tools(self, params: dict[str, Any], *, modern: bool, discovery: bool = False) -> dict[str, Any]:
