@@ -14,6 +14,10 @@ reading and a write cannot finish within ``write_timeout``, the connection is ca
 whole, so a peer that does not read holds at most those bounds of our memory for that long.
 
 Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``.
+Decoding a line builds its Python objects on the loop; for a ``register`` or ``addTools`` of
+megabytes of schemas that alone took ~80 ms (a 10 MB line). Such a line is decoded in steps
+(:func:`_decode_tools_in_steps`): its top level and its tools are first only delimited, then
+each tool is decoded, with a checkpoint every :data:`_STEP_BYTES`, so other tasks run between.
 """
 
 from __future__ import annotations
@@ -26,12 +30,20 @@ from collections.abc import Awaitable, Callable
 import structlog
 import trio
 
+import msgspec
+
 from app_client.errors import RemoteProtocolError
-from app_client.wire import LineFramer, Message, decode_message, encode_message
+from app_client.wire import AddTools, LineFramer, Message, Register, ToolSpec, decode_message, encode_message
 
 log = structlog.get_logger("toolbridge.connection")
 
 _READ_SIZE = 65536
+#: Lines at least this long that carry tools are decoded in steps of about _STEP_BYTES.
+_LARGE_LINE = 1 << 20
+_STEP_BYTES = 512 * 1024
+_TOP_LEVEL: msgspec.json.Decoder[dict[str, msgspec.Raw]] = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_LIST: msgspec.json.Decoder[list[msgspec.Raw]] = msgspec.json.Decoder(list[msgspec.Raw])
+_TOOL: msgspec.json.Decoder[ToolSpec] = msgspec.json.Decoder(ToolSpec)
 _COALESCE_BYTES = 256 * 1024
 _conn_ids = itertools.count(1)
 
@@ -87,7 +99,12 @@ class Connection:
 
     async def receive_message(self) -> Message:
         """The next wire message. Raises RemoteProtocolError for a bad line, or PeerClosed."""
-        return decode_message(await self.receive_line())
+        line = await self.receive_line()
+        if len(line) >= _LARGE_LINE:
+            message = await _decode_tools_in_steps(line)
+            if message is not None:
+                return message
+        return decode_message(line)
 
     # --- writing -------------------------------------------------------------------------
 
@@ -194,6 +211,45 @@ class Connection:
         with trio.move_on_after(1) as scope:
             scope.shield = True
             await trio.aclose_forcefully(self.stream)
+
+
+async def _decode_tools_in_steps(line: bytes) -> Message | None:
+    """Decode a large ``register`` / ``addTools`` line a tool at a time, yielding between steps.
+
+    None when the line is anything else, or not valid JSON: then :func:`decode_message`
+    decodes it at once, so every error is classified and worded as for any line. A tool that
+    does not match its type is refused here, worded as :func:`decode_message` words it.
+    """
+    try:
+        top = _TOP_LEVEL.decode(line)  # delimits the values; builds none of them
+        kind, tools = top.get("type"), top.pop("tools", None)
+        if kind is None or bytes(kind) not in (b'"register"', b'"addTools"') or tools is None:
+            return None
+        raw_tools = _RAW_LIST.decode(tools)
+        # The message without its tools, decoded (and checked) as usual; then the tools.
+        shell = decode_message(b"{" + b",".join(
+            msgspec.json.encode(key) + b":" + bytes(value) for key, value in [*top.items(), ("tools", b"[]")]
+        ) + b"}")
+    except (msgspec.DecodeError, RemoteProtocolError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(shell, (Register, AddTools)):  # pragma: no cover - the type was checked above
+        return None
+    specs: list[ToolSpec] = []
+    step = 0
+    for index, raw in enumerate(raw_tools):
+        try:
+            specs.append(_TOOL.decode(raw))
+        except msgspec.ValidationError as exc:
+            where = str(exc).replace("`$", f"`$.tools[{index}]", 1)
+            raise RemoteProtocolError("invalid_message", f"invalid {shell.__struct_config__.tag!r} message: "
+                                      f"{where}") from None
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return None
+        step += len(raw)
+        if step >= _STEP_BYTES:
+            step = 0
+            await trio.lowlevel.checkpoint()
+    return msgspec.structs.replace(shell, tools=specs)
 
 
 def seconds_to_ms(seconds: float) -> int:
