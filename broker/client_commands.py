@@ -69,7 +69,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     loop = status.get("eventLoop")
     if loop:
         print(f"event loop: longest stall {loop['maxStallMs']:g} ms ({loop['lastMinuteMaxStallMs']:g} ms in the last "
-              f"minute), {loop['stallsOver100Ms']} stall(s) over 100 ms")
+              f"minute), {loop['stallsOver100Ms']} stall(s) over 100 ms; woken at most {loop['maxLateMs']:g} ms "
+              "late (includes waiting for a busy machine)")
     for app in apps:
         state = "connected" if app["connected"] else "reconnecting"
         print(

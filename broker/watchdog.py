@@ -1,23 +1,29 @@
-"""The loop-stall watchdog: how responsive the daemon's event loop is.
+"""The loop-stall watchdog: how responsive the daemon's event loop is, and what blocked it.
 
 Theory of operation
 -------------------
 Every tool call, heartbeat and line of every connection is served by one trio event loop, so
 anything that blocks it (a catastrophic regex, a schema compiled on the loop, a huge argument
 walked in one go) stalls them all. :class:`LoopWatchdog` makes that visible: one task sleeps
-for ``interval`` at a time and records how late each wake-up is. Lateness beyond a few
-milliseconds is time the loop spent on something that did not yield. The largest lateness
-(since start and in the last minute) and the number of stalls over the warning threshold are
-in ``toolbridge status``; each stall over the threshold is logged as a warning when it ends,
-with its length.
+for ``interval`` at a time and records how late each wake-up is.
 
-The cost is one timer wake-up per ``interval`` (20 a second by default). The watchdog only
-observes: the heartbeat (``links``) protects apps from the daemon's own stalls by itself.
+A late wake-up has two possible causes, and only one is the daemon's fault: its own code did
+not yield (the loop thread was busy), or the operating system did not run the process (a
+loaded machine). The watchdog tells them apart by the CPU time the loop's thread used while it
+waited (``time.thread_time``): a wake-up's *blocked* time is its lateness, but no more than
+that CPU time. ``toolbridge status`` shows both, the largest since start and in the last
+minute; a blocked time over ``warn_after`` counts as a stall and is logged as a warning
+(``event_loop_stalled``), and so is lateness over ``warn_after`` with the loop idle
+(``event_loop_late``: the machine was too busy to run the daemon).
+
+The cost is one timer wake-up per ``interval`` (20 a second by default).
 """
 
 from __future__ import annotations
 
 import collections
+import time
+from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
@@ -27,20 +33,53 @@ log = structlog.get_logger("toolbridge.watchdog")
 
 #: How often the watchdog wakes (seconds).
 INTERVAL: Final = 0.05
-#: A wake-up later than this is a stall: logged as a warning and counted.
+#: A wake-up blocked (or late) longer than this is logged as a warning.
 WARN_AFTER: Final = 0.1
-#: The window of ``lastMinuteMaxMs``.
-_WINDOW: Final = 60.0
+#: The window of the ``lastMinute...`` figures, in whole seconds.
+_WINDOW: Final = 60
+
+
+def _thread_clock() -> Callable[[], float]:
+    """CPU time of the calling thread where the platform has it, else of the process."""
+    try:
+        time.thread_time()
+    except (AttributeError, OSError):  # pragma: no cover - platforms without a thread clock
+        return time.process_time
+    return time.thread_time
+
+
+class _WindowMax:
+    """The largest value seen in the last ``_WINDOW`` seconds: one maximum per second."""
+
+    def __init__(self) -> None:
+        self._seconds: collections.deque[tuple[int, float]] = collections.deque()
+        self.ever = 0.0
+
+    def add(self, now: float, value: float) -> None:
+        self.ever = max(self.ever, value)
+        second = int(now)
+        if self._seconds and self._seconds[-1][0] == second:
+            if value > self._seconds[-1][1]:
+                self._seconds[-1] = (second, value)
+        else:
+            self._seconds.append((second, value))
+            if len(self._seconds) > _WINDOW + 1:
+                self._seconds.popleft()
+
+    def recent(self, now: float) -> float:
+        oldest = int(now) - _WINDOW
+        return max((value for second, value in self._seconds if second > oldest), default=0.0)
 
 
 class LoopWatchdog:
-    def __init__(self, interval: float = INTERVAL, warn_after: float = WARN_AFTER) -> None:
+    def __init__(self, interval: float = INTERVAL, warn_after: float = WARN_AFTER,
+                 cpu_clock: Callable[[], float] | None = None) -> None:
         self._interval = interval
         self._warn_after = warn_after
-        self.max_lateness = 0.0
+        self._cpu_clock = cpu_clock or _thread_clock()
+        self._late = _WindowMax()
+        self._blocked = _WindowMax()
         self.stalls = 0
-        #: ``(trio time, lateness)`` of the stalls in the last minute, oldest first.
-        self._recent: collections.deque[tuple[float, float]] = collections.deque()
         self.running = False
 
     async def run(self) -> None:
@@ -48,28 +87,38 @@ class LoopWatchdog:
         try:
             while True:
                 expected = trio.current_time() + self._interval
+                cpu_before = self._cpu_clock()
                 await trio.sleep(self._interval)
-                self.record(trio.current_time() - expected)
+                late = max(0.0, trio.current_time() - expected)
+                self.record(late, busy=self._cpu_clock() - cpu_before)
         finally:
             self.running = False
 
-    def record(self, lateness: float) -> None:
-        """One wake-up ``lateness`` seconds late (also for tests that stall the loop on purpose)."""
-        if lateness > self.max_lateness:
-            self.max_lateness = lateness
-        if lateness > self._warn_after:
+    def record(self, late: float, busy: float) -> None:
+        """One wake-up ``late`` seconds late, the loop's thread having used ``busy`` s of CPU."""
+        now = trio.current_time()
+        blocked = min(late, busy)
+        self._late.add(now, late)
+        self._blocked.add(now, blocked)
+        if blocked > self._warn_after:
             self.stalls += 1
-            self._recent.append((trio.current_time(), lateness))
-            log.warning("event_loop_stalled", stalled_ms=round(lateness * 1000, 1),
-                        hint="something blocked the daemon's event loop; every app and agent waited")
+            log.warning("event_loop_stalled", stalled_ms=round(blocked * 1000, 1),
+                        hint="something in the daemon blocked its event loop; every app and agent waited")
+        elif late > self._warn_after:
+            log.warning("event_loop_late", late_ms=round(late * 1000, 1),
+                        hint="the machine was too busy to run the daemon on time")
 
     def status(self) -> dict[str, Any]:
         now = trio.current_time()
-        while self._recent and self._recent[0][0] < now - _WINDOW:
-            self._recent.popleft()
         return {
             "watching": self.running,
-            "maxStallMs": round(self.max_lateness * 1000, 1),
-            "lastMinuteMaxStallMs": round(max((late for _, late in self._recent), default=0.0) * 1000, 1),
+            "maxStallMs": _ms(self._blocked.ever),
+            "lastMinuteMaxStallMs": _ms(self._blocked.recent(now)),
+            "maxLateMs": _ms(self._late.ever),
+            "lastMinuteMaxLateMs": _ms(self._late.recent(now)),
             "stallsOver100Ms": self.stalls,
         }
+
+
+def _ms(seconds: float) -> float:
+    return round(seconds * 1000, 1)
