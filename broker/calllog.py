@@ -16,6 +16,13 @@ JSON, image/audio ``data`` and resource ``blob`` base64 replaced by their type, 
 any string over :data:`MAX_STRING_CHARS` characters truncated — and inserts the batch plus the
 retention deletes in one transaction.
 
+With ``call_log_redact`` on, the writer builds rows with :func:`make_redacted_row` instead:
+arguments and results keep their shape (object keys, list lengths, content block types) and lose
+every value (:func:`redact_values`), and an error message is kept only when the daemon wrote it
+from names and numbers alone (:data:`VALUE_FREE_KINDS`, never an app's text). That walk runs in
+the writer thread, like all encoding; with the option off the writer calls :func:`make_row` as
+before, whose fast path stores the plain encoding when :func:`redact` could not change it.
+
 Why a thread and not ``trio.to_thread.run_sync`` per flush: sqlite3 connections belong to the
 thread that uses them, trio's worker threads are pooled and interchangeable, and a
 ``check_same_thread=False`` connection shared between them would need a lock and still hop
@@ -49,7 +56,7 @@ import sqlite3
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -72,6 +79,10 @@ __all__ = [
     "open_db",
     "apply_retention",
     "redact",
+    "redact_values",
+    "make_row",
+    "make_redacted_row",
+    "VALUE_FREE_KINDS",
 ]
 
 log = structlog.get_logger("toolbridge.calllog")
@@ -234,6 +245,120 @@ def _to_json(value: Any) -> str | None:
         return _encoder.encode({"unencodable": _truncate(f"{type(value).__name__}: {exc}")}).decode()
 
 
+# --- call_log_redact: the shape of each call, none of its values -------------------------------
+
+#: What a redacted number or boolean becomes.
+REDACTED: Final = "<redacted>"
+#: Outcome kinds whose message the daemon composes from tool names, paths, kinds and numbers,
+#: never from an argument value or an app's text: a redacted row keeps these messages (they say
+#: why a call failed) when the outcome carries no app result. Every other message, including
+#: ``invalid_arguments`` (schema errors quote the value) and ``app_error``, is redacted; a kind
+#: added later is redacted until it is listed here.
+VALUE_FREE_KINDS: Final = frozenset(
+    {"timeout", "cancelled", "busy", "app_disconnected", "shutdown", "internal_error", "unknown_tool",
+     "guard_rejected"}
+)
+
+
+def _placeholder(text: str) -> str:
+    return f"<redacted: {len(text)} chars>"
+
+
+def redact_values(value: Any) -> Any:
+    """``value``'s shape without its values, for ``call_log_redact``.
+
+    Strings become ``"<redacted: N chars>"``, numbers and booleans ``"<redacted>"``; ``null``
+    stays; object keys (schema names) are kept and lists keep their length. ``value`` is JSON
+    builtins (``msgspec.to_builtins`` output); returns new objects.
+    """
+    if isinstance(value, str):
+        return _placeholder(value)
+    if isinstance(value, dict):
+        return {k: redact_values(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_values(v) for v in value]
+    if value is None:
+        return None
+    return REDACTED
+
+
+def _binary_placeholder(encoded: str) -> str:
+    """A base64 payload's placeholder: its decoded size (no hash: it would fingerprint a value)."""
+    try:
+        return f"<redacted: {len(base64.b64decode(encoded, validate=True))} bytes>"
+    except (binascii.Error, ValueError):
+        return _placeholder(encoded)
+
+
+def _redact_block(block: Any) -> Any:
+    """One MCP content block: its ``type`` kept (the schema's discriminator), all else redacted."""
+    if not isinstance(block, dict):
+        return redact_values(block)
+    binary = block.get("type") in _BINARY_TYPES
+    out: dict[str, Any] = {}
+    for key, value in block.items():
+        if key == "type" and isinstance(value, str):
+            out[key] = value
+        elif key == "data" and binary and isinstance(value, str):
+            out[key] = _binary_placeholder(value)
+        elif key == "resource" and isinstance(value, dict):
+            out[key] = {
+                k: _binary_placeholder(v) if k == "blob" and isinstance(v, str) else redact_values(v)
+                for k, v in value.items()
+            }
+        else:
+            out[key] = redact_values(value)
+    return out
+
+
+def _redact_result(value: Any) -> Any:
+    """A ToolResult (as builtins) with ``success`` and content block types kept, no values."""
+    if not isinstance(value, dict):
+        return redact_values(value)
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if key == "success" and isinstance(item, bool):
+            out[key] = item  # the outcome, which the row's is_error says anyway
+        elif key == "content" and isinstance(item, list):
+            out[key] = [_redact_block(block) for block in item]
+        else:
+            out[key] = redact_values(item)
+    return out
+
+
+def _to_redacted_json(value: Any, walk: Callable[[Any], Any]) -> str | None:
+    if value is None:
+        return None
+    try:
+        return _encoder.encode(walk(msgspec.to_builtins(value))).decode()
+    except (TypeError, ValueError, RecursionError, msgspec.EncodeError):
+        # Not the exception's text: it may quote the value.
+        return _encoder.encode({"unencodable": type(value).__name__}).decode()
+
+
+def make_redacted_row(pending: _Pending) -> tuple[Any, ...]:
+    """:func:`make_row` for ``call_log_redact``: the same columns, no argument or result values."""
+    ts, tool, app, instance, agent, session, arguments, outcome, duration_ms = pending
+    message = outcome.message
+    if message and (outcome.result is not None or outcome.kind not in VALUE_FREE_KINDS):
+        message = _placeholder(message)  # an app's text, or a schema error quoting the value
+    return (
+        ts,
+        tool,
+        app,
+        instance,
+        agent,
+        session,
+        outcome.correlation_id,
+        _to_redacted_json(arguments, redact_values),
+        _to_redacted_json(outcome.result, _redact_result),
+        duration_ms,
+        int(outcome.is_error),
+        outcome.kind,
+        _truncate(message) if message else None,
+    )
+
+
 def make_row(pending: _Pending) -> tuple[Any, ...]:
     """Turn one buffered record into the values of :data:`COLUMNS`."""
     ts, tool, app, instance, agent, session, arguments, outcome, duration_ms = pending
@@ -334,8 +459,11 @@ class CallLog:
         max_rows: int = 100_000,
         max_age_days: float = 30.0,
         max_buffered: int = MAX_BUFFERED_ROWS,
+        redact: bool = False,
     ) -> None:
         self._conn = conn
+        #: Chosen once, so the default path does exactly what it did before the option existed.
+        self._make_row = make_redacted_row if redact else make_row
         self._interval = max(flush_interval, _MIN_FLUSH_INTERVAL)
         self._max_rows = max_rows
         self._max_age_days = max_age_days
@@ -467,10 +595,9 @@ class CallLog:
             self._conn.execute("ROLLBACK")
             raise
 
-    @staticmethod
-    def _safe_row(pending: _Pending) -> tuple[Any, ...]:
+    def _safe_row(self, pending: _Pending) -> tuple[Any, ...]:
         try:
-            return make_row(pending)
+            return self._make_row(pending)
         except Exception:  # noqa: BLE001 - one bad record must not lose the batch
             log.exception("call_log_bad_record", tool=pending[1])
             ts, tool, app, instance, agent, session, _args, outcome, duration_ms = pending
@@ -512,9 +639,11 @@ async def open_call_log(settings: Settings) -> AsyncIterator[CallLog | None]:
         flush_interval=settings.call_log_flush_interval,
         max_rows=settings.call_log_max_rows,
         max_age_days=settings.call_log_max_age_days,
+        redact=settings.call_log_redact,
     )
     call_log.start()
-    log.debug("call_log_opened", path=str(path), flush_interval=settings.call_log_flush_interval)
+    log.debug("call_log_opened", path=str(path), flush_interval=settings.call_log_flush_interval,
+              redact=settings.call_log_redact)
     try:
         yield call_log
     finally:

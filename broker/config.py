@@ -99,6 +99,11 @@ class Settings:
     call_log_flush_interval: float = 0.5
     call_log_max_rows: int = 100_000
     call_log_max_age_days: float = 30.0
+    #: Store each call's shape, not its values: strings become "<redacted: N chars>", numbers
+    #: and booleans "<redacted>", keys and list lengths stay; app error texts are redacted too.
+    #: Off by default because the values are what makes the log useful for debugging; turn it
+    #: on where arguments or results may hold secrets (see ``broker.calllog``).
+    call_log_redact: bool = False
 
     log_format: str = "auto"  # auto | console | json
 

@@ -435,3 +435,184 @@ def test_a_large_content_block_wakes_the_writer_at_once() -> None:
     assert holds({"type": "text", "text": "small"}, {"type": "resource", "resource": {"uri": "x", "blob": big}})
     assert not holds({"type": "text", "text": big[:-1]}, {"type": "resource", "resource": "not an object"})
     assert not _holds_large_content(CallOutcome("ok")) and not holds()
+
+
+# --- call_log_redact ----------------------------------------------------------------------------
+
+SECRET = "hunter2-SECRET-7c1f"
+SECRET_NUMBER = 987_654_321
+
+
+def test_redact_values_keeps_keys_and_lengths_and_no_value() -> None:
+    from broker.calllog import redact_values
+
+    value = {"pin": SECRET, "n": SECRET_NUMBER, "f": 2.5, "ok": True, "none": None,
+             "nested": {"tags": [SECRET, "x", 7], "empty": {}}}
+    assert redact_values(value) == {
+        "pin": f"<redacted: {len(SECRET)} chars>", "n": "<redacted>", "f": "<redacted>", "ok": "<redacted>",
+        "none": None, "nested": {"tags": [f"<redacted: {len(SECRET)} chars>", "<redacted: 1 chars>", "<redacted>"],
+                                 "empty": {}},
+    }
+
+
+def test_a_redacted_row_keeps_the_shape_of_the_result_and_daemon_messages() -> None:
+    from broker.calllog import make_redacted_row
+
+    png = png_bytes()
+    result = ToolResult(
+        success=True,
+        data={"echo": SECRET},
+        content=[
+            {"type": "text", "text": f"your pin is {SECRET}"},
+            {"type": "image", "mimeType": "image/png", "data": base64.b64encode(png).decode()},
+            {"type": "resource", "resource": {"uri": f"file:///{SECRET}", "blob": base64.b64encode(png).decode()}},
+            {"type": "resource_link", "uri": f"file:///{SECRET}.txt", "name": SECRET},
+        ],
+        structured_content={"pin": SECRET, "n": SECRET_NUMBER},
+    )
+
+    def row(arguments: Any, outcome: CallOutcome) -> dict[str, Any]:
+        return dict(zip(COLUMNS, make_redacted_row((0.0, "A__t", "A", "i", "ag", "s", arguments, outcome, 1.5))))
+
+    ok = row({"pin": SECRET}, CallOutcome("ok", result=result, correlation_id=3))
+    assert SECRET not in repr(ok) and str(SECRET_NUMBER) not in repr(ok)
+    assert (ok["tool"], ok["correlation_id"], ok["duration_ms"], ok["error_kind"]) == ("A__t", 3, 1.5, "ok")
+    assert json.loads(ok["arguments"]) == {"pin": f"<redacted: {len(SECRET)} chars>"}
+    stored = json.loads(ok["result"])
+    assert stored["data"] == {"echo": f"<redacted: {len(SECRET)} chars>"}
+    assert stored["structuredContent"] == {"pin": f"<redacted: {len(SECRET)} chars>", "n": "<redacted>"}
+    text, image, resource, link = stored["content"]
+    assert text == {"type": "text", "text": f"<redacted: {len(SECRET) + 12} chars>"}
+    assert image == {"type": "image", "mimeType": "<redacted: 9 chars>", "data": f"<redacted: {len(png)} bytes>"}
+    assert resource == {"type": "resource", "resource": {"uri": f"<redacted: {len(SECRET) + 8} chars>",
+                                                         "blob": f"<redacted: {len(png)} bytes>"}}
+    assert link["type"] == "resource_link" and link["name"] == f"<redacted: {len(SECRET)} chars>"
+    assert hashlib.sha256(png).hexdigest() not in ok["result"]  # no fingerprint of a binary either
+
+    # An app's error text (by result or by kind) and a schema error quoting the value: redacted.
+    app_error = row(None, CallOutcome("app_error", f"pin {SECRET} refused",
+                                      result=ToolResult(success=False, error=f"pin {SECRET} refused")))
+    assert app_error["error_message"] == f"<redacted: {len(SECRET) + 12} chars>"
+    assert json.loads(app_error["result"]) == {"success": False, "error": f"<redacted: {len(SECRET) + 12} chars>"}
+    reported = row(None, CallOutcome("timeout", SECRET, result=ToolResult(success=False, error=SECRET,
+                                                                          error_kind="timeout")))
+    assert SECRET not in repr(reported)
+    invalid = row({"x": SECRET}, CallOutcome("invalid_arguments", f"$.x: '{SECRET}' is not of type 'integer'"))
+    assert SECRET not in repr(invalid) and invalid["error_message"].startswith("<redacted: ")
+    # The daemon's own messages name tools, kinds and numbers only: they stay readable.
+    timeout = row({"pin": SECRET}, CallOutcome("timeout", "A__t timed out after 30 s; the app was asked to stop"))
+    assert timeout["error_message"] == "A__t timed out after 30 s; the app was asked to stop"
+    unencodable = row({"when": object()}, CallOutcome("ok"))
+    assert json.loads(unencodable["arguments"]) == {"unencodable": "dict"}
+
+
+def test_call_log_redact_comes_from_file_and_environment(tmp_path: Path) -> None:
+    from broker.settings_file import load_settings
+
+    assert Settings().call_log_redact is False
+    (tmp_path / "config.toml").write_text("call_log_redact = true\n")
+    assert load_settings(None, tmp_path, {}).call_log_redact is True
+    assert load_settings(None, tmp_path, {"TOOLBRIDGE_CALL_LOG_REDACT": "off"}).call_log_redact is False
+    (tmp_path / "config.toml").unlink()
+    assert load_settings(None, tmp_path, {"TOOLBRIDGE_CALL_LOG_REDACT": "1"}).call_log_redact is True
+
+
+def _raw_log_bytes(home: Path) -> bytes:
+    """Every byte of the call log as it is on disk: the database and its WAL (and shm)."""
+    return b"".join(p.read_bytes() for p in sorted(home.glob(CALL_LOG_FILE + "*")))
+
+
+@pytest.mark.parametrize("redact_on", [True, False])
+async def test_call_log_redact_leaves_no_secret_on_disk_or_in_logs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], redact_on: bool
+) -> None:
+    """A real daemon and a raw-socket app: with ``call_log_redact`` a secret string, number and
+    nested object, echoed in the app's result and quoted by its errors, reaches neither the
+    database files nor ``toolbridge logs``; the shape, outcome, tool and duration do. Off, the
+    values are stored as before (which also shows the byte search can find them)."""
+    from broker.cli import main
+    from broker.daemon import run_daemon
+    from rawapp import CLICK_TOOL, ECHO_TOOL, RawApp
+
+    home = tmp_path / "home"
+    arguments = {"text": SECRET, "amount": SECRET_NUMBER,
+                 "card": {"holder": SECRET, "cvv": 4242, "tags": [SECRET, True, None]}}
+    shutdown = trio.Event()
+    async with trio.open_nursery() as nursery:
+        settings = Settings(home=home, port=0, http_port=None, call_log_flush_interval=0.02,
+                            call_log_redact=redact_on)
+        info = await nursery.start(lambda task_status: run_daemon(settings, shutdown=shutdown,
+                                                                  task_status=task_status))
+        app = await RawApp.connect(info.port)
+        assert (await app.register(info.token, tools=[ECHO_TOOL, CLICK_TOOL]))["type"] == "registered"
+        answers = [
+            {"type": "toolResponse", "result": {
+                "success": True, "data": {"echo": SECRET, "n": SECRET_NUMBER},
+                "content": [{"type": "text", "text": f"pin {SECRET}"},
+                            {"type": "resource_link", "uri": f"file:///{SECRET}", "name": SECRET}],
+                "structuredContent": {"card": {"holder": SECRET, "amount": SECRET_NUMBER}}}},
+            {"type": "error", "code": "bad_pin", "message": f"pin {SECRET} refused"},
+            {"type": "toolResponse", "result": {"success": False, "error": f"card {SECRET} declined"}},
+        ]
+        outcomes: list[CallOutcome] = []
+        for answer in answers:
+            async with trio.open_nursery() as calls:
+                async def agent() -> None:
+                    outcomes.append(await info.core.router.call_tool("WatchTower__Echo", arguments))
+
+                calls.start_soon(agent)
+                invocation = await app.recv_type("toolInvocation")
+                await app.send({**answer, "correlationId": invocation["correlationId"]})
+        # A schema error quotes the value; the daemon's own message for an unknown tool does not.
+        outcomes.append(await info.core.router.call_tool("WatchTower__ClickElement", {"x": SECRET, "y": 1}))
+        outcomes.append(await info.core.router.call_tool("WatchTower__Gone", arguments))
+        assert [o.kind for o in outcomes] == ["ok", "app_error", "app_error", "invalid_arguments", "unknown_tool"]
+        assert SECRET in outcomes[1].message and SECRET in outcomes[3].message  # the agent still gets them
+
+        # The writer thread has no event to await: watch its counter (a bounded wait).
+        call_log = info.core.call_log
+        assert call_log is not None
+        with trio.fail_after(10):
+            while call_log.written < len(outcomes):
+                await trio.sleep(0.01)
+        raw_while_running = _raw_log_bytes(home)
+        assert (home / (CALL_LOG_FILE + "-wal")).exists()
+        shutdown.set()
+    raw_after_exit = _raw_log_bytes(home)
+    capsys.readouterr()  # the daemon's own log lines
+
+    assert main(["logs", "--home", str(home), "--json", "--limit", "0"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert main(["logs", "--home", str(home), "--limit", "0"]) == 0
+    table = capsys.readouterr().out
+    secrets = [SECRET, str(SECRET_NUMBER)]
+    assert [r["tool"] for r in rows] == ["WatchTower__Echo"] * 3 + ["WatchTower__ClickElement", "WatchTower__Gone"]
+    assert [r["error_kind"] for r in rows] == [o.kind for o in outcomes]
+    assert [r["is_error"] for r in rows] == [False, True, True, True, True]
+    assert all(r["duration_ms"] >= 0 for r in rows) and rows[0]["correlation_id"] is not None
+    assert rows[4]["error_message"].startswith("unknown tool 'WatchTower__Gone'")
+    if not redact_on:
+        for secret in secrets:
+            assert secret.encode() in raw_while_running and secret.encode() in raw_after_exit
+        assert rows[0]["arguments"] == arguments
+        assert rows[0]["result"]["structuredContent"] == {"card": {"holder": SECRET, "amount": SECRET_NUMBER}}
+        assert SECRET in rows[1]["error_message"] and SECRET in table
+        return
+
+    for secret in secrets:
+        assert secret.encode() not in raw_while_running
+        assert secret.encode() not in raw_after_exit
+        assert secret not in json.dumps(rows) and secret not in table
+    chars = f"<redacted: {len(SECRET)} chars>"
+    assert rows[0]["arguments"] == {"text": chars, "amount": "<redacted>",
+                                    "card": {"holder": chars, "cvv": "<redacted>", "tags": [chars, "<redacted>", None]}}
+    assert rows[0]["result"] == {
+        "data": {"echo": chars, "n": "<redacted>"},
+        "content": [{"type": "text", "text": f"<redacted: {len(SECRET) + 4} chars>"},
+                    {"type": "resource_link", "uri": f"<redacted: {len(SECRET) + 8} chars>", "name": chars}],
+        "structuredContent": {"card": {"holder": chars, "amount": "<redacted>"}},
+    }
+    assert rows[1]["error_message"] == f"<redacted: {len(outcomes[1].message)} chars>"
+    assert rows[2]["result"] == {"success": False, "error": f"<redacted: {len(SECRET) + 14} chars>"}
+    assert rows[3]["arguments"] == {"x": chars, "y": "<redacted>"}
+    assert f"<redacted: {len(outcomes[3].message)} chars>" in table  # the table says what it hides
