@@ -45,6 +45,7 @@ from . import federation
 from .calls import Call
 from .connection import Connection, PeerClosed, seconds_to_ms
 from .errors import RegistrationError
+from .logsetup import app_text_for_log
 from .registry import Instance, wake_link_waiters
 
 if TYPE_CHECKING:
@@ -262,7 +263,8 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         if message.correlation_id is not None:
             call = _own_call(link, core, message.correlation_id, "error")
             if call is not None:
-                core.router.fail(call, "app_error", f"the app reported an error: {message.message[:1000]}")
+                core.router.fail(call, "app_error", f"the app reported an error: {message.message[:1000]}",
+                                 log_message=app_text_for_log(message.message))
     else:
         conn.send_nowait(
             Error("unexpected_message", f"{type(message).__name__} messages are not accepted from an app")

@@ -167,3 +167,9 @@ def configure_logging(log_format: str = "auto", level: str = "info", *, batched:
         logger_factory=logger_factory,
         cache_logger_on_first_use=True,
     )
+
+
+def app_text_for_log(text: str) -> str:
+    """What the daemon's log says of an app's error text: its length, not the text, which may
+    quote argument values (the agent gets the text; the call log keeps it unless redacted)."""
+    return f"the app's error message ({len(text)} chars; not logged, it may quote arguments)"

@@ -44,7 +44,7 @@ from .admission import Busy
 from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
 from .connection import seconds_to_ms
 from .guards import find_path_traversal
-from .logsetup import info_line
+from .logsetup import app_text_for_log, info_line
 from .registry import RegisteredTool, Registry
 from .validation import log_safe
 
@@ -247,8 +247,9 @@ class Router:
         """The app answered ``call``."""
         return self._finish(call, self._outcome(call, result))
 
-    def fail(self, call: Call, kind: str, message: str) -> bool:
-        return self._finish(call, CallOutcome(kind, message))
+    def fail(self, call: Call, kind: str, message: str, *, log_message: str | None = None) -> bool:
+        """End ``call`` with a failure; ``log_message``: what the log shows if ``message`` quotes the app."""
+        return self._finish(call, CallOutcome(kind, message, log_message=log_message))
 
     def fail_link(self, link_id: int, kind: str, message: str) -> int:
         """Fail every call sent over one link; return how many were still open."""
@@ -480,7 +481,8 @@ class Router:
         # An app (or a broker below, through an uplink) may say what kind of failure it was.
         kind = result.error_kind if result.error_kind in APP_REPORTABLE_KINDS else "app_error"
         retry_after = result.retry_after_ms if kind == "busy" else None
-        return CallOutcome(kind, message, result=result, retry_after_ms=retry_after)
+        return CallOutcome(kind, message, result=result, retry_after_ms=retry_after,
+                           log_message=app_text_for_log(message))
 
     # --- audit ---------------------------------------------------------------------------
 

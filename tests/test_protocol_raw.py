@@ -163,10 +163,17 @@ async def test_an_app_error_message_is_not_logged_but_reaches_the_caller(daemon:
             inv = await app.recv_type("toolInvocation")
             await app.send({"type": "error", "code": "bad_pin", "correlationId": inv["correlationId"],
                             "message": "pin SECRET-PIN-9999 refused"})
-    assert box[0].kind == "app_error" and "SECRET-PIN-9999" in box[0].message
+        async with trio.open_nursery() as nursery:  # the same text in a failed toolResponse
+            nursery.start_soon(agent)
+            inv = await app.recv_type("toolInvocation")
+            await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                            "result": {"success": False, "error": "pin SECRET-PIN-9999 refused"}})
+    assert [o.kind for o in box] == ["app_error"] * 2 and all("SECRET-PIN-9999" in o.message for o in box)
     [line] = [entry for entry in logs if entry["event"] == "app_reported_error"]
     assert line["code"] == "bad_pin" and line["detail_chars"] == len("pin SECRET-PIN-9999 refused")
-    assert "SECRET" not in repr(line)
+    audits = [entry for entry in logs if entry["event"] == "TOOL_EXECUTION_ERROR"]
+    assert len(audits) == 2 and all("chars; not logged" in entry["error"] for entry in audits)
+    assert "SECRET" not in repr(logs)  # in no line at all, the audit warnings included
 
 
 # --- bad input: each gets a clear error, and nothing else is affected ----------------------
