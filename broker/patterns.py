@@ -194,6 +194,11 @@ class PatternSet:
     def __len__(self) -> int:
         return len(self._matchers)
 
+    @property
+    def linear(self) -> bool:
+        """Every pattern runs on RE2 (none can take the fallback's time)."""
+        return all(matcher.linear for matcher in self._matchers.values())
+
     def matcher(self, pattern: str) -> Matcher:
         found = self._matchers.get(pattern)
         if found is None:  # only for a pattern the walk missed; bounded by the schema's size

@@ -13,8 +13,9 @@ message that is safe to show an agent, delivered once to the caller's ``on_done`
 audit; :meth:`start_call` itself never raises. A rejected call never reaches the app.
 
 Validation and the guards cost time in proportion to the arguments, and a crafted argument
-can make them slow (the path guard's worst case is a few µs a character). Arguments of
-:data:`LARGE_ARGUMENTS` characters or more are therefore checked in a worker thread (at most
+can make them slow (the path guard's worst case is a few µs a character; a schema pattern RE2
+cannot run gets up to 100 ms a call). Arguments of :data:`LARGE_ARGUMENTS` characters or more,
+and every call of a tool with such a pattern, are therefore checked in a worker thread (at most
 :data:`_CHECK_THREADS` at once) while the call waits as a record like any other — its deadline
 runs, it can be cancelled — and the loop goes on serving everyone else; a call with small
 arguments is checked inline, as before. :meth:`Router.serve_checks` runs those checks; without
@@ -279,7 +280,7 @@ class Router:
         if not isinstance(arguments, dict):
             return CallOutcome("invalid_arguments", f"arguments for {name} must be a JSON object")
         checks = self._checks
-        off_loop = checks is not None and _is_large(arguments, LARGE_ARGUMENTS)
+        off_loop = checks is not None and (tool.validate.may_be_slow or _is_large(arguments, LARGE_ARGUMENTS))
         if not off_loop:
             rejected = self._check(name, tool, arguments)
             if rejected is not None:

@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import attrs
 import jsonschema
 import jsonschema.exceptions
 import jsonschema.validators
@@ -63,7 +64,21 @@ def log_safe(problems: list[str]) -> str:
 
 
 class ArgumentValidator(Protocol):
+    #: A call's validation may take up to the pattern fallback's budget (a pattern RE2 cannot
+    #: run): the router checks such calls off the event loop.
+    @property
+    def may_be_slow(self) -> bool: ...
+
     def __call__(self, arguments: dict[str, Any]) -> list[str]: ...
+
+
+@attrs.frozen
+class _Validator:
+    check: Callable[[dict[str, Any]], list[str]]
+    may_be_slow: bool
+
+    def __call__(self, arguments: dict[str, Any]) -> list[str]:
+        return self.check(arguments)
 
 
 def check_app_name(name: str) -> None:
@@ -135,7 +150,7 @@ def compile_sized(tool_name: str, schema: dict[str, Any], max_bytes: int) -> tup
             return [f"the tool's schema could not be applied: {type(exc).__name__}"]
         return [_describe(error) for error in errors[:_MAX_REPORTED_ERRORS]]
 
-    return validate, size
+    return _Validator(validate, may_be_slow=not patterns.linear), size
 
 
 def _describe(error: jsonschema.exceptions.ValidationError) -> ArgumentProblem:

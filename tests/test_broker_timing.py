@@ -470,3 +470,21 @@ async def test_a_call_being_checked_can_be_cancelled_or_time_out(checking_harnes
     await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
     assert (await harness.outcome("after")).kind == "ok"
     assert len(harness.core.router._live) == 0
+
+
+async def test_calls_of_a_tool_with_a_slow_pattern_are_checked_off_the_loop(checking_harness: Harness) -> None:
+    """A pattern RE2 cannot run may take the fallback's whole budget (100 ms): never on the loop."""
+    harness = checking_harness
+    slow_pattern = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(?=a)(a|aa)+$"}}}
+    app = await harness.app(maxConcurrency=4, tools=[ECHO_TOOL, {**ECHO_TOOL, "name": "Match", "inputSchema": slow_pattern}])
+    assert harness.core.registry.lookup("WatchTower__Match").validate.may_be_slow  # type: ignore[union-attr]
+    assert not harness.core.registry.lookup("WatchTower__Echo").validate.may_be_slow  # type: ignore[union-attr]
+    harness.call("slow", "WatchTower__Match", args={"s": "a" * 40 + "!"})
+    harness.call("light", args={"text": "hi"})
+    inv = await app.recv_type("toolInvocation")
+    assert inv["parameters"] == {"text": "hi"}
+    await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
+    assert (await harness.outcome("light")).kind == "ok"
+    assert "slow" not in harness.outcomes  # still being checked, off the loop
+    slow = await harness.outcome("slow")
+    assert slow.kind == "invalid_arguments" and "took too long" in slow.message
