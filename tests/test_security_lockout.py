@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 import structlog
 import trio
-import trio.testing
 from mcp import Client, StdioServerParameters
 
 from app_client import App
