@@ -338,30 +338,23 @@ def _to_redacted_json(value: Any, walk: Callable[[Any], Any]) -> str | None:
 
 def make_redacted_row(pending: _Pending) -> tuple[Any, ...]:
     """:func:`make_row` for ``call_log_redact``: the same columns, no argument or result values."""
-    ts, tool, app, instance, agent, session, arguments, outcome, duration_ms = pending
+    arguments, outcome = pending[6], pending[7]
     message = outcome.message
     if message and (outcome.result is not None or outcome.kind not in VALUE_FREE_KINDS):
         message = _placeholder(message)  # an app's text, or a schema error quoting the value
-    return (
-        ts,
-        tool,
-        app,
-        instance,
-        agent,
-        session,
-        outcome.correlation_id,
-        _to_redacted_json(arguments, redact_values),
-        _to_redacted_json(outcome.result, _redact_result),
-        duration_ms,
-        int(outcome.is_error),
-        outcome.kind,
-        _truncate(message) if message else None,
-    )
+    return _row(pending, _to_redacted_json(arguments, redact_values),
+                _to_redacted_json(outcome.result, _redact_result), message)
 
 
 def make_row(pending: _Pending) -> tuple[Any, ...]:
     """Turn one buffered record into the values of :data:`COLUMNS`."""
-    ts, tool, app, instance, agent, session, arguments, outcome, duration_ms = pending
+    outcome = pending[7]
+    return _row(pending, _to_json(pending[6]), _to_json(outcome.result), outcome.message)
+
+
+def _row(pending: _Pending, arguments: str | None, result: str | None, message: str) -> tuple[Any, ...]:
+    """The values of :data:`COLUMNS`, the arguments and result already encoded."""
+    ts, tool, app, instance, agent, session, _, outcome, duration_ms = pending
     return (
         ts,
         tool,
@@ -370,12 +363,12 @@ def make_row(pending: _Pending) -> tuple[Any, ...]:
         agent,
         session,
         outcome.correlation_id,
-        _to_json(arguments),
-        _to_json(outcome.result),
+        arguments,
+        result,
         duration_ms,
         int(outcome.is_error),
         outcome.kind,
-        _truncate(outcome.message) if outcome.message else None,
+        _truncate(message) if message else None,
     )
 
 
