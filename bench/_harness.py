@@ -8,7 +8,7 @@ everything it started (by pid), and prints a table — or, with ``--json``, one 
 that ``tests/test_bench_smoke.py`` parses.
 
 The daemon is started through ``bench/bench_daemon.py``: the same settings loading, logging
-set-up and :func:`broker.daemon.run_daemon` as ``toolbridge serve``, plus one admin command,
+set-up and :func:`broker.daemon.run.run_daemon` as ``toolbridge serve``, plus one admin command,
 ``bench.memory``, that runs ``gc.collect()`` in the daemon and reports its ``VmRSS`` and
 ``VmHWM`` (Linux ``/proc/self/status``; elsewhere ``ru_maxrss`` for the peak and no RSS).
 Nothing is changed in the broker for the benchmark.

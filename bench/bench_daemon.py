@@ -4,7 +4,7 @@ Usage: ``python bench/bench_daemon.py --home H --port 0 (--http-port 0 | --no-ht
 
 Settings come from ``load_settings`` exactly as for ``toolbridge serve`` (defaults <
 ``<home>/config.toml`` < ``TOOLBRIDGE_*`` < flags), logging is configured the same way, and the
-daemon is :func:`broker.daemon.run_daemon`. Once it has started, one admin handler is added
+daemon is :func:`broker.daemon.run.run_daemon`. Once it has started, one admin handler is added
 through the core it reports (``DaemonInfo.core``): ``bench.memory`` runs ``gc.collect()`` and
 answers with the process's resident memory, so a benchmark can compare the daemon's memory
 before and after a load. With ``BENCH_TRACEMALLOC=1`` it also reports the traced Python heap
@@ -23,9 +23,9 @@ from typing import Any
 
 import trio
 
-from broker.daemon import run_daemon
-from broker.logsetup import configure_logging
-from broker.settings_file import load_settings
+from broker.daemon.run import run_daemon
+from broker.config.logsetup import configure_logging
+from broker.config.settings_file import load_settings
 
 
 def _memory() -> dict[str, Any]:

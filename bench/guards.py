@@ -2,7 +2,7 @@
 
 Usage: ``python bench/guards.py [--mb 3.8] [--repeats 5] [--json]``
 
-Times ``broker.guards.find_path_traversal`` (what the router runs on every call of a guarded
+Times ``broker.core.guards.find_path_traversal`` (what the router runs on every call of a guarded
 tool, on the event loop) on one argument of about ``--mb`` megabytes, the median of
 ``--repeats`` runs, for each kind of content:
 
@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from broker.guards import find_path_traversal
+from broker.core.guards import find_path_traversal
 
 
 def prose(size: int) -> str:

@@ -56,7 +56,7 @@ def per_op(fn: Any, iterations: int, repeats: int) -> float:
 
 def configure_daemon_logging(log_path: Path) -> Any:
     """Logging exactly as the daemon sets it up, but into ``log_path`` instead of stderr."""
-    from broker.logsetup import configure_logging
+    from broker.config.logsetup import configure_logging
 
     log_file = open(log_path, "a")
     saved = sys.stderr
@@ -97,14 +97,14 @@ async def fake_app(stream: trio.abc.Stream, token: str) -> None:
 
 async def in_process(args: argparse.Namespace, home: Path) -> dict[str, Any]:
     from app_client.wire import ToolInvocation, ToolResult, decode_message, encode_message
-    from broker.calllog import make_row, open_call_log
-    from broker.config import Settings
-    from broker.core import BrokerCore
-    from broker.guards import find_path_traversal
-    from broker.home import ensure_home, load_or_create_token
+    from broker.core.calllog import make_row, open_call_log
+    from broker.config.settings import Settings
+    from broker.daemon.broker_core import BrokerCore
+    from broker.core.guards import find_path_traversal
+    from broker.config.home import ensure_home, load_or_create_token
     from broker.mcp import jsonrpc
     from broker.mcp.results import call_result
-    from broker.router import CallerInfo, CallOutcome
+    from broker.core.router import CallerInfo, CallOutcome
 
     # The stage timings below block the event loop for many seconds: no heartbeats meanwhile.
     settings = Settings(home=home, port=0, http_port=None, heartbeat_interval=3600, heartbeat_timeout=7200)

@@ -10,7 +10,7 @@ Exit status 0 when every check passed, 1 otherwise (the problems are printed).
 
 Theory of operation
 -------------------
-One trio run holds the daemon (:func:`broker.daemon.run_daemon`, real TCP on 127.0.0.1, port
+One trio run holds the daemon (:func:`broker.daemon.run.run_daemon`, real TCP on 127.0.0.1, port
 0, its own temporary home), the apps and the agents:
 
 * in-process apps built on ``app_client`` (tools ``echo``, ``sync_echo`` in a worker thread,
@@ -76,9 +76,9 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
 from app_client import App, Backoff, ConnectionState, ToolContext, ToolError  # noqa: E402
-from broker.config import Settings  # noqa: E402
-from broker.core import BrokerCore  # noqa: E402
-from broker.daemon import DaemonInfo, run_daemon  # noqa: E402
+from broker.config.settings import Settings  # noqa: E402
+from broker.daemon.broker_core import BrokerCore  # noqa: E402
+from broker.daemon.run import DaemonInfo, run_daemon  # noqa: E402
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -1,7 +1,7 @@
 """The broker's exception tree.
 
 Errors here never reach an agent as text: the router turns every outcome into a
-:class:`~broker.router.CallOutcome` with a short, safe message, and the log keeps the detail.
+:class:`~broker.core.router.CallOutcome` with a short, safe message, and the log keeps the detail.
 """
 
 from __future__ import annotations

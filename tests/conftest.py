@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from broker.config import Settings
-from broker.daemon import DaemonInfo, run_daemon
+from broker.config.settings import Settings
+from broker.daemon.run import DaemonInfo, run_daemon
 from rawapp import RawApp
 
 

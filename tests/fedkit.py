@@ -9,9 +9,9 @@ from typing import Any
 import attrs
 import trio
 
-from broker.config import Settings
-from broker.core import BrokerCore
-from broker.daemon import DaemonInfo, run_daemon
+from broker.config.settings import Settings
+from broker.daemon.broker_core import BrokerCore
+from broker.daemon.run import DaemonInfo, run_daemon
 
 
 @attrs.define

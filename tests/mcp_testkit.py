@@ -36,8 +36,8 @@ from app_client.wire import (
     decode_message,
     encode_message,
 )
-from broker.config import Settings
-from broker.daemon import DaemonInfo, run_daemon
+from broker.config.settings import Settings
+from broker.daemon.run import DaemonInfo, run_daemon
 
 
 #: Code that stops reading an httpx2 stream early (the SDK client, once the answer is in; these

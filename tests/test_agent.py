@@ -37,7 +37,7 @@ from broker.agent import (
 )
 from broker.agent._errors import error_from_result, error_from_rpc
 from broker.codegen import generate_python, tools_from_registry
-from broker.daemon import DaemonInfo
+from broker.daemon.run import DaemonInfo
 from mcp_testkit import DEMO_TOOLS, HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, mcp_url, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]

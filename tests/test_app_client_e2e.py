@@ -14,7 +14,7 @@ import trio
 
 from app_client import App, ConnectionState, ToolContext, ToolError
 from app_client.discovery import ENV_HOME, ENV_HOST, ENV_PORT, ENV_TOKEN
-from broker.daemon import DaemonInfo
+from broker.daemon.run import DaemonInfo
 
 
 @pytest.fixture(autouse=True)

@@ -14,9 +14,9 @@ import pytest
 import trio
 import trio.testing
 
-from broker.config import Settings
-from broker.core import BrokerCore
-from broker.router import CallOutcome
+from broker.config.settings import Settings
+from broker.daemon.broker_core import BrokerCore
+from broker.core.router import CallOutcome
 from rawapp import ECHO_TOOL, RawApp
 
 TOKEN = "test-token"
@@ -379,7 +379,7 @@ async def test_a_stalled_daemon_does_not_drop_its_apps_for_its_own_silence(
 
 async def test_the_watchdog_tells_a_blocked_loop_from_a_busy_machine(autojump_clock: trio.testing.MockClock) -> None:
     """A late wake-up counts as a stall only as far as the loop's thread was busy meanwhile."""
-    from broker.watchdog import LoopWatchdog
+    from broker.daemon.watchdog import LoopWatchdog
 
     cpu = [0.0]  # the loop thread's CPU clock, driven by the test
     watchdog = LoopWatchdog(interval=0.05, warn_after=0.1, cpu_clock=lambda: cpu[0])

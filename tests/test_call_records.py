@@ -8,8 +8,8 @@ import attrs
 import trio
 import trio.testing
 
-from broker.admission import Admission, Busy
-from broker.calls import DeadlineQueue
+from broker.core.admission import Admission, Busy
+from broker.core.calls import DeadlineQueue
 
 
 @attrs.define(eq=False)

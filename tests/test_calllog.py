@@ -23,7 +23,7 @@ import structlog
 import trio
 
 from app_client.wire import ToolResult
-from broker.calllog import (
+from broker.core.calllog import (
     CALL_LOG_FILE,
     COLUMNS,
     MAX_STRING_CHARS,
@@ -35,9 +35,9 @@ from broker.calllog import (
     open_db,
     redact,
 )
-from broker.config import Settings
+from broker.config.settings import Settings
 from broker.errors import StartupError
-from broker.router import CallOutcome
+from broker.core.router import CallOutcome
 
 
 def png_bytes(width: int = 4, height: int = 3) -> bytes:
@@ -340,9 +340,9 @@ _DAEMON_LIKE = textwrap.dedent(
     import trio
 
     from app_client.wire import ToolResult
-    from broker.calllog import open_call_log
-    from broker.config import Settings
-    from broker.router import CallOutcome
+    from broker.core.calllog import open_call_log
+    from broker.config.settings import Settings
+    from broker.core.router import CallOutcome
 
     async def main():
         settings = Settings(home=Path(sys.argv[1]), call_log_flush_interval=0.05)
@@ -397,8 +397,8 @@ def test_database_survives_kill_9(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 
 async def test_the_router_records_into_the_log(tmp_path: Path) -> None:
-    from broker.core import BrokerCore
-    from broker.router import CallerInfo
+    from broker.daemon.broker_core import BrokerCore
+    from broker.core.router import CallerInfo
 
     settings = settings_for(tmp_path)
     async with open_call_log(settings) as call_log:
@@ -424,7 +424,7 @@ async def test_rows_are_written_when_the_exit_is_cancelled(tmp_path: Path) -> No
 
 
 def test_a_large_content_block_wakes_the_writer_at_once() -> None:
-    from broker.calllog import _LARGE_CONTENT_CHARS, _holds_large_content
+    from broker.core.calllog import _LARGE_CONTENT_CHARS, _holds_large_content
 
     big = "A" * _LARGE_CONTENT_CHARS
 
@@ -444,7 +444,7 @@ SECRET_NUMBER = 987_654_321
 
 
 def test_redact_values_keeps_keys_and_lengths_and_no_value() -> None:
-    from broker.calllog import redact_values
+    from broker.core.calllog import redact_values
 
     value = {"pin": SECRET, "n": SECRET_NUMBER, "f": 2.5, "ok": True, "none": None,
              "nested": {"tags": [SECRET, "x", 7], "empty": {}}}
@@ -456,7 +456,7 @@ def test_redact_values_keeps_keys_and_lengths_and_no_value() -> None:
 
 
 def test_a_redacted_row_keeps_the_shape_of_the_result_and_daemon_messages() -> None:
-    from broker.calllog import make_redacted_row
+    from broker.core.calllog import make_redacted_row
 
     png = png_bytes()
     result = ToolResult(
@@ -507,7 +507,7 @@ def test_a_redacted_row_keeps_the_shape_of_the_result_and_daemon_messages() -> N
 
 
 def test_call_log_redact_comes_from_file_and_environment(tmp_path: Path) -> None:
-    from broker.settings_file import load_settings
+    from broker.config.settings_file import load_settings
 
     assert Settings().call_log_redact is False
     (tmp_path / "config.toml").write_text("call_log_redact = true\n")
@@ -531,7 +531,7 @@ async def test_call_log_redact_leaves_no_secret_on_disk_or_in_logs(
     database files nor ``toolbridge logs``; the shape, outcome, tool and duration do. Off, the
     values are stored as before (which also shows the byte search can find them)."""
     from broker.cli import main
-    from broker.daemon import run_daemon
+    from broker.daemon.run import run_daemon
     from rawapp import CLICK_TOOL, ECHO_TOOL, RawApp
 
     home = tmp_path / "home"

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 import trio
 
-from broker.daemon import DaemonInfo
-from broker.client_commands import parse_arguments
+from broker.daemon.run import DaemonInfo
+from broker.cli.client_commands import parse_arguments
 from mcp_testkit import ScriptedApp, png_bytes, running_daemon
 
 TOOLBRIDGE = [sys.executable, "-m", "broker"]

@@ -11,15 +11,15 @@ import trio
 
 from broker import cli
 from broker.codegen import CodegenTool
-from broker.codegen_command import (
+from broker.cli.codegen_command import (
     CodegenError,
     admin_tools,
     fetch_tools_async,
     install_admin,
     select_tools,
 )
-from broker.daemon import DaemonInfo
-from broker.daemon_client import DaemonUnavailable
+from broker.daemon.run import DaemonInfo
+from broker.cli.daemon_client import DaemonUnavailable
 from rawapp import CLICK_TOOL, ECHO_TOOL, RawApp
 
 NOTES_TOOL: dict[str, Any] = {
@@ -111,7 +111,7 @@ async def test_codegen_unknown_app_fails_with_the_connected_ones(
 
 
 async def test_unknown_admin_command_is_a_clear_error(daemon: DaemonInfo) -> None:
-    from broker.daemon_client import admin_request
+    from broker.cli.daemon_client import admin_request
 
     with pytest.raises(DaemonUnavailable, match="unknown admin command 'nonsense'"):
         await admin_request(home_of(daemon), "nonsense")

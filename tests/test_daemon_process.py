@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from broker.errors import ConfigError
-from broker.settings_file import load_settings
+from broker.config.settings_file import load_settings
 
 SERVE = [sys.executable, "-m", "broker", "serve"]
 

@@ -20,9 +20,9 @@ from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import ToolSpec
-from broker.config import Settings
-from broker.core import BrokerCore
-from broker.daemon import DaemonInfo
+from broker.config.settings import Settings
+from broker.daemon.broker_core import BrokerCore
+from broker.daemon.run import DaemonInfo
 from broker.discovery import meta_tools
 from broker.mcp.jsonrpc import parse_message
 from broker.mcp.session import McpServer, open_session

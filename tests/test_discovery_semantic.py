@@ -27,8 +27,8 @@ if not (sys.platform == "linux" and platform.machine() == "x86_64"):
 import numpy as np
 
 from app_client.wire import ToolSpec
-from broker.config import Settings
-from broker.core import BrokerCore
+from broker.config.settings import Settings
+from broker.daemon.broker_core import BrokerCore
 from broker.discovery import (
     EXTRA_HINT,
     SemanticReranker,
@@ -40,7 +40,7 @@ from broker.discovery import (
 )
 from broker.errors import ConfigError
 from broker.mcp.meta import MetaTools
-from broker.settings_file import load_settings
+from broker.config.settings_file import load_settings
 from test_discovery import load_bench, spec
 
 MUSIC = [

@@ -22,7 +22,7 @@ import trio
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from broker import tokens
+from broker.config import tokens
 from app_client import ToolContext
 from fedkit import Daemon, start_daemon, tool_names, wait_until
 from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, http_client, mcp_url

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 import trio
 
-from broker.daemon import DaemonInfo
+from broker.daemon.run import DaemonInfo
 from faultkit import MODERN_META, RawAgent
 from mcp_testkit import HTTPX_STREAM_WARNINGS, mcp_url, running_daemon
 from rawapp import ECHO_TOOL, RawApp

@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from app_client.wire import ToolSpec
-from broker.config import Settings
-from broker.connection import PeerClosed
-from broker.core import BrokerCore
+from broker.config.settings import Settings
+from broker.daemon.connection import PeerClosed
+from broker.daemon.broker_core import BrokerCore
 from broker.mcp import protocol
 from broker.mcp.jsonrpc import Notification, Request, Response, RpcError, parse_message, parse_object
 from broker.mcp.session import McpServer, open_session

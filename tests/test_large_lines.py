@@ -15,7 +15,7 @@ import trio.testing
 
 from app_client.errors import RemoteProtocolError
 from app_client.wire import decode_message
-from broker.connection import Connection
+from broker.daemon.connection import Connection
 
 
 def _schema(index: int) -> dict[str, Any]:

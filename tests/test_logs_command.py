@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from app_client.wire import ToolResult
-from broker.calllog import CALL_LOG_FILE, COLUMNS, make_row, open_db
+from broker.core.calllog import CALL_LOG_FILE, COLUMNS, make_row, open_db
 from broker.cli import main
-from broker.logs_command import LogFilter, connect_readonly, follow, parse_since
-from broker.router import CallOutcome
+from broker.cli.logs_command import LogFilter, connect_readonly, follow, parse_since
+from broker.core.router import CallOutcome
 
 _INSERT = f"INSERT INTO calls ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
 NOW = time.time()

@@ -10,7 +10,7 @@ import textwrap
 CHILD_PRELUDE = textwrap.dedent(
     """
     import os, sys, structlog, trio
-    from broker.logsetup import configure_logging, flush_periodically
+    from broker.config.logsetup import configure_logging, flush_periodically
     configure_logging("json", batched=True)
     log = structlog.get_logger("test")
     """
@@ -67,7 +67,7 @@ def test_the_daemon_flushes_info_lines_without_exiting() -> None:
 def test_the_fast_info_line_renders_as_the_structlog_chain_does() -> None:
     child = run_child(
         """
-        from broker.logsetup import info_line
+        from broker.config.logsetup import info_line
         fields = {"tool": "Echo__echo", "app": None, "duration_ms": 1.5, "outcome": "ok"}
         log.info("TOOL_EXECUTED", **fields)
         assert info_line("TOOL_EXECUTED", dict(fields))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import trio
 
-from broker.daemon_client import admin_request
+from broker.cli.daemon_client import admin_request
 from faultkit import DaemonProcess, ProcessApp, RawAgent, error_kind
 from rawapp import RawApp
 

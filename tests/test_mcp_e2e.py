@@ -17,7 +17,7 @@ import pytest
 import trio
 from mcp import Client, MCPError
 
-from broker.daemon import DaemonInfo
+from broker.daemon.run import DaemonInfo
 from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, connect_agent, daemon_app_agent, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]

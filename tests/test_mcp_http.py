@@ -14,8 +14,8 @@ import httpx2
 import pytest
 import trio
 
-from broker.daemon import DaemonInfo, run_daemon
-from broker.config import Settings
+from broker.daemon.run import DaemonInfo, run_daemon
+from broker.config.settings import Settings
 from broker.errors import StartupError
 from broker.mcp.gate import host_allowed, origin_allowed
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon

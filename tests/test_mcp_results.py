@@ -10,7 +10,7 @@ import pytest
 from app_client.wire import ToolResult, ToolSpec
 from broker.mcp.jsonrpc import INVALID_PARAMS, RpcError
 from broker.mcp.results import ERROR_KIND_KEY, RETRY_AFTER_KEY, call_result, list_page, tool_entry
-from broker.router import CallOutcome
+from broker.core.router import CallOutcome
 
 IMAGE = {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
 

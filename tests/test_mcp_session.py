@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from app_client.wire import ToolResult, ToolSpec
-from broker.config import Settings
-from broker.core import BrokerCore
+from broker.config.settings import Settings
+from broker.daemon.broker_core import BrokerCore
 from broker.mcp.jsonrpc import parse_message
 from broker.mcp.session import McpServer, Session, open_session
 

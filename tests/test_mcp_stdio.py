@@ -16,9 +16,9 @@ import pytest
 import trio
 from mcp import Client, MCPError, StdioServerParameters
 
-from broker import home as home_files
-from broker.config import Settings
-from broker.daemon import DaemonInfo, run_daemon
+from broker.config import home as home_files
+from broker.config.settings import Settings
+from broker.daemon.run import DaemonInfo, run_daemon
 from mcp_testkit import ScriptedApp, relay_command, relay_env, running_daemon
 
 MODERN_META = {

@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker import names
+from broker.core import names
 from broker.errors import RegistrationError
-from broker.guards import _find_path, _fold, _has_traversal, find_path_traversal
-from broker.validation import check_app_name, check_tool_name, compile_schema
+from broker.core.guards import _find_path, _fold, _has_traversal, find_path_traversal
+from broker.core.validation import check_app_name, check_tool_name, compile_schema
 
 
 def test_plain_names() -> None:

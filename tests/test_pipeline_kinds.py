@@ -20,9 +20,9 @@ import trio
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-import broker.router
+import broker.core.router
 from app_client.wire import ToolSpec
-from broker.daemon import DaemonInfo
+from broker.daemon.run import DaemonInfo
 from mcp_testkit import DEMO_TOOLS, HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
@@ -113,7 +113,7 @@ async def test_each_outcome_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             def broken(_: object) -> None:
                 raise RuntimeError("secret internals at /home/user/broker/router.py")
 
-            monkeypatch.setattr(broker.router, "find_path_traversal", broken)
+            monkeypatch.setattr(broker.core.router, "find_path_traversal", broken)
             crashed = await client.call_tool("Demo__echo", {"text": "x"})
             monkeypatch.undo()
             assert crashed.is_error and kind_of(crashed) == "internal_error"

@@ -12,8 +12,8 @@ import structlog
 import structlog.testing
 import trio
 
-from broker.daemon import DaemonInfo
-from broker.router import CallOutcome
+from broker.daemon.run import DaemonInfo
+from broker.core.router import CallOutcome
 from rawapp import CLICK_TOOL, ECHO_TOOL, RawApp
 
 
@@ -216,8 +216,8 @@ async def test_missing_field_names_the_field(daemon: DaemonInfo) -> None:
 
 
 async def test_line_over_the_limit_fails_its_call_at_once(tmp_path: Any) -> None:
-    from broker.config import Settings
-    from broker.daemon import run_daemon
+    from broker.config.settings import Settings
+    from broker.daemon.run import run_daemon
 
     async with trio.open_nursery() as nursery:
         info = await nursery.start(lambda task_status: run_daemon(

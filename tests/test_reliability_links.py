@@ -21,10 +21,10 @@ import trio.testing
 import pytest
 import trio
 
-from broker.connection import Connection
-from broker.daemon import DaemonInfo, run_daemon
-from broker.router import CallOutcome
-from broker.settings_file import load_settings
+from broker.daemon.connection import Connection
+from broker.daemon.run import DaemonInfo, run_daemon
+from broker.core.router import CallOutcome
+from broker.config.settings_file import load_settings
 from faultkit import MODERN_META, ProcessApp, RawAgent, error_kind, result_text
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, mcp_url, relay_command, relay_env, running_daemon
 from rawapp import RawApp
@@ -346,9 +346,9 @@ async def test_reregistering_before_the_old_links_grace_begins_is_harmless(tmp_p
     """Regression: the old link's grace task asserted it had a deadline, and a new registration
     of the same instance landing between the old link's close and that task (a fast reconnect)
     took the deadline away — the AssertionError then ended the whole daemon."""
-    from broker.config import Settings
-    from broker.core import BrokerCore
-    from broker.links import _grace
+    from broker.config.settings import Settings
+    from broker.daemon.broker_core import BrokerCore
+    from broker.daemon.links import _grace
 
     core = BrokerCore(Settings(home=tmp_path), "token")
     async with trio.open_nursery() as nursery:

@@ -16,8 +16,8 @@ import pytest
 import trio
 from mcp import Client, MCPError, StdioServerParameters
 
-from broker.daemon import DaemonInfo
-from broker.router import CallOutcome
+from broker.daemon.run import DaemonInfo
+from broker.core.router import CallOutcome
 from faultkit import DaemonProcess, ProcessApp
 from mcp_testkit import relay_command, relay_env, running_daemon
 

@@ -24,9 +24,9 @@ import pytest
 import structlog
 import trio
 
-from broker import home as home_files
-from broker.config import Settings
-from broker.daemon import DaemonInfo, run_daemon
+from broker.config import home as home_files
+from broker.config.settings import Settings
+from broker.daemon.run import DaemonInfo, run_daemon
 from broker.mcp.gate import host_allowed, origin_allowed
 from faultkit import RawAgent
 from mcp_testkit import HTTPX_STREAM_WARNINGS, mcp_url, running_daemon

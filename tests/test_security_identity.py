@@ -26,9 +26,9 @@ import trio
 import trio.testing
 
 from app_client import App
-from broker.config import Settings
-from broker.core import BrokerCore
-from broker.router import CallOutcome
+from broker.config.settings import Settings
+from broker.daemon.broker_core import BrokerCore
+from broker.core.router import CallOutcome
 from rawapp import ECHO_TOOL, RawApp
 
 TOKEN = "identity-token"

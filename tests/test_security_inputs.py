@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import ToolSpec
-from broker.daemon import DaemonInfo
+from broker.daemon.run import DaemonInfo
 from faultkit import MODERN_META, RawAgent
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 from rawapp import ECHO_TOOL, RawApp

@@ -32,12 +32,12 @@ from mcp import Client, StdioServerParameters
 from app_client import App
 from app_client.discovery import DaemonAddress, find_daemon
 from app_client.transport import connect_daemon
-from broker import local_socket
-from broker.daemon import DaemonInfo
-from broker.daemon_client import admin_request
-from broker.config import Settings
+from broker.daemon import local_socket
+from broker.daemon.run import DaemonInfo
+from broker.cli.daemon_client import admin_request
+from broker.config.settings import Settings
 from broker.errors import StartupError
-from broker.mcp.stdio_relay import Relay
+from broker.cli.stdio_relay import Relay
 from mcp_testkit import relay_command, relay_env, running_daemon
 from rawapp import RawApp
 
@@ -286,7 +286,7 @@ def test_the_socket_and_first_byte_settings_come_from_file_environment_and_flag(
     import argparse
 
     from broker.cli import build_parser
-    from broker.settings_file import load_settings
+    from broker.config.settings_file import load_settings
 
     assert Settings().unix_socket is True and Settings().first_byte_timeout == 1.0
     (tmp_path / "config.toml").write_text("first_byte_timeout = 2.5\nunix_socket = false\n")

@@ -16,9 +16,9 @@ from mcp.client.streamable_http import streamable_http_client
 
 from app_client import App, ConnectionState
 from app_client.tls import client_context
-from broker.config import Settings
-from broker.daemon import run_daemon
-from broker.daemon_client import admin_request
+from broker.config.settings import Settings
+from broker.daemon.run import run_daemon
+from broker.cli.daemon_client import admin_request
 from broker.errors import ConfigError, StartupError
 from fedkit import start_daemon, tool_names, wait_until
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp

@@ -12,9 +12,9 @@ import pytest
 import trio
 
 from app_client.wire import AgentConnect, encode_message
-from broker import tokens
+from broker.config import tokens
 from broker.cli import main
-from broker.daemon_client import DaemonUnavailable, admin_request
+from broker.cli.daemon_client import DaemonUnavailable, admin_request
 from fedkit import start_daemon, tool_names, wait_until
 from mcp_testkit import ScriptedApp
 from rawapp import ECHO_TOOL, RawApp

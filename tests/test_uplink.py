@@ -10,12 +10,12 @@ import pytest
 import trio
 
 from app_client.wire import ToolSpec
-from broker import names
-from broker.config import Settings
-from broker.daemon import run_daemon
+from broker.core import names
+from broker.config.settings import Settings
+from broker.daemon.run import run_daemon
 from broker.errors import ConfigError, StartupError
-from broker.federation import MAX_HOPS
-from broker.uplink import Uplink, hop_budget, parse_address, uplink_options
+from broker.federation.rules import MAX_HOPS
+from broker.federation.uplink import Uplink, hop_budget, parse_address, uplink_options
 from fedkit import start_daemon, tool_names, wait_until
 from mcp_testkit import ScriptedApp
 from rawapp import ECHO_TOOL, RawApp
@@ -249,7 +249,7 @@ def test_uplink_configuration(tmp_path: Path) -> None:
 
 
 async def test_settings_from_the_config_file(tmp_path: Path) -> None:
-    from broker.settings_file import load_settings
+    from broker.config.settings_file import load_settings
 
     (tmp_path / "config.toml").write_text('uplink = "127.0.0.1:47700"\nuplink_name = "desk"\nuplink_tls = true\n')
     settings = load_settings(None, tmp_path, environ={"TOOLBRIDGE_UPLINK_TOKEN": "s"})

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.validation import compile_schema, fast_validator
+from broker.core.validation import compile_schema, fast_validator
 
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 5) | st.floats(-3, 3, allow_nan=False) | st.sampled_from([1.0, 2.0])

@@ -2,7 +2,7 @@
 the daemon's log (item 8).
 
 ``pattern`` / ``patternProperties`` run on RE2 (linear time) or, for what RE2 cannot express,
-on the ``regex`` module with a timeout: see ``broker.patterns``.
+on the ``regex`` module with a timeout: see ``broker.core.patterns``.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 import structlog
 import trio
 
-from broker import patterns
-from broker.daemon import DaemonInfo
-from broker.validation import compile_schema, log_safe
+from broker.core import patterns
+from broker.daemon.run import DaemonInfo
+from broker.core.validation import compile_schema, log_safe
 from mcp_testkit import running_daemon
 from rawapp import RawApp
 

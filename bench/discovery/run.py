@@ -8,7 +8,7 @@ Usage::
     .venv/bin/python bench/discovery/run.py --rerank semantic   # also the semantic rows
 
 Each app of corpus.json is registered under its own name as label, so agent-facing names are
-``<App>__<Tool>`` exactly as the broker makes them (``broker.names``). Every query of
+``<App>__<Tool>`` exactly as the broker makes them (``broker.core.names``). Every query of
 queries.json has one correct tool; recall@k is the share of queries whose tool is among the
 first k results, MRR the mean of 1/rank (0 when not in the first 50).
 
@@ -37,7 +37,7 @@ from typing import Any
 import attrs
 
 from app_client.wire import ToolSpec
-from broker import names
+from broker.core import names
 from broker.discovery import MAX_LIMIT, ToolIndex, Weights, meta_tools
 
 HERE = Path(__file__).resolve().parent

@@ -24,7 +24,7 @@ from app_client.wire import ToolSpec
 
 from ..codegen._model import CodegenTool, build_plan
 from ..codegen._python import PYTHON_RULES
-from ..names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
+from ..core.names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
 
 __all__ = ["Apps", "AppTools", "ToolMethod", "build_namespace"]
 

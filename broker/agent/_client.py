@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         f"broker.agent needs the MCP SDK ({exc.name} is missing): pip install 'toolbridge[agent]'"
     ) from exc
 
-from ..core import VERSION
+from ..daemon.broker_core import VERSION
 from ._apps import Apps, build_namespace
 from ._errors import ConnectError, error_from_result, error_from_rpc
 
@@ -84,7 +84,7 @@ def _home(home: str | os.PathLike[str] | None) -> Path:
     env = os.environ.get("TOOLBRIDGE_HOME")
     if env:
         return Path(env).expanduser()
-    from ..config import default_home
+    from ..config.settings import default_home
 
     return default_home()
 

@@ -300,7 +300,7 @@ class ToolIndex:
     def sync(self, registry: _RegistryLike) -> bool:
         """Bring the index up to date with ``registry`` if its ``version`` changed.
 
-        ``registry`` is a :class:`broker.registry.Registry` (or anything with ``version`` and
+        ``registry`` is a :class:`broker.core.registry.Registry` (or anything with ``version`` and
         ``tools()`` giving objects with ``agent_name``, ``spec`` and ``instance.label``).
         Returns True when the index was updated.
         """

@@ -25,8 +25,8 @@ import trio
 from app_client.errors import RemoteProtocolError
 from app_client.wire import AgentConnect, AgentConnected
 
-from ..connection import Connection, PeerClosed
-from ..core import BrokerCore
+from ..daemon.connection import Connection, PeerClosed
+from ..daemon.broker_core import BrokerCore
 from . import jsonrpc
 from .http import serve_http
 from .session import McpServer, open_session

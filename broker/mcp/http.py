@@ -47,7 +47,7 @@ import structlog
 import trio
 
 from ..errors import StartupError
-from ..tokens import Grant
+from ..config.tokens import Grant
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
 from .headers import check_modern_headers
@@ -617,7 +617,7 @@ async def serve_http(
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
-    from ..daemon import port_in_use, port_taken_error
+    from ..daemon.run import port_in_use, port_taken_error
 
     core = server.core
     try:
@@ -633,7 +633,7 @@ async def serve_http(
     config.errorlog = _hypercorn_logger()
     config.graceful_timeout = 1.0
     config.include_server_header = False
-    if core.settings.tls_cert and core.settings.tls_key:  # HTTPS (see broker.tls)
+    if core.settings.tls_cert and core.settings.tls_key:  # HTTPS (see broker.config.tls)
         config.certfile, config.keyfile = core.settings.tls_cert, core.settings.tls_key
     async with trio.open_nursery() as nursery:
         app = HttpApp(server, nursery)

@@ -46,11 +46,11 @@ from ..discovery import (
     meta_tools,
     search_result,
 )
-from ..validation import compile_schema
+from ..core.validation import compile_schema
 from .results import error_result
 
 if TYPE_CHECKING:
-    from ..registry import Registry
+    from ..core.registry import Registry
 
 log = structlog.get_logger("toolbridge.mcp")
 

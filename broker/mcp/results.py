@@ -2,13 +2,13 @@
 
 Theory of operation
 -------------------
-Pure functions, no I/O. :func:`tool_entry` turns a :class:`~broker.registry.RegisteredTool`
+Pure functions, no I/O. :func:`tool_entry` turns a :class:`~broker.core.registry.RegisteredTool`
 into the MCP ``Tool`` an agent lists (agent-facing name; title, description, schemas and
 annotations passed through). :func:`list_page` cuts the deterministic, name-sorted list into
 pages; a cursor is the base64 of the last name on the previous page, so paging stays
 correct when apps come and go between pages (nothing is skipped or repeated that stayed).
 
-:func:`call_result` maps a :class:`~broker.router.CallOutcome`: ``ok`` becomes the app's
+:func:`call_result` maps a :class:`~broker.core.router.CallOutcome`: ``ok`` becomes the app's
 content blocks (images pass through) or its data as JSON text, plus ``structuredContent``;
 every failure except ``unknown_tool`` becomes a result with ``isError: true`` whose text is
 the router's message, written for a model to act on. ``unknown_tool`` is a protocol error
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
 
-from ..names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
+from ..core.names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
 from .jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
-    from ..registry import RegisteredTool
-    from ..router import CallOutcome
+    from ..core.registry import RegisteredTool
+    from ..core.router import CallOutcome
 
 __all__ = [
     "DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result", "error_result",

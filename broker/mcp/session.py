@@ -50,11 +50,11 @@ import msgspec
 import structlog
 import trio
 
-from ..core import VERSION
+from ..daemon.broker_core import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
-from ..registry import RegisteredTool
-from ..calls import Call, DeadlineQueue
-from ..router import CallerInfo, CallOutcome
+from ..core.registry import RegisteredTool
+from ..core.calls import Call, DeadlineQueue
+from ..core.router import CallerInfo, CallOutcome
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -79,7 +79,7 @@ from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 _entry_encoder: Final = msgspec.json.Encoder()
 
 if TYPE_CHECKING:
-    from ..core import BrokerCore
+    from ..daemon.broker_core import BrokerCore
 
 log = structlog.get_logger("toolbridge.mcp")
 

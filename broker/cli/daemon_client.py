@@ -20,7 +20,7 @@ from app_client.errors import DaemonNotFound, RemoteProtocolError
 from app_client.transport import connect_daemon
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
 
-from .errors import BrokerError
+from ..errors import BrokerError
 
 CONNECT_TIMEOUT = 3.0
 
@@ -169,7 +169,7 @@ class McpLineClient:
         await self.link.send_line(json.dumps(message).encode())
 
     async def initialize(self, client_name: str = "toolbridge-cli") -> dict[str, Any]:
-        from .core import VERSION
+        from ..daemon.broker_core import VERSION
 
         reply = await self.request(
             "initialize",

@@ -41,15 +41,15 @@ from app_client.wire import (
     ToolsUpdated,
 )
 
-from . import federation
-from .calls import Call
+from ..federation import rules as federation
+from ..core.calls import Call
 from .connection import Connection, PeerClosed, seconds_to_ms
-from .errors import RegistrationError
-from .logsetup import app_text_for_log
-from .registry import Instance, wake_link_waiters
+from ..errors import RegistrationError
+from ..config.logsetup import app_text_for_log
+from ..core.registry import Instance, wake_link_waiters
 
 if TYPE_CHECKING:
-    from .core import BrokerCore
+    from .broker_core import BrokerCore
 
 log = structlog.get_logger("toolbridge.links")
 

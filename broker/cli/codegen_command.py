@@ -4,14 +4,14 @@ Theory of operation
 -------------------
 The command asks the running daemon for its tools with one admin request on the app port
 (``{"type":"admin","token":...,"command":"tools","args":{}}`` -> one ``adminResult`` line,
-see protocol.md) through :func:`broker.daemon_client.admin_request`, which finds the daemon
+see protocol.md) through :func:`broker.cli.daemon_client.admin_request`, which finds the daemon
 from ``<home>/runtime.json`` and ``<home>/token`` (or the environment). It keeps the tools of the ``--app`` labels (or app names) asked for, renders
 them with :mod:`broker.codegen` and writes the text to ``-o FILE`` (atomically) or stdout.
 
 The daemon side is :func:`admin_tools`, installed into ``core.admin_handlers["tools"]`` by
 :func:`install_admin`; it answers with every tool of ``core.router.list_tools()``.
 
-The same ``tools`` answer feeds ``toolbridge tools`` (``broker.client_commands``).
+The same ``tools`` answer feeds ``toolbridge tools`` (``broker.cli.client_commands``).
 
 Exit codes: 0 when bindings were written; 1 when the daemon cannot be reached or refuses,
 no tool matches ``--app`` or the file cannot be written (a one-line message on stderr names
@@ -30,13 +30,13 @@ import trio
 
 from app_client.wire import AdminRequest
 
-from . import cli
-from .codegen import LANGUAGES, CodegenTool, generate, tools_from_admin
+from .. import cli
+from ..codegen import LANGUAGES, CodegenTool, generate, tools_from_admin
 from .daemon_client import admin_request
-from .errors import BrokerError
+from ..errors import BrokerError
 
 if TYPE_CHECKING:
-    from .core import BrokerCore
+    from ..daemon.broker_core import BrokerCore
 
 __all__ = [
     "CodegenError",
@@ -92,7 +92,7 @@ def install_admin(core: BrokerCore) -> None:
 async def fetch_tools_async(home: Path, *, timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
     """Ask the daemon owning ``home`` for its tools (the ``tools`` admin command).
 
-    Raises :class:`~broker.daemon_client.DaemonUnavailable` when the daemon is not running,
+    Raises :class:`~broker.cli.daemon_client.DaemonUnavailable` when the daemon is not running,
     cannot be reached, refuses the token or does not answer within ``timeout`` seconds, and
     :class:`CodegenError` when its answer is not a list of tools.
     """

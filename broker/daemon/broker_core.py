@@ -16,11 +16,11 @@ buffer up to a line's worth of memory. A newcomer that finds them all taken is n
 it evicts the oldest waiter that has sent nothing yet (else the oldest waiter), which gets a
 fatal ``too_many_connections``. Real clients send their first line as soon as they connect,
 so a flood of idle or reconnecting peers (no token needed) only ever evicts itself, and a
-real client gets in. Connections over the daemon's Unix socket (``broker.local_socket``) wait
+real client gets in. Connections over the daemon's Unix socket (``broker.daemon.local_socket``) wait
 in a set of their own, so a TCP flood cannot touch them (only the home's owner can connect
 there). Per-peer limits would not help on loopback, where every peer is 127.0.0.1.
 
-Every token is checked by :attr:`BrokerCore.auth` (``broker.tokens``): ``agentConnect`` needs
+Every token is checked by :attr:`BrokerCore.auth` (``broker.config.tokens``): ``agentConnect`` needs
 the default token or the ``agent`` scope, ``admin`` the default token; connections made with
 a named token are dropped when it is revoked.
 """
@@ -40,17 +40,17 @@ from app_client.errors import RemoteProtocolError
 from app_client.transport import is_unix_stream
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
-from .calls import CorrelationMap
+from ..core.calls import CorrelationMap
 from .connection import Connection, PeerClosed
 from .links import AppLink, serve_app
-from .registry import Registry
-from .router import Router
-from .tokens import Authenticator
+from ..core.registry import Registry
+from ..core.router import Router
+from ..config.tokens import Authenticator
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
-    from .calllog import CallLog
-    from .config import Settings
+    from ..core.calllog import CallLog
+    from ..config.settings import Settings
 
 log = structlog.get_logger("toolbridge.core")
 

@@ -19,7 +19,7 @@ given as specs (:meth:`app_client.App.set_tool_specs`) with one handler, :meth:`
   first; progress is relayed when the parent asked for it; a ``toolCancel`` from the parent
   cancels the handler and so the router call, which cancels the app's call in turn.
   Failures that happen here say so: ``at hop 'NAME': ...``; an app's own error passes as it is.
-* **Loops and depth** (see ``broker.federation``): the register carries ``via``; a parent
+* **Loops and depth** (see ``broker.federation.rules``): the register carries ``via``; a parent
   whose ``chain`` names this broker or one below it is refused (the link is closed and
   retried with backoff) and tools the parent would refuse are left out. While registered,
   the parent's chain is this broker's ``upstream``, announced to its own children.
@@ -47,14 +47,14 @@ from app_client.errors import (
 from app_client.tls import client_context
 from app_client.wire import Register, Registered, ToolResult, ToolSpec
 
-from .errors import ConfigError, RegistrationError, StartupError
-from .federation import MAX_HOPS
-from .router import APP_REPORTABLE_KINDS, CallerInfo, CallOutcome
-from .validation import check_app_name
+from ..errors import ConfigError, RegistrationError, StartupError
+from .rules import MAX_HOPS
+from ..core.router import APP_REPORTABLE_KINDS, CallerInfo, CallOutcome
+from ..core.validation import check_app_name
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .core import BrokerCore
+    from ..config.settings import Settings
+    from ..daemon.broker_core import BrokerCore
 
 log = structlog.get_logger("toolbridge.uplink")
 
@@ -113,7 +113,7 @@ def _token(settings: Settings) -> str:
 
 
 def _ssl_context(settings: Settings, host: str) -> ssl.SSLContext | None:
-    from .daemon import is_loopback
+    from ..daemon.run import is_loopback
 
     if settings.uplink_tls_ca:
         try:

@@ -1,6 +1,6 @@
 """Daemon settings: one frozen value built once at start-up and passed down.
 
-Every setting has a default that works on a laptop. ``load_settings`` (in ``broker.settings_file``)
+Every setting has a default that works on a laptop. ``load_settings`` (in ``broker.config.settings_file``)
 layers the TOML file, the environment and the command-line flags on top of these defaults.
 """
 
@@ -30,11 +30,11 @@ class Settings:
     allow_remote: bool = False
     #: A non-loopback ``host`` without TLS needs this too (logged as a warning at each start).
     allow_insecure_remote: bool = False
-    #: PEM certificate (chain) and key: TLS on the app port and on HTTP (see ``broker.tls``).
+    #: PEM certificate (chain) and key: TLS on the app port and on HTTP (see ``broker.config.tls``).
     tls_cert: str = ""
     tls_key: str = ""
 
-    #: ``HOST:PORT`` of a parent broker to uplink into (see ``broker.uplink``); empty: none.
+    #: ``HOST:PORT`` of a parent broker to uplink into (see ``broker.federation.uplink``); empty: none.
     uplink: str = ""
     #: The name this broker registers under at the parent (default: the short host name).
     uplink_name: str = ""
@@ -61,10 +61,10 @@ class Settings:
     #: ...and its first byte within this one (a connection that sends nothing is let go early).
     first_byte_timeout: float = 1.0
     #: Connections still waiting to send their first message (per transport); a newcomer
-    #: beyond this evicts the oldest silent one (see ``broker.core``).
+    #: beyond this evicts the oldest silent one (see ``broker.daemon.broker_core``).
     max_unregistered_connections: int = 128
     #: Also listen on ``<home>/toolbridge.sock``, a Unix domain socket only the home's owner can
-    #: reach, which local clients prefer (see ``broker.local_socket``). Ignored where Python has
+    #: reach, which local clients prefer (see ``broker.daemon.local_socket``). Ignored where Python has
     #: no ``AF_UNIX`` (Windows' usual builds).
     unix_socket: bool = True
     #: A peer that does not read for this long while we have data for it is disconnected.
@@ -102,7 +102,7 @@ class Settings:
     #: Store each call's shape, not its values: strings become "<redacted: N chars>", numbers
     #: and booleans "<redacted>", keys and list lengths stay; app error texts are redacted too.
     #: Off by default because the values are what makes the log useful for debugging; turn it
-    #: on where arguments or results may hold secrets (see ``broker.calllog``).
+    #: on where arguments or results may hold secrets (see ``broker.core.calllog``).
     call_log_redact: bool = False
 
     log_format: str = "auto"  # auto | console | json

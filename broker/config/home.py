@@ -33,7 +33,7 @@ import structlog
 from app_client.discovery import RUNTIME_FILE as RUNTIME_FILE  # the names apps look for
 from app_client.discovery import TOKEN_FILE as TOKEN_FILE
 
-from .errors import StartupError
+from ..errors import StartupError
 
 LOCK_FILE = "daemon.lock"
 #: Windows locks byte ranges, and a locked range cannot be read: lock one byte past the pid.
@@ -147,7 +147,7 @@ def write_runtime(
     if tls_cert:  # the ports speak TLS; local clients pin this certificate
         info["tls"] = True
         info["tlsCert"] = str(Path(tls_cert).expanduser().resolve())
-    if socket:  # the daemon's Unix socket, which local clients prefer (broker.local_socket)
+    if socket:  # the daemon's Unix socket, which local clients prefer (broker.daemon.local_socket)
         info["socket"] = socket
     _write_private(home / RUNTIME_FILE, json.dumps(info) + "\n")
 

@@ -39,12 +39,12 @@ from app_client.wire import ToolSpec
 
 from . import names
 from .admission import Admission
-from .errors import RegistrationError
+from ..errors import RegistrationError
 from .validation import ArgumentValidator, check_app_name, check_tool_name, compile_sized
 
 if TYPE_CHECKING:
-    from .config import Settings
-    from .links import AppLink
+    from ..config.settings import Settings
+    from ..daemon.links import AppLink
 
 log = structlog.get_logger("toolbridge.registry")
 _encode = msgspec.json.Encoder().encode

@@ -5,9 +5,9 @@ Theory of operation
 :meth:`Router.start_call` runs the stages in order — resolve the name, validate the arguments
 against the tool's compiled schema, run the argument guards, take an admission slot (or a
 place in the instance's queue), wait for the app instance if it is reconnecting, send the
-invocation — then the call waits as a :class:`~broker.calls.Call` record, not a task, until
+invocation — then the call waits as a :class:`~broker.core.calls.Call` record, not a task, until
 the first of: the app's response, its link closing, the deadline (a
-:class:`~broker.calls.DeadlineQueue` the caller runs), :meth:`Router.cancel`, or shutdown.
+:class:`~broker.core.calls.DeadlineQueue` the caller runs), :meth:`Router.cancel`, or shutdown.
 Every outcome, internal bugs included, is a :class:`CallOutcome` with a ``kind`` and a short
 message that is safe to show an agent, delivered once to the caller's ``on_done`` after the
 audit; :meth:`start_call` itself never raises. A rejected call never reaches the app.
@@ -43,16 +43,16 @@ from app_client.wire import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
 from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
-from .connection import seconds_to_ms
+from ..daemon.connection import seconds_to_ms
 from .guards import find_path_traversal
-from .logsetup import app_text_for_log, info_line
+from ..config.logsetup import app_text_for_log, info_line
 from .registry import RegisteredTool, Registry
 from .validation import log_safe
 
 if TYPE_CHECKING:
     from .calllog import CallLog
-    from .config import Settings
-    from .links import AppLink
+    from ..config.settings import Settings
+    from ..daemon.links import AppLink
 
 log = structlog.get_logger("toolbridge.router")
 

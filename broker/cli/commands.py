@@ -2,5 +2,5 @@
 
 from . import logs_command  # noqa: F401,E402  (toolbridge logs)
 from . import client_commands  # noqa: F401,E402  (toolbridge status, tools, call)
-from .mcp import stdio_relay  # noqa: F401,E402  (toolbridge stdio)
+from . import stdio_relay  # noqa: F401,E402  (toolbridge stdio)
 from . import codegen_command  # noqa: F401,E402  (toolbridge codegen)

@@ -28,8 +28,8 @@ from typing import Any, Final, TextIO
 
 import attrs
 
-from . import cli
-from .calllog import CALL_LOG_FILE
+from .. import cli
+from ..core.calllog import CALL_LOG_FILE
 
 __all__ = ["LogFilter", "parse_since", "fetch_rows", "follow", "format_row", "json_row", "cmd_logs"]
 

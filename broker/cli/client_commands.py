@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from . import cli
+from .. import cli
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
 EXIT_TOOL_ERROR = 1

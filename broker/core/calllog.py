@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 :meth:`CallLog.record` runs on the event loop at the end of every call, so it does almost
 nothing: it appends a tuple of references (wall-clock time, names, the arguments object, the
-:class:`~broker.router.CallOutcome`) to an in-memory :class:`collections.deque`. No encoding,
+:class:`~broker.core.router.CallOutcome`) to an in-memory :class:`collections.deque`. No encoding,
 no hashing, no I/O. The buffer is bounded (:data:`MAX_BUFFERED_ROWS`): if the writer falls that
 far behind, the oldest rows are dropped, counted, and a warning is logged.
 
@@ -65,8 +65,8 @@ import msgspec
 import structlog
 import trio
 
-from .config import Settings
-from .errors import StartupError
+from ..config.settings import Settings
+from ..errors import StartupError
 
 if TYPE_CHECKING:
     from .router import CallOutcome

@@ -7,7 +7,7 @@ has ``AF_UNIX`` (Linux, macOS, the BSDs; not Windows' usual builds). The home di
 0700, so only its owner can even connect; the socket itself is made 0600 too (Linux checks
 it; macOS and the BSDs only check the directory). It carries exactly what the TCP port
 carries — same framing, same first messages, the token still required — and is served by
-the same :meth:`~broker.core.BrokerCore.handle_connection`. Its path goes into
+the same :meth:`~broker.daemon.broker_core.BrokerCore.handle_connection`. Its path goes into
 ``runtime.json`` (``"socket"``), and local clients (apps on ``app_client``, the CLI, the
 ``toolbridge stdio`` relay) prefer it (``app_client.transport``), so a flood on the TCP port
 by another user cannot keep them out.
@@ -35,7 +35,7 @@ import trio
 
 from app_client.transport import HAS_UNIX_SOCKETS, connect_unix
 
-from .errors import StartupError
+from ..errors import StartupError
 
 __all__ = ["SOCKET_FILE", "LocalListener", "bind_local_listener", "socket_path_fits"]
 

@@ -10,7 +10,7 @@ for ``agentConnected``, and from then on copies lines: each stdin line to the da
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
 daemon answers, the relay starts one in the background (``python -m broker serve --home H``,
 detached, its output appended to ``<home>/daemon.log``, created 0600) and waits for it to come
-up. When two relays start daemons at once, the home's lock (``broker.home.lock_home``) lets
+up. When two relays start daemons at once, the home's lock (``broker.config.home.lock_home``) lets
 one run; the other exits at once and its relay waits, while the lock names a live daemon, for
 that daemon to answer.
 
@@ -48,10 +48,10 @@ from app_client.errors import RemoteProtocolError
 from app_client.wire import AgentConnect, LineFramer, encode_message
 
 from .. import cli
-from .. import home as home_files
+from ..config import home as home_files
 from ..errors import BrokerError
-from ..daemon_client import DaemonUnavailable, check_agent_reply
-from ..tls import open_runtime_stream
+from .daemon_client import DaemonUnavailable, check_agent_reply
+from ..config.tls import open_runtime_stream
 
 log = structlog.get_logger("toolbridge.stdio")
 
@@ -604,8 +604,8 @@ async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:
-    from ..cli import home_from
-    from ..logsetup import configure_logging
+    from . import home_from
+    from ..config.logsetup import configure_logging
 
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
     trio.run(run_relay, home_from(args), args.auto_start, args.discovery)
@@ -613,7 +613,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from ..cli import add_home
+    from . import add_home
 
     parser = sub.add_parser(
         "stdio",

@@ -1,6 +1,6 @@
 """Configuration: defaults < ``<home>/config.toml`` < ``TOOLBRIDGE_*`` environment < flags.
 
-Every key of :class:`~broker.config.Settings` except ``home`` can be set in the TOML file (same
+Every key of :class:`~broker.config.settings.Settings` except ``home`` can be set in the TOML file (same
 name, e.g. ``default_timeout = 60``) or the environment (``TOOLBRIDGE_DEFAULT_TIMEOUT=60``);
 ``serve`` flags override both. A value of the wrong type, a negative number or an unknown key
 stops the daemon with a :class:`ConfigError` that names the key and what it accepts.
@@ -16,9 +16,9 @@ from typing import Any
 
 import attrs
 
-from .config import Settings
-from .discovery import RERANK_MODES, SemanticUnavailable, load_embedder, semantic_available
-from .errors import ConfigError
+from .settings import Settings
+from ..discovery import RERANK_MODES, SemanticUnavailable, load_embedder, semantic_available
+from ..errors import ConfigError
 
 CONFIG_FILE = "config.toml"
 _CHOICES = {"log_format": ("auto", "console", "json"), "discovery_rerank": RERANK_MODES}

@@ -1,7 +1,7 @@
 """Running the daemon: bind the listeners, write the runtime file, serve, shut down cleanly.
 
 The listeners: the app port (TCP, loopback by default) and, where the platform has one, the
-Unix socket in the home (``broker.local_socket``); both are served by the same
+Unix socket in the home (``broker.daemon.local_socket``); both are served by the same
 ``BrokerCore.handle_connection``.
 
 ``run_daemon`` is a ``nursery.start``-able task (hypercorn's pattern): it reports a
@@ -23,17 +23,17 @@ import attrs
 import structlog
 import trio
 
-from . import home as home_files
-from . import tls
-from .calllog import open_call_log
-from .codegen_command import install_admin as install_admin_tools
-from .config import Settings
-from .core import VERSION, BrokerCore
-from .errors import StartupError
-from .federation import load_or_create_broker_id
+from ..config import home as home_files
+from ..config import tls
+from ..core.calllog import open_call_log
+from ..cli.codegen_command import install_admin as install_admin_tools
+from ..config.settings import Settings
+from .broker_core import VERSION, BrokerCore
+from ..errors import StartupError
+from ..federation.rules import load_or_create_broker_id
 from .local_socket import bind_local_listener
-from .logsetup import flush_periodically
-from .uplink import Uplink, uplink_options
+from ..config.logsetup import flush_periodically
+from ..federation.uplink import Uplink, uplink_options
 
 log = structlog.get_logger("toolbridge.daemon")
 
@@ -121,7 +121,7 @@ async def _run_daemon(
     token = home_files.load_or_create_token(settings.home)
     broker_id = load_or_create_broker_id(settings.home)
 
-    from .mcp.front_door import install as install_mcp  # the MCP front door registers itself
+    from ..mcp.front_door import install as install_mcp  # the MCP front door registers itself
 
     app_listener = await _bind(settings.host, settings.port, "app", "--port", settings.home)
     port = app_listener.socket.getsockname()[1]

@@ -31,7 +31,7 @@ import trio
 
 if TYPE_CHECKING:
     from .admission import Granted
-    from .links import AppLink
+    from ..daemon.links import AppLink
     from .registry import RegisteredTool
     from .router import CallerInfo, CallOutcome
 

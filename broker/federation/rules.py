@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Every daemon has a stable random id, kept in ``<home>/broker-id``. A broker that uplinks into
-another (``broker.uplink``) registers there as one app, and says so with ``via`` — on the
+another (``broker.federation.uplink``) registers there as one app, and says so with ``via`` — on the
 ``register`` (its own id first, then the ids of the brokers below it whose tools it carries)
 and on every tool (the path the tool came by: the registering broker first, the broker of
 the app that owns it last). The parent answers with ``chain`` in ``registered``: its own id,
@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Final
 
 from app_client.wire import Register, ToolSpec
 
-from .errors import RegistrationError, StartupError
+from ..errors import RegistrationError, StartupError
 
 if TYPE_CHECKING:
-    from .core import BrokerCore
+    from ..daemon.broker_core import BrokerCore
 
 BROKER_ID_FILE: Final = "broker-id"
 #: Uplinks a call may cross below the broker the agent talks to.
@@ -46,7 +46,7 @@ _ID = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 def load_or_create_broker_id(home: Path) -> str:
     """This daemon's stable id (created on first start). Raises StartupError if unusable."""
-    from .home import _write_private
+    from ..config.home import _write_private
 
     path = home / BROKER_ID_FILE
     try:

@@ -15,9 +15,9 @@ import trio
 
 from app_client.discovery import resolve_home
 
-from .core import VERSION
-from .errors import BrokerError
-from .logsetup import configure_logging
+from ..daemon.broker_core import VERSION
+from ..errors import BrokerError
+from ..config.logsetup import configure_logging
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -30,8 +30,8 @@ def home_from(args: argparse.Namespace) -> Path:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from .daemon import run_daemon
-    from .settings_file import load_settings
+    from ..daemon.run import run_daemon
+    from ..config.settings_file import load_settings
 
     settings = load_settings(args, home_from(args))
     configure_logging(settings.log_format, batched=True)  # run_daemon flushes it
@@ -40,11 +40,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from . import home as home_files
+    from ..config import home as home_files
 
     home = home_from(args)
     if args.issue or args.list or args.revoke or args.scope:
-        from .tokens import run_token_command
+        from ..config.tokens import run_token_command
 
         return run_token_command(home, args)
     if args.rotate:

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 import trio
 
-from .errors import ConfigError, StartupError
+from ..errors import ConfigError, StartupError
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from .settings import Settings
 
 log = structlog.get_logger("toolbridge.tls")
 

@@ -50,7 +50,7 @@ import attrs
 import structlog
 import trio
 
-from .errors import BrokerError
+from ..errors import BrokerError
 
 log = structlog.get_logger("toolbridge.tokens")
 

@@ -10,7 +10,7 @@ once at registration (:func:`fast_validator`): no metaschema check (its rules ar
 directly) and a few ``isinstance`` tests per call. The fast path only ever answers "valid";
 anything else goes to ``jsonschema``, so results and messages are the same either way.
 
-Regular expressions (``pattern``, ``patternProperties``) are matched by ``broker.patterns``:
+Regular expressions (``pattern``, ``patternProperties``) are matched by ``broker.core.patterns``:
 RE2 (linear time) where it can, else the ``regex`` module with a timeout, never Python's
 backtracking ``re`` on the event loop; a pattern check that runs out of time refuses the call.
 
@@ -34,7 +34,7 @@ import jsonschema.exceptions
 import jsonschema.validators
 import msgspec
 
-from .errors import RegistrationError
+from ..errors import RegistrationError
 from .patterns import TIMEOUT_RULE, PatternSet, PatternTimeout, collect_patterns, matching, safe_validator_class
 
 #: Registered tool names: MCP allows 1-128 of these characters; we also allow space, ``/`` and

@@ -1,0 +1,9 @@
+"""The call pipeline, transport-free: the registry of app instances and their tools, the
+correlation map of calls in flight, admission, the router (validation, guards, deadlines,
+audit) and the call log.
+
+Layers inside, one way: ``router`` -> ``registry`` / ``calls`` / ``admission`` -> ``validation``,
+``guards``, ``names``. May import: ``broker.config``, ``broker.errors``, ``app_client.wire``
+(the protocol's messages). Never ``broker.daemon``, ``broker.mcp``, ``broker.cli``,
+``broker.federation`` (links and front doors reach it through small Protocols).
+"""
