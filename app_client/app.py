@@ -32,7 +32,6 @@ one is logged at debug level, so a daemon that stays down does not flood the log
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import os
 import re
@@ -40,7 +39,7 @@ import ssl
 import types
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from typing import Any, Final, TypeVar, overload
 
 import structlog
 import trio
@@ -59,12 +58,11 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .session import Session
+from .state import ConnectionState
+from .threaded import AppThread
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool
 from .transport import connect_daemon, connect_tcp, describe
 from .wire import AddTools, Register, Registered, RemoveTools, ToolSpec
-
-if TYPE_CHECKING:
-    from .threaded import AppThread
 
 __all__ = [
     "APP_NAME_PATTERN",
@@ -98,23 +96,6 @@ APP_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}")
 UNAUTHORIZED: Final = "unauthorized"
 
 _log = structlog.get_logger(__name__)
-
-
-class ConnectionState(enum.Enum):
-    """Where the app's connection to the daemon stands."""
-
-    #: Not running (before :meth:`App.run` and after it ends).
-    DISCONNECTED = "disconnected"
-    #: Running, first attempt in progress.
-    CONNECTING = "connecting"
-    #: Registered; tools are available to agents.
-    CONNECTED = "connected"
-    #: The connection was lost or an attempt failed; retrying with backoff.
-    RECONNECTING = "reconnecting"
-    #: The daemon refused the token; retrying with backoff, re-reading the token file.
-    UNAUTHORIZED = "unauthorized"
-    #: The daemon refused the registration for good; :meth:`App.run` raised.
-    FAILED = "failed"
 
 
 #: Opens the byte stream to the daemon; the default is :func:`~app_client.transport.connect_daemon`
@@ -649,8 +630,6 @@ class App:
 
         Returns the started :class:`~app_client.threaded.AppThread`.
         """
-        from .threaded import AppThread
-
         runner = AppThread(self)
         runner.start()
         return runner

@@ -19,6 +19,10 @@ trio run and joins the thread (idempotent; from inside the trio thread it only c
 :meth:`remove_tool` call into the trio thread with :func:`trio.from_thread.run`. Do not call
 the blocking ones from the GUI thread while a GUI handler is waiting on it — ``stop`` is
 safe there because cancelled GUI calls are abandoned.
+
+This module does not import :mod:`app_client.app` (which imports it for
+:meth:`App.start_in_thread`): :class:`AppThread` only needs the few members of an app named
+by :class:`_AppLike`, and :class:`~app_client.state.ConnectionState` lives in a leaf module.
 """
 
 from __future__ import annotations
@@ -32,13 +36,31 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from .app import App, ConnectionState
 from .invoke import GuiExecutor
+from .state import ConnectionState
 from .tools import ToolDefinition
 
 __all__ = ["AppThread", "tk_executor"]
 
 _log = structlog.get_logger(__name__)
+
+
+class _AppLike(Protocol):
+    """What :class:`AppThread` uses of an :class:`~app_client.App` (typed structurally so
+    that this module need not import ``app``, which imports it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    async def run(self) -> None: ...
+
+    async def add_tool(self, fn: Callable[..., Any], **options: Any) -> ToolDefinition: ...
+
+    async def remove_tool(self, name: str) -> None: ...
+
+    def _add_listener(self, callback: Callable[[ConnectionState], object]) -> None: ...
+
+    def _remove_listener(self, callback: Callable[[ConnectionState], object]) -> None: ...
 
 
 class AppThread:
@@ -48,7 +70,7 @@ class AppThread:
     exit. ``error`` holds the exception that ended :meth:`App.run`, if any.
     """
 
-    def __init__(self, app: App) -> None:
+    def __init__(self, app: _AppLike) -> None:
         self.app = app
         self._thread = threading.Thread(
             target=self._main, name=f"toolbridge {app.name}", daemon=True
