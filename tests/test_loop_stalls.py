@@ -39,14 +39,17 @@ def big_schema(index: int, size: int = 200 * 1024) -> dict[str, Any]:
     return {"type": "object", "description": "d" * filler, "properties": properties}
 
 
-async def _probe(agent: RawAgent, stop: trio.Event, results: list[str]) -> None:
+async def _probe(agent: RawAgent, stop: trio.Event, results: list[str], done: trio.Event) -> None:
     n = 0
-    while not stop.is_set():
-        n += 1
-        response = await agent.call("Probe__echo", {"text": f"probe-{n}"}, timeout=30)
-        result = response.get("result", {})
-        ok = not result.get("isError") and f"probe-{n}" in json.dumps(result)
-        results.append("ok" if ok else json.dumps(response)[:300])
+    try:
+        while not stop.is_set():
+            n += 1
+            response = await agent.call("Probe__echo", {"text": f"probe-{n}"}, timeout=30)
+            result = response.get("result", {})
+            ok = not result.get("isError") and f"probe-{n}" in json.dumps(result)
+            results.append("ok" if ok else json.dumps(response)[:300])
+    finally:
+        done.set()
 
 
 async def _redos(port: int, token: str, agent: RawAgent) -> list[str]:
@@ -107,12 +110,14 @@ async def test_hostile_inputs_do_not_stall_the_loop_or_disconnect_anyone(tmp_pat
                 agents += [prober, agent]
                 stop = trio.Event()
                 probe_results: list[str] = []
-                nursery.start_soon(_probe, prober, stop, probe_results)
+                probe_done = trio.Event()
+                nursery.start_soon(_probe, prober, stop, probe_results, probe_done)
                 nursery.start_soon(_flood, daemon.port, stop)
                 redos_kinds = await _redos(daemon.port, daemon.token, agent)
                 updated = await _huge_schemas(daemon.port, daemon.token)
                 guarded = await _huge_argument(agent)
                 stop.set()
+                await probe_done.wait()  # its last call answered: the links may close now
                 status = await admin_request(home, "status")
             finally:
                 with trio.CancelScope(shield=True):
