@@ -69,7 +69,7 @@ from ..config.settings import Settings
 from ..errors import StartupError
 
 if TYPE_CHECKING:
-    from .router import CallOutcome
+    from .outcome import CallOutcome
 
 __all__ = [
     "CALL_LOG_FILE",

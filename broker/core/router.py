@@ -43,16 +43,17 @@ from app_client.wire import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
 from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
-from ..daemon.connection import seconds_to_ms
 from .guards import find_path_traversal
 from ..config.logsetup import app_text_for_log, info_line
+# CallerInfo, CallOutcome and format_seconds live in .outcome; imported from here too, as before.
+from .outcome import CallerInfo as CallerInfo, CallOutcome as CallOutcome, format_seconds as format_seconds
+from .outcome import seconds_to_ms
 from .registry import RegisteredTool, Registry
 from .validation import log_safe
 
 if TYPE_CHECKING:
     from .calllog import CallLog
     from ..config.settings import Settings
-    from ..daemon.links import AppLink
 
 log = structlog.get_logger("toolbridge.router")
 
@@ -93,41 +94,6 @@ _CHECK_THREADS: Final = 2
 _MAX_APP_ERROR_CHARS: Final = 4000
 
 
-@attrs.frozen
-class CallerInfo:
-    """Who is calling, for the audit trail and the call log."""
-
-    client_name: str | None = None
-    client_version: str | None = None
-    session: str | None = None
-    transport: str = "internal"
-
-    @property
-    def agent(self) -> str:
-        if self.client_name is None:
-            return "unknown"
-        return f"{self.client_name}/{self.client_version}" if self.client_version else self.client_name
-
-
-@attrs.frozen
-class CallOutcome:
-    kind: str
-    message: str = ""
-    result: ToolResult | None = None
-    retry_after_ms: int | None = None
-    correlation_id: int | None = None
-    #: What the daemon's log shows instead of ``message`` when that may quote argument values.
-    log_message: str | None = None
-
-    @property
-    def is_error(self) -> bool:
-        return self.kind != "ok"
-
-
-def format_seconds(seconds: float) -> str:
-    return f"{seconds:.3g} s" if seconds < 10 else f"{round(seconds)} s"
-
-
 class Router:
     def __init__(
         self,
@@ -141,7 +107,6 @@ class Router:
         self.calls = calls
         self._call_log = call_log
         self.shutting_down = False
-        self.links: dict[int, AppLink] = {}
         #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
         #: shutdown ends and ``max_pending_calls`` counts.
         self._live: set[Call] = set()
@@ -423,7 +388,7 @@ class Router:
             progress=call.on_progress is not None,
         )
         # Never lost to a full queue: the number of invocations is bounded by admission.
-        if not link.conn.send_reliable_nowait(invocation):
+        if not link.send_reliable_nowait(invocation):
             self._finish(call, CallOutcome(
                 "app_disconnected", f"the app {link.label} disconnected before the call was sent"))
             return
@@ -454,7 +419,7 @@ class Router:
             self.calls.close(call)
             if stop_app and call.sent and call.link is not None:
                 reason = "timeout" if outcome.kind == "timeout" else "cancelled"
-                call.link.conn.send_reliable_nowait(ToolCancel(cid, reason=reason))
+                call.link.send_reliable_nowait(ToolCancel(cid, reason=reason))
         instance = call.tool.instance
         if call.queued is not None:
             instance.admission.withdraw(call.queued)

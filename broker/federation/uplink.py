@@ -272,7 +272,7 @@ class Uplink:
                 "uplinking there would make a loop",
             )
         self.parent_chain = chain
-        self.core.upstream = tuple(chain)
+        self.core.federation.set_upstream(chain)
         if registered.max_tools:
             self._max_tools = registered.max_tools
         self._dirty.set()  # the parent's chain and limits may leave out other tools
@@ -282,7 +282,7 @@ class Uplink:
             log.info("uplink_connected", parent=self.address, name=self.name, chain=self.parent_chain,
                      tools=len(self.app.tools))
         else:
-            self.core.upstream = ()
+            self.core.federation.set_upstream(())
 
     # --- calls from the parent ----------------------------------------------------------
 

@@ -8,7 +8,7 @@ annotations passed through). :func:`list_page` cuts the deterministic, name-sort
 pages; a cursor is the base64 of the last name on the previous page, so paging stays
 correct when apps come and go between pages (nothing is skipped or repeated that stayed).
 
-:func:`call_result` maps a :class:`~broker.core.router.CallOutcome`: ``ok`` becomes the app's
+:func:`call_result` maps a :class:`~broker.core.outcome.CallOutcome`: ``ok`` becomes the app's
 content blocks (images pass through) or its data as JSON text, plus ``structuredContent``;
 every failure except ``unknown_tool`` becomes a result with ``isError: true`` whose text is
 the router's message, written for a model to act on. ``unknown_tool`` is a protocol error
@@ -30,7 +30,7 @@ from .jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
     from ..core.registry import RegisteredTool
-    from ..core.router import CallOutcome
+    from ..core.outcome import CallOutcome
 
 __all__ = [
     "DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result", "error_result",

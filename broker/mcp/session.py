@@ -54,7 +54,7 @@ from ..daemon.broker_core import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
-from ..core.router import CallerInfo, CallOutcome
+from ..core.outcome import CallerInfo, CallOutcome
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
