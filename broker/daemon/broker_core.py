@@ -41,6 +41,7 @@ from app_client.transport import is_unix_stream
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
 from ..core.calls import CorrelationMap
+from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed
 from .links import AppLink, AppLinks
 from ..core.registry import Registry
@@ -121,7 +122,7 @@ class BrokerCore:
         self.router.shutting_down = True
         self.shutdown_started.set()
         return self.router.fail_all(
-            "shutdown", "toolbridge is shutting down; the call did not complete"
+            OutcomeKind.SHUTDOWN, "toolbridge is shutting down; the call did not complete"
         )
 
     async def handle_connection(self, stream: trio.abc.Stream) -> None:

@@ -50,6 +50,7 @@ from app_client.wire import (
 from ..federation import rules as federation
 from ..federation.rules import FederationState
 from ..core.calls import Call, CorrelationMap
+from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed, seconds_to_ms
 from ..errors import RegistrationError
 from ..config.logsetup import app_text_for_log
@@ -101,7 +102,7 @@ class AppLink:
     def replaced(self) -> None:
         """A new registration of the same instance took over: fail our calls, close."""
         self._links.router.fail_link(
-            self.id, "app_disconnected", f"the app {self.label} re-registered; the call was lost"
+            self.id, OutcomeKind.APP_DISCONNECTED, f"the app {self.label} re-registered; the call was lost"
         )
         self.conn.send_nowait(Error("replaced", "a new connection registered this instance", fatal=True))
         self.conn.close_after_flush("replaced by a new registration")
@@ -190,7 +191,7 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> N
         # through the grace period), not this dying link, where it would be sent to nobody.
         still_ours = links.registry.unlink(instance, link)
         failed = links.router.fail_link(
-            link.id, "app_disconnected", f"the app {instance.label} disconnected during the call"
+            link.id, OutcomeKind.APP_DISCONNECTED, f"the app {instance.label} disconnected during the call"
         )
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
         if still_ours:
@@ -268,7 +269,7 @@ def _bad_line(link: AppLink, links: AppLinks, exc: RemoteProtocolError) -> None:
     if exc.correlation_id is not None:
         call = links.calls.get(exc.correlation_id)
         if call is not None and call.link_id == link.id:
-            links.router.fail(call, "app_error", f"the app sent an invalid response ({exc.code}); the call failed")
+            links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
 def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
@@ -300,7 +301,7 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         if message.correlation_id is not None:
             call = _own_call(link, links, message.correlation_id, "error")
             if call is not None:
-                links.router.fail(call, "app_error", f"the app reported an error: {message.message[:1000]}",
+                links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",
                                  log_message=app_text_for_log(message.message))
     else:
         conn.send_nowait(

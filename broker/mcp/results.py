@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ..core.names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
+from ..core.outcome import OutcomeKind
 from .jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
-    from ..core.registry import RegisteredTool
     from ..core.outcome import CallOutcome
+    from ..core.registry import RegisteredTool
 
 __all__ = [
     "DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result", "error_result",
@@ -140,21 +141,21 @@ def error_result(kind: str, message: str) -> dict[str, Any]:
 
 def call_result(outcome: CallOutcome, tool_name: str) -> dict[str, Any]:
     """The ``CallToolResult`` for ``outcome`` (raises RpcError -32602 for an unknown tool)."""
-    if outcome.kind == "unknown_tool":
+    if outcome.kind is OutcomeKind.UNKNOWN_TOOL:
         raise RpcError(INVALID_PARAMS, outcome.message, {"name": tool_name})
     result = outcome.result
-    if outcome.kind != "ok" or result is None:
+    if outcome.kind is not OutcomeKind.OK or result is None:
         extra = None
         if result is not None and result.content and all(_check_block(b) is None for b in result.content):
             extra = list(result.content)
-        return _error(outcome.kind, outcome.message or outcome.kind, retry_after_ms=outcome.retry_after_ms,
+        return _error(outcome.kind.value, outcome.message or outcome.kind.value, retry_after_ms=outcome.retry_after_ms,
                       extra=extra)
     if result.content:
         for index, block in enumerate(result.content):
             problem = _check_block(block)
             if problem is not None:
                 return _error(
-                    "app_error",
+                    OutcomeKind.APP_ERROR.value,
                     f"{tool_name} returned an invalid content block #{index} ({problem}); "
                     "the result could not be shown. This is a bug in the app.",
                 )
