@@ -376,13 +376,13 @@ class Soak:
     def _watch_dead_links(self, core: BrokerCore) -> None:
         """Flag a call that ends other than ``app_disconnected`` after its link closed.
 
-        ``router.links`` (shared with the core) loses a link the moment its reader ends, just
+        ``core.links`` (the daemon's live app links) loses a link the moment its reader ends, just
         before the link's calls are failed: from then on, any other ending of a call sent on
         it means the call was left waiting on a dead link.
         """
         router = core.router
         finish = router._finish
-        live_links = router.links
+        live_links = core.links
 
         def watched_finish(call: Any, outcome: Any, **kwargs: Any) -> bool:
             link = call.link

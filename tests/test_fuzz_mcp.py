@@ -170,6 +170,12 @@ class _DeadLink:
     label = "Fuzz"
     conn = _DeadConn()
 
+    def send_reliable_nowait(self, message: Any) -> bool:  # an AppPort (broker.core.ports)
+        return self.conn.send_reliable_nowait(message)
+
+    def replaced(self) -> None:
+        pass
+
 
 #: Settings need a home; nothing is written there (no call log without the daemon).
 UNUSED_HOME = Path(tempfile.gettempdir()) / "toolbridge-fuzz-unused"

@@ -283,6 +283,12 @@ class FakeLink:
     label: str = "Desk"
     conn: RecordingConn = attrs.Factory(RecordingConn)
 
+    def send_reliable_nowait(self, message: Any) -> bool:  # an AppPort (broker.core.ports)
+        return self.conn.send_reliable_nowait(message)
+
+    def replaced(self) -> None:
+        pass
+
 
 class TightOutbox(Outbox):
     """An outbox with no room for a response right now: the session must wait for room."""

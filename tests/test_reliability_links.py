@@ -366,7 +366,7 @@ async def test_reregistering_before_the_old_links_grace_begins_is_harmless(tmp_p
         # The grace task of a link whose instance was already taken over does nothing:
         instance = core.registry.instances()[0]
         instance.grace_deadline = None
-        await _grace(core, instance)
+        await _grace(core.registry, instance)
         nursery.cancel_scope.cancel()
 
 

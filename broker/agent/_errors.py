@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ..core.outcome import OutcomeKind
+
 __all__ = [
     "ToolbridgeError",
     "ConnectError",
@@ -90,50 +92,50 @@ class ToolError(ToolbridgeError):
 class ToolNotFound(ToolError):
     """No connected app offers a tool of that name (JSON-RPC -32602, or ``unknown_tool``)."""
 
-    kind = "unknown_tool"
+    kind = OutcomeKind.UNKNOWN_TOOL.value
 
 
 class ToolInvalidArguments(ToolError):
     """The arguments do not match the tool's inputSchema; the message names the problem."""
 
-    kind = "invalid_arguments"
+    kind = OutcomeKind.INVALID_ARGUMENTS.value
 
 
 class ToolGuardRejected(ToolError):
     """An argument guard refused the call (for example a ``..`` path segment)."""
 
-    kind = "guard_rejected"
+    kind = OutcomeKind.GUARD_REJECTED.value
 
 
 class ToolBusy(ToolError):
     """The app (or the daemon) has too many calls waiting; retry after ``retry_after_ms``."""
 
-    kind = "busy"
+    kind = OutcomeKind.BUSY.value
 
 
 class ToolTimeout(ToolError):
     """The call did not finish in time; the app was asked to stop."""
 
-    kind = "timeout"
+    kind = OutcomeKind.TIMEOUT.value
 
 
 class ToolCancelled(ToolError):
     """The call was cancelled (by the app or the daemon, not by this caller: a caller that
     cancels its own scope gets ``Cancelled``, as usual)."""
 
-    kind = "cancelled"
+    kind = OutcomeKind.CANCELLED.value
 
 
 class AppDisconnected(ToolError):
     """The app went away before answering and did not come back in time."""
 
-    kind = "app_disconnected"
+    kind = OutcomeKind.APP_DISCONNECTED.value
 
 
 class ToolAppError(ToolError):
     """The app ran the tool and reported a failure; ``message`` is the app's."""
 
-    kind = "app_error"
+    kind = OutcomeKind.APP_ERROR.value
 
 
 class ConnectionLost(ToolError):
@@ -142,8 +144,9 @@ class ConnectionLost(ToolError):
     kind = "connection_lost"
 
 
-#: Error kind -> exception class. Kinds not listed (``internal_error``, ``shutdown``, kinds
-#: added later) raise :class:`ToolError` itself, with ``kind`` set.
+#: Error kind -> exception class: the daemon's kinds (:class:`~broker.core.outcome.OutcomeKind`,
+#: as strings) and this library's own ``connection_lost``. Kinds not listed (``internal_error``,
+#: ``shutdown``, kinds added later) raise :class:`ToolError` itself, with ``kind`` set.
 ERROR_TYPES: Final[dict[str, type[ToolError]]] = {
     cls.kind: cls
     for cls in (

@@ -19,9 +19,9 @@ retention deletes in one transaction.
 With ``call_log_redact`` on, the writer builds rows with :func:`make_redacted_row` instead:
 arguments and results keep their shape (object keys, list lengths, content block types) and lose
 every value (:func:`redact_values`), and an error message is kept only when the daemon wrote it
-from names and numbers alone (:data:`VALUE_FREE_KINDS`, never an app's text). That walk runs in
-the writer thread, like all encoding; with the option off the writer calls :func:`make_row` as
-before, whose fast path stores the plain encoding when :func:`redact` could not change it.
+from names and numbers alone (:attr:`~broker.core.outcome.OutcomeKind.value_free`, never an
+app's text). That walk runs in the writer thread, like all encoding; with the option off the
+writer calls :func:`make_row` as before, whose fast path stores the plain encoding when :func:`redact` could not change it.
 
 Why a thread and not ``trio.to_thread.run_sync`` per flush: sqlite3 connections belong to the
 thread that uses them, trio's worker threads are pooled and interchangeable, and a
@@ -69,7 +69,7 @@ from ..config.settings import Settings
 from ..errors import StartupError
 
 if TYPE_CHECKING:
-    from .router import CallOutcome
+    from .outcome import CallOutcome
 
 __all__ = [
     "CALL_LOG_FILE",
@@ -82,7 +82,6 @@ __all__ = [
     "redact_values",
     "make_row",
     "make_redacted_row",
-    "VALUE_FREE_KINDS",
 ]
 
 log = structlog.get_logger("toolbridge.calllog")
@@ -249,17 +248,6 @@ def _to_json(value: Any) -> str | None:
 
 #: What a redacted number or boolean becomes.
 REDACTED: Final = "<redacted>"
-#: Outcome kinds whose message the daemon composes from tool names, paths, kinds and numbers,
-#: never from an argument value or an app's text: a redacted row keeps these messages (they say
-#: why a call failed) when the outcome carries no app result. Every other message, including
-#: ``invalid_arguments`` (schema errors quote the value) and ``app_error``, is redacted; a kind
-#: added later is redacted until it is listed here.
-VALUE_FREE_KINDS: Final = frozenset(
-    {"timeout", "cancelled", "busy", "app_disconnected", "shutdown", "internal_error", "unknown_tool",
-     "guard_rejected"}
-)
-
-
 def _placeholder(text: str) -> str:
     return f"<redacted: {len(text)} chars>"
 
@@ -340,7 +328,7 @@ def make_redacted_row(pending: _Pending) -> tuple[Any, ...]:
     """:func:`make_row` for ``call_log_redact``: the same columns, no argument or result values."""
     arguments, outcome = pending[6], pending[7]
     message = outcome.message
-    if message and (outcome.result is not None or outcome.kind not in VALUE_FREE_KINDS):
+    if message and (outcome.result is not None or not outcome.kind.value_free):
         message = _placeholder(message)  # an app's text, or a schema error quoting the value
     return _row(pending, _to_redacted_json(arguments, redact_values),
                 _to_redacted_json(outcome.result, _redact_result), message)
@@ -367,7 +355,7 @@ def _row(pending: _Pending, arguments: str | None, result: str | None, message: 
         result,
         duration_ms,
         int(outcome.is_error),
-        outcome.kind,
+        str(outcome.kind),  # the kind's plain string, as the column always held
         _truncate(message) if message else None,
     )
 

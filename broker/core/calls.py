@@ -31,9 +31,9 @@ import trio
 
 if TYPE_CHECKING:
     from .admission import Granted
-    from ..daemon.links import AppLink
+    from .outcome import CallerInfo, CallOutcome
+    from .ports import AppPort
     from .registry import RegisteredTool
-    from .router import CallerInfo, CallOutcome
 
 #: ``(progress, total, message)`` from the app's ``toolProgress``; must not block.
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
@@ -64,7 +64,7 @@ class Call:
     queued: Granted | None = None
     #: trio time it took one of the instance's admission slots (released when the call ends).
     admitted_at: float | None = None
-    link: AppLink | None = None
+    link: AppPort | None = None
     correlation_id: int = 0
     last_progress: float | None = None
 

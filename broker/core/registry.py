@@ -44,7 +44,7 @@ from .validation import ArgumentValidator, check_app_name, check_tool_name, comp
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
-    from ..daemon.links import AppLink
+    from .ports import AppPort
 
 log = structlog.get_logger("toolbridge.registry")
 _encode = msgspec.json.Encoder().encode
@@ -70,7 +70,7 @@ class Instance:
     label: str
     app_id: str
     admission: Admission
-    link: AppLink | None = None
+    link: AppPort | None = None
     tools: dict[str, RegisteredTool] = attrs.Factory(dict)
     #: Set when a new link takes this instance over (replaced at each disconnect).
     relinked: trio.Event = attrs.Factory(trio.Event)
@@ -231,7 +231,7 @@ class Registry:
 
     def register(
         self,
-        link: AppLink,
+        link: AppPort,
         *,
         app_name: str,
         instance_id: str | None,
@@ -240,7 +240,7 @@ class Registry:
         app_version: str | None,
         compiled: list[CompiledTool] | None = None,
         token: str | None = None,
-    ) -> tuple[Instance, AppLink | None]:
+    ) -> tuple[Instance, AppPort | None]:
         """Link ``link`` as an instance; return it and the link it replaced, if any.
 
         ``compiled``: ``tools`` from :meth:`compile_tools` (compiled here, on the loop, if
@@ -358,7 +358,7 @@ class Registry:
         self._drop_tools(instance, tool_names)
         self._bump()
 
-    def unlink(self, instance: Instance, link: AppLink) -> bool:
+    def unlink(self, instance: Instance, link: AppPort) -> bool:
         """The link of ``instance`` closed: start its grace period. False if already replaced."""
         if instance.link is not link:
             return False

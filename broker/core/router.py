@@ -43,46 +43,20 @@ from app_client.wire import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
 from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
-from ..daemon.connection import seconds_to_ms
 from .guards import find_path_traversal
 from ..config.logsetup import app_text_for_log, info_line
+# CallerInfo, CallOutcome and format_seconds live in .outcome; imported from here too, as before.
+from .outcome import CallerInfo as CallerInfo, CallOutcome as CallOutcome, format_seconds as format_seconds
+from .outcome import OutcomeKind, seconds_to_ms
 from .registry import RegisteredTool, Registry
 from .validation import log_safe
 
 if TYPE_CHECKING:
     from .calllog import CallLog
     from ..config.settings import Settings
-    from ..daemon.links import AppLink
 
 log = structlog.get_logger("toolbridge.router")
 
-OUTCOME_KINDS: Final = (
-    "ok",
-    "unknown_tool",
-    "invalid_arguments",
-    "guard_rejected",
-    "busy",
-    "timeout",
-    "cancelled",
-    "app_disconnected",
-    "app_error",
-    "internal_error",
-    "shutdown",
-)
-_AUDIT_EVENTS: Final = {
-    "ok": "TOOL_EXECUTED",
-    "unknown_tool": "UNKNOWN_TOOL",
-    "invalid_arguments": "TOOL_ARG_VALIDATION_FAILURE",
-    "guard_rejected": "TOOL_GUARD_REJECTED",
-    "timeout": "TOOL_TIMEOUT",
-    "cancelled": "TOOL_CANCELLED",
-}
-#: Failure kinds an app's ``toolResponse`` may report in ``errorKind`` (anything else, and no
-#: kind at all, is ``app_error``). ``unknown_tool`` is not among them: the tool was found here.
-APP_REPORTABLE_KINDS: Final = frozenset(
-    {"invalid_arguments", "guard_rejected", "busy", "timeout", "cancelled", "app_disconnected",
-     "internal_error", "shutdown"}
-)
 #: The longest per-call timeout an agent may ask for.
 MAX_TIMEOUT: Final = 24 * 3600.0
 #: Arguments this large (characters of strings and keys, plus one per value) are validated and
@@ -91,41 +65,6 @@ MAX_TIMEOUT: Final = 24 * 3600.0
 LARGE_ARGUMENTS: Final = 16 * 1024
 _CHECK_THREADS: Final = 2
 _MAX_APP_ERROR_CHARS: Final = 4000
-
-
-@attrs.frozen
-class CallerInfo:
-    """Who is calling, for the audit trail and the call log."""
-
-    client_name: str | None = None
-    client_version: str | None = None
-    session: str | None = None
-    transport: str = "internal"
-
-    @property
-    def agent(self) -> str:
-        if self.client_name is None:
-            return "unknown"
-        return f"{self.client_name}/{self.client_version}" if self.client_version else self.client_name
-
-
-@attrs.frozen
-class CallOutcome:
-    kind: str
-    message: str = ""
-    result: ToolResult | None = None
-    retry_after_ms: int | None = None
-    correlation_id: int | None = None
-    #: What the daemon's log shows instead of ``message`` when that may quote argument values.
-    log_message: str | None = None
-
-    @property
-    def is_error(self) -> bool:
-        return self.kind != "ok"
-
-
-def format_seconds(seconds: float) -> str:
-    return f"{seconds:.3g} s" if seconds < 10 else f"{round(seconds)} s"
 
 
 class Router:
@@ -141,7 +80,6 @@ class Router:
         self.calls = calls
         self._call_log = call_log
         self.shutting_down = False
-        self.links: dict[int, AppLink] = {}
         #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
         #: shutdown ends and ``max_pending_calls`` counts.
         self._live: set[Call] = set()
@@ -234,12 +172,12 @@ class Router:
 
     def cancel(self, call: Call, message: str = "cancelled by the agent") -> bool:
         """The caller gave up on ``call``: the app is told, no result will be used."""
-        return self._finish(call, CallOutcome("cancelled", message), stop_app=True)
+        return self._finish(call, CallOutcome(OutcomeKind.CANCELLED, message), stop_app=True)
 
     def expire(self, call: Call) -> bool:
         """``call`` reached ``gives_up_at`` without an answer."""
         return self._finish(call, CallOutcome(
-            "timeout",
+            OutcomeKind.TIMEOUT,
             f"{call.tool.agent_name} timed out after {format_seconds(call.timeout)}; the app was asked to "
             "stop. Retry, or ask for a longer timeout if the tool is slow.",
         ), stop_app=True)
@@ -248,15 +186,15 @@ class Router:
         """The app answered ``call``."""
         return self._finish(call, self._outcome(call, result))
 
-    def fail(self, call: Call, kind: str, message: str, *, log_message: str | None = None) -> bool:
+    def fail(self, call: Call, kind: OutcomeKind, message: str, *, log_message: str | None = None) -> bool:
         """End ``call`` with a failure; ``log_message``: what the log shows if ``message`` quotes the app."""
         return self._finish(call, CallOutcome(kind, message, log_message=log_message))
 
-    def fail_link(self, link_id: int, kind: str, message: str) -> int:
+    def fail_link(self, link_id: int, kind: OutcomeKind, message: str) -> int:
         """Fail every call sent over one link; return how many were still open."""
         return sum(self.fail(call, kind, message) for call in self.calls if call.link_id == link_id)
 
-    def fail_all(self, kind: str, message: str) -> int:
+    def fail_all(self, kind: OutcomeKind, message: str) -> int:
         """Fail every call admitted, queued or sent (daemon shutdown)."""
         return sum(self.fail(call, kind, message) for call in list(self._live))
 
@@ -273,12 +211,12 @@ class Router:
         started: float,
     ) -> Call | CallOutcome:
         if self.shutting_down:
-            return CallOutcome("shutdown", "toolbridge is shutting down; retry when it is back")
+            return CallOutcome(OutcomeKind.SHUTDOWN, "toolbridge is shutting down; retry when it is back")
         tool = self.registry.lookup(name)
         if tool is None:
             return self._unknown_tool(name)
         if not isinstance(arguments, dict):
-            return CallOutcome("invalid_arguments", f"arguments for {name} must be a JSON object")
+            return CallOutcome(OutcomeKind.INVALID_ARGUMENTS, f"arguments for {name} must be a JSON object")
         checks = self._checks
         off_loop = checks is not None and (tool.validate.may_be_slow or _is_large(arguments, LARGE_ARGUMENTS))
         if not off_loop:
@@ -294,7 +232,7 @@ class Router:
         timeout = min(max(timeout, 0.001), MAX_TIMEOUT)
         if len(self._live) >= self._settings.max_pending_calls:
             return CallOutcome(
-                "busy",
+                OutcomeKind.BUSY,
                 f"toolbridge has {len(self._live)} calls in flight, its limit; retry shortly",
                 retry_after_ms=1000,
             )
@@ -316,7 +254,7 @@ class Router:
         errors = tool.validate(arguments)
         if errors:
             return CallOutcome(
-                "invalid_arguments",
+                OutcomeKind.INVALID_ARGUMENTS,
                 f"invalid arguments for {name}: " + "; ".join(errors),
                 log_message=f"invalid arguments for {name}: " + log_safe(errors),
             )
@@ -324,7 +262,7 @@ class Router:
             where = find_path_traversal(arguments)
             if where is not None:
                 return CallOutcome(
-                    "guard_rejected",
+                    OutcomeKind.GUARD_REJECTED,
                     f"rejected: argument {where} contains a '..' path segment (path traversal)",
                 )
         return None
@@ -358,7 +296,7 @@ class Router:
             admitted = admission.enter(granted)  # queued: no slot was free a moment ago
         except Busy as busy:
             return CallOutcome(
-                "busy",
+                OutcomeKind.BUSY,
                 f"the app {tool.instance.label} is busy ({busy.queued} calls waiting); "
                 f"retry after {busy.retry_after_ms} ms",
                 retry_after_ms=busy.retry_after_ms,
@@ -398,7 +336,7 @@ class Router:
         if link is None:
             if not self.registry.is_current(instance) or instance.grace_deadline is None:
                 self._finish(call, CallOutcome(
-                    "app_disconnected",
+                    OutcomeKind.APP_DISCONNECTED,
                     f"the app {instance.label} disconnected and did not come back within "
                     f"{format_seconds(self._settings.reconnect_grace)}; the call was not sent",
                 ))
@@ -408,7 +346,7 @@ class Router:
         current = instance.tools.get(call.tool.name)
         if current is None:
             self._finish(call, CallOutcome(
-                "unknown_tool",
+                OutcomeKind.UNKNOWN_TOOL,
                 f"{call.tool.agent_name} is no longer offered: the app re-registered without it",
             ))
             return
@@ -423,9 +361,9 @@ class Router:
             progress=call.on_progress is not None,
         )
         # Never lost to a full queue: the number of invocations is bounded by admission.
-        if not link.conn.send_reliable_nowait(invocation):
+        if not link.send_reliable_nowait(invocation):
             self._finish(call, CallOutcome(
-                "app_disconnected", f"the app {link.label} disconnected before the call was sent"))
+                OutcomeKind.APP_DISCONNECTED, f"the app {link.label} disconnected before the call was sent"))
             return
         call.sent = True
 
@@ -433,7 +371,7 @@ class Router:
         candidates = self.registry.candidates(name)
         hint = f" Did you mean one of: {', '.join(candidates)}?" if candidates else ""
         return CallOutcome(
-            "unknown_tool",
+            OutcomeKind.UNKNOWN_TOOL,
             f"unknown tool {name!r}. Call tools/list for the tools of the connected apps.{hint}",
         )
 
@@ -453,8 +391,8 @@ class Router:
                 outcome = attrs.evolve(outcome, correlation_id=cid)
             self.calls.close(call)
             if stop_app and call.sent and call.link is not None:
-                reason = "timeout" if outcome.kind == "timeout" else "cancelled"
-                call.link.conn.send_reliable_nowait(ToolCancel(cid, reason=reason))
+                reason = "timeout" if outcome.kind is OutcomeKind.TIMEOUT else "cancelled"
+                call.link.send_reliable_nowait(ToolCancel(cid, reason=reason))
         instance = call.tool.instance
         if call.queued is not None:
             instance.admission.withdraw(call.queued)
@@ -475,13 +413,13 @@ class Router:
 
     def _outcome(self, call: Call, result: ToolResult) -> CallOutcome:
         if result.success:
-            return CallOutcome("ok", result=result, correlation_id=call.correlation_id or None)
+            return CallOutcome(OutcomeKind.OK, result=result, correlation_id=call.correlation_id or None)
         message = result.error or f"{call.tool.agent_name} failed (the app gave no message)"
         if len(message) > _MAX_APP_ERROR_CHARS:
             message = message[:_MAX_APP_ERROR_CHARS] + "..."
         # An app (or a broker below, through an uplink) may say what kind of failure it was.
-        kind = result.error_kind if result.error_kind in APP_REPORTABLE_KINDS else "app_error"
-        retry_after = result.retry_after_ms if kind == "busy" else None
+        kind = _app_reported_kind(result.error_kind)
+        retry_after = result.retry_after_ms if kind is OutcomeKind.BUSY else None
         return CallOutcome(kind, message, result=result, retry_after_ms=retry_after,
                            log_message=app_text_for_log(message))
 
@@ -498,7 +436,7 @@ class Router:
     ) -> None:
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         instance = tool.instance if tool is not None else None
-        event = _AUDIT_EVENTS.get(outcome.kind, "TOOL_EXECUTION_ERROR")
+        event = outcome.kind.audit_event
         fields = {
             "tool": name,
             "app": instance.app_name if instance else None,
@@ -507,9 +445,9 @@ class Router:
             "session": caller.session,
             "correlation_id": outcome.correlation_id,
             "duration_ms": duration_ms,
-            "outcome": outcome.kind,
+            "outcome": outcome.kind.value,  # the plain string, whichever renderer writes the line
         }
-        if outcome.kind == "ok":
+        if outcome.kind is OutcomeKind.OK:
             if not info_line(event, fields):  # the daemon's fast path for this hot line
                 log.info(event, **fields)
         else:
@@ -556,9 +494,20 @@ def _is_large(arguments: dict[str, Any], limit: int) -> bool:
     return False
 
 
+def _app_reported_kind(error_kind: str | None) -> OutcomeKind:
+    """The kind an app's failed ``toolResponse`` reported, if it may report it; else ``app_error``."""
+    if error_kind is None:
+        return OutcomeKind.APP_ERROR
+    try:
+        kind = OutcomeKind(error_kind)
+    except ValueError:
+        return OutcomeKind.APP_ERROR
+    return kind if kind.app_reportable else OutcomeKind.APP_ERROR
+
+
 def _internal_error(correlation_id: int | None) -> CallOutcome:
     return CallOutcome(
-        "internal_error",
+        OutcomeKind.INTERNAL_ERROR,
         "toolbridge hit an internal error on this call; it was not retried. "
         "The daemon log has the details.",
         correlation_id=correlation_id,

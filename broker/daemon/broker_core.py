@@ -41,11 +41,13 @@ from app_client.transport import is_unix_stream
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
 from ..core.calls import CorrelationMap
+from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed
-from .links import AppLink, serve_app
+from .links import AppLink, AppLinks
 from ..core.registry import Registry
 from ..core.router import Router
 from ..config.tokens import Authenticator
+from ..federation.rules import FederationState
 from .watchdog import LoopWatchdog
 
 if TYPE_CHECKING:
@@ -75,16 +77,18 @@ class BrokerCore:
         self.token = token
         #: Checks the default token and the named, scoped tokens of the home (``tokens``).
         self.auth = Authenticator(token, settings.home)
-        #: Federation (``federation``, ``uplink``): this daemon's id, the ids of the brokers
-        #: it is uplinked into (nearest first, while connected) and its uplink, if any.
-        self.broker_id = ""
-        self.upstream: tuple[str, ...] = ()
+        #: Federation (``federation``, ``uplink``): this daemon's id and the ids of the brokers
+        #: it is uplinked into (nearest first, while connected; the uplink keeps them), and its
+        #: uplink, if any.
+        self.federation = FederationState()
         self.uplink: Any = None
         self.registry = Registry(settings)
         self.calls = CorrelationMap()
         self.call_log = call_log
         self.router = Router(settings, self.registry, self.calls, call_log)
-        self.links: dict[int, AppLink] = self.router.links
+        #: What app connections run in (``links``); ``links`` are the live ones, by link id.
+        self.app_links = AppLinks(settings, self.auth, self.registry, self.router, self.calls, self.federation)
+        self.links: dict[int, AppLink] = self.app_links.live
         self.started_at = time.time()
         self.ports: dict[str, int | None] = {"port": None, "httpPort": None}
         self.agent_handler: AgentHandler | None = None
@@ -101,12 +105,24 @@ class BrokerCore:
         #: How responsive the event loop is (the daemon runs it; ``status`` shows it).
         self.watchdog = LoopWatchdog()
 
+    @property
+    def broker_id(self) -> str:
+        return self.federation.broker_id
+
+    @broker_id.setter
+    def broker_id(self, broker_id: str) -> None:
+        self.federation.broker_id = broker_id
+
+    @property
+    def upstream(self) -> tuple[str, ...]:
+        return self.federation.upstream
+
     def begin_shutdown(self) -> int:
         """Refuse new calls and fail those in flight; return how many were failed."""
         self.router.shutting_down = True
         self.shutdown_started.set()
         return self.router.fail_all(
-            "shutdown", "toolbridge is shutting down; the call did not complete"
+            OutcomeKind.SHUTDOWN, "toolbridge is shutting down; the call did not complete"
         )
 
     async def handle_connection(self, stream: trio.abc.Stream) -> None:
@@ -141,7 +157,7 @@ class BrokerCore:
         if first is None:
             return
         if isinstance(first, Register):
-            await serve_app(conn, self, first)
+            await self.app_links.serve_app(conn, first)
         elif isinstance(first, AgentConnect):
             await self._serve_agent(conn, first)
         elif isinstance(first, AdminRequest):

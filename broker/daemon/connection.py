@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import itertools
-import math
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -34,6 +33,8 @@ import msgspec
 
 from app_client.errors import RemoteProtocolError
 from app_client.wire import AddTools, LineFramer, Message, Register, ToolSpec, decode_message, encode_message
+
+from ..core.outcome import seconds_to_ms  # re-exported: where the daemon's modules found it
 
 log = structlog.get_logger("toolbridge.connection")
 
@@ -250,10 +251,6 @@ async def _decode_tools_in_steps(line: bytes) -> Message | None:
             step = 0
             await trio.lowlevel.checkpoint()
     return msgspec.structs.replace(shell, tools=specs)
-
-
-def seconds_to_ms(seconds: float) -> int:
-    return max(1, math.ceil(seconds * 1000))
 
 
 __all__ = ["Connection", "PeerClosed", "RemoteProtocolError", "seconds_to_ms"]

@@ -2,9 +2,10 @@
 
 Theory of operation
 -------------------
-After a valid ``register`` the connection becomes an :class:`AppLink`. Its reader loop
-(:func:`serve_app`) handles what the app sends; a heartbeat task pings it and closes the link
-when nothing at all has arrived for ``heartbeat_timeout`` — any line counts, so an app whose
+After a valid ``register`` the connection becomes an :class:`AppLink`, the
+:class:`~broker.core.ports.AppPort` the core sends invocations and cancels to. Its reader loop
+(:meth:`AppLinks.serve_app`) handles what the app sends; a heartbeat task pings it and closes
+the link when nothing at all has arrived for ``heartbeat_timeout`` — any line counts, so an app whose
 GUI thread is busy but whose reader still answers pings stays alive. Bad lines get an
 ``error`` reply and are otherwise ignored; a bad line that names one of this link's calls
 fails that call at once. A ``toolResponse`` or ``toolProgress`` is accepted only for a call
@@ -16,12 +17,17 @@ When the link ends, for whatever reason, every call in flight on it fails at onc
 Before anything is registered the token must allow the name (``tokens``: ``app:<pattern>``
 for apps, ``uplink`` for a ``register`` carrying ``via``), and a broker's uplink must not
 make a loop or go too deep (``federation``, also checked on each ``addTools``).
+
+:class:`AppLinks` is everything a link needs of the daemon (settings, tokens, registry,
+router, correlation map, federation state) and the live links: the daemon builds it from its
+parts, so this module never sees ``BrokerCore``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import attrs
 import structlog
 import trio
 
@@ -42,23 +48,51 @@ from app_client.wire import (
 )
 
 from ..federation import rules as federation
-from ..core.calls import Call
+from ..federation.rules import FederationState
+from ..core.calls import Call, CorrelationMap
+from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed, seconds_to_ms
 from ..errors import RegistrationError
 from ..config.logsetup import app_text_for_log
-from ..core.registry import Instance, wake_link_waiters
+from ..core.registry import Instance, Registry, wake_link_waiters
 
 if TYPE_CHECKING:
-    from .broker_core import BrokerCore
+    from ..config.settings import Settings
+    from ..config.tokens import Authenticator
+    from ..core.router import Router
 
 log = structlog.get_logger("toolbridge.links")
 
 
+@attrs.define(eq=False)
+class AppLinks:
+    """What app links need of the daemon, and the links that are live (``live``, by link id).
+
+    The daemon builds one (``BrokerCore.app_links``) from its parts; every app connection runs
+    in :meth:`serve_app`.
+    """
+
+    settings: Settings
+    auth: Authenticator
+    registry: Registry
+    router: Router
+    calls: CorrelationMap
+    federation: FederationState
+    #: The registered links, from ``registered`` until their reader ends.
+    live: dict[int, AppLink] = attrs.Factory(dict)
+
+    async def serve_app(self, conn: Connection, register: Register) -> None:
+        """Run one app link from its ``register`` message until it closes, then its grace period."""
+        await _serve_app(conn, self, register)
+
+
 class AppLink:
-    def __init__(self, conn: Connection, core: BrokerCore) -> None:
+    """One registered app connection: the :class:`~broker.core.ports.AppPort` the core sends to."""
+
+    def __init__(self, conn: Connection, links: AppLinks) -> None:
         self.conn = conn
         self.id = conn.id
-        self._core = core
+        self._links = links
         self.instance: Instance | None = None
 
     @property
@@ -67,22 +101,26 @@ class AppLink:
 
     def replaced(self) -> None:
         """A new registration of the same instance took over: fail our calls, close."""
-        self._core.router.fail_link(
-            self.id, "app_disconnected", f"the app {self.label} re-registered; the call was lost"
+        self._links.router.fail_link(
+            self.id, OutcomeKind.APP_DISCONNECTED, f"the app {self.label} re-registered; the call was lost"
         )
         self.conn.send_nowait(Error("replaced", "a new connection registered this instance", fatal=True))
         self.conn.close_after_flush("replaced by a new registration")
 
+    def send_reliable_nowait(self, message: Message) -> bool:
+        """Queue ``message`` for the app even past the queue's limit (see ``Connection``)."""
+        return self.conn.send_reliable_nowait(message)
 
-async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> None:
-    """Run one app link from its ``register`` message until it closes, then its grace period."""
-    settings = core.settings
+
+async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> None:
+    """:meth:`AppLinks.serve_app`."""
+    settings = links.settings
     bound = log.bind(conn_id=conn.id, app=register.app_name)
     if not register.token:
         await _refuse(conn, "unauthorized", "register needs a token: read it from the daemon's home directory (`toolbridge token`)")
         bound.warning("app_rejected", reason="no token")
         return
-    grant = core.auth.check(register.token)
+    grant = links.auth.check(register.token)
     if grant is None:
         await _refuse(conn, "unauthorized", "wrong token: read the current one with `toolbridge token`")
         bound.warning("app_rejected", reason="wrong token")
@@ -95,19 +133,19 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
         bound.warning("app_rejected", reason="token scope", token=grant.name, uplink=uplink)
         return
     try:
-        federation.check_register(core, register)
+        federation.check_register(links.federation, register)
     except RegistrationError as exc:
         bound.warning("app_rejected", code=exc.code, reason=exc.message)
         await _refuse(conn, exc.code, exc.message)
         return
-    core.auth.track(grant, conn)
+    links.auth.track(grant, conn)
     if register.protocol_version < 1:
         await _refuse(conn, "unsupported_version", f"protocolVersion must be 1..{PROTOCOL_VERSION}")
         return
-    link = AppLink(conn, core)
+    link = AppLink(conn, links)
     try:
-        compiled = await core.registry.compile_tools(register.tools)  # worker threads, not the loop
-        instance, replaced = core.registry.register(
+        compiled = await links.registry.compile_tools(register.tools)  # worker threads, not the loop
+        instance, replaced = links.registry.register(
             link,
             app_name=register.app_name,
             instance_id=register.instance_id,
@@ -122,7 +160,7 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
         await _refuse(conn, exc.code, exc.message)
         return
     link.instance = instance
-    core.links[link.id] = link
+    links.live[link.id] = link
     if replaced is not None:
         replaced.replaced()
     bound = bound.bind(instance=instance.instance_id, label=instance.label)
@@ -137,37 +175,37 @@ async def serve_app(conn: Connection, core: BrokerCore, register: Register) -> N
             max_line_bytes=settings.max_line_bytes,
             max_tools=settings.max_tools_per_app,
             max_schema_bytes=settings.max_schema_bytes,
-            chain=federation.own_chain(core) or None,
+            chain=links.federation.own_chain() or None,
         )
     )
     wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_heartbeat, link)
-            await _read_loop(link, core)
+            await _read_loop(link, links)
             nursery.cancel_scope.cancel()
     finally:
-        core.links.pop(link.id, None)
+        links.live.pop(link.id, None)
         # Unlink first: failing the calls frees their admission slots, which hands the next
         # queued call over at once; it must find the instance unlinked (and wait for its return
         # through the grace period), not this dying link, where it would be sent to nobody.
-        still_ours = core.registry.unlink(instance, link)
-        failed = core.router.fail_link(
-            link.id, "app_disconnected", f"the app {instance.label} disconnected during the call"
+        still_ours = links.registry.unlink(instance, link)
+        failed = links.router.fail_link(
+            link.id, OutcomeKind.APP_DISCONNECTED, f"the app {instance.label} disconnected during the call"
         )
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
         if still_ours:
             # Runs after the connection's cancel scope has ended (see core.handle_connection).
-            conn.after_close = lambda: _grace(core, instance)
+            conn.after_close = lambda: _grace(links.registry, instance)
 
 
-async def _grace(core: BrokerCore, instance: Instance) -> None:
+async def _grace(registry: Registry, instance: Instance) -> None:
     """Keep the instance's names for the grace period; drop it if it does not come back."""
     if instance.grace_deadline is None:
         return  # a new link took the instance over before this grace period began
     with trio.move_on_at(instance.grace_deadline):
         await instance.relinked.wait()
-    if core.registry.expire(instance):
+    if registry.expire(instance):
         log.info("app_removed", app=instance.app_name, instance=instance.instance_id, label=instance.label)
 
 
@@ -187,7 +225,7 @@ async def _heartbeat(link: AppLink) -> None:
     so that round is not judged and the silence counts from the end of the stall. A stalled
     daemon must not blame its apps for its own deafness and drop them all.
     """
-    settings = link._core.settings
+    settings = link._links.settings
     ping_id = 0
     listening_since = trio.current_time()
     while True:
@@ -206,7 +244,7 @@ async def _heartbeat(link: AppLink) -> None:
         link.conn.send_nowait(Ping(id=ping_id))
 
 
-async def _read_loop(link: AppLink, core: BrokerCore) -> None:
+async def _read_loop(link: AppLink, links: AppLinks) -> None:
     conn = link.conn
     while True:
         try:
@@ -214,36 +252,36 @@ async def _read_loop(link: AppLink, core: BrokerCore) -> None:
         except PeerClosed:
             return
         except RemoteProtocolError as exc:
-            _bad_line(link, core, exc)
+            _bad_line(link, links, exc)
             continue
         try:
             if isinstance(message, AddTools):
-                await _add_tools(link, core, message)
+                await _add_tools(link, links, message)
             else:
-                _handle(link, core, message)
+                _handle(link, links, message)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
 
 
-def _bad_line(link: AppLink, core: BrokerCore, exc: RemoteProtocolError) -> None:
+def _bad_line(link: AppLink, links: AppLinks, exc: RemoteProtocolError) -> None:
     log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
     link.conn.send_nowait(Error(exc.code, exc.message, correlation_id=exc.correlation_id))
     if exc.correlation_id is not None:
-        call = core.calls.get(exc.correlation_id)
+        call = links.calls.get(exc.correlation_id)
         if call is not None and call.link_id == link.id:
-            core.router.fail(call, "app_error", f"the app sent an invalid response ({exc.code}); the call failed")
+            links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
-def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
+def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
     conn = link.conn
     instance = link.instance
     assert instance is not None
     if isinstance(message, ToolResponse):
-        call = _own_call(link, core, message.correlation_id, "toolResponse")
+        call = _own_call(link, links, message.correlation_id, "toolResponse")
         if call is not None:
-            core.router.resolve(call, message.result)
+            links.router.resolve(call, message.result)
     elif isinstance(message, ToolProgress):
-        call = _own_call(link, core, message.correlation_id, "toolProgress")
+        call = _own_call(link, links, message.correlation_id, "toolProgress")
         if call is not None:
             call.progress(message.progress, message.total, message.message)
     elif isinstance(message, Ping):
@@ -251,7 +289,7 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
     elif isinstance(message, Pong):
         pass  # receiving it already refreshed the link's liveness
     elif isinstance(message, RemoveTools):
-        core.registry.remove_tools(instance, message.names)
+        links.registry.remove_tools(instance, message.names)
         log.info("app_tools_removed", label=instance.label, tools=message.names)
         conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
     elif isinstance(message, Register):
@@ -261,9 +299,9 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         log.warning("app_reported_error", label=instance.label, code=message.code,
                     detail_chars=len(message.message), correlation_id=message.correlation_id)
         if message.correlation_id is not None:
-            call = _own_call(link, core, message.correlation_id, "error")
+            call = _own_call(link, links, message.correlation_id, "error")
             if call is not None:
-                core.router.fail(call, "app_error", f"the app reported an error: {message.message[:1000]}",
+                links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",
                                  log_message=app_text_for_log(message.message))
     else:
         conn.send_nowait(
@@ -271,17 +309,17 @@ def _handle(link: AppLink, core: BrokerCore, message: Message) -> None:
         )
 
 
-async def _add_tools(link: AppLink, core: BrokerCore, message: AddTools) -> None:
+async def _add_tools(link: AppLink, links: AppLinks, message: AddTools) -> None:
     """``addTools``: compile in worker threads (this link's reader waits), then add."""
     instance = link.instance
     assert instance is not None
-    federation.check_tools(core, message.tools)
-    compiled = await core.registry.compile_tools(message.tools, existing=instance.tools,
+    federation.check_tools(links.federation, message.tools)
+    compiled = await links.registry.compile_tools(message.tools, existing=instance.tools,
                                                  alive=lambda: _heard_from(link))
     _heard_from(link)  # the app's pongs wait unread meanwhile: its silence is ours
     if instance.link is not link:
         return  # replaced by a new registration while compiling: these tools are not its
-    core.registry.add_tools(instance, message.tools, compiled)
+    links.registry.add_tools(instance, message.tools, compiled)
     log.info("app_tools_added", label=instance.label, tools=[t.name for t in message.tools])
     link.conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
 
@@ -290,9 +328,9 @@ def _heard_from(link: AppLink) -> None:
     link.conn.last_received = trio.current_time()
 
 
-def _own_call(link: AppLink, core: BrokerCore, correlation_id: int, what: str) -> Call | None:
+def _own_call(link: AppLink, links: AppLinks, correlation_id: int, what: str) -> Call | None:
     """The pending call ``correlation_id`` if it was sent over ``link``; else log, tell the app, None."""
-    call = core.calls.get(correlation_id)
+    call = links.calls.get(correlation_id)
     if call is None:
         log.info("late_or_unknown_correlation_id", conn_id=link.id, label=link.label, kind=what,
                  correlation_id=correlation_id)

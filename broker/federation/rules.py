@@ -27,14 +27,13 @@ import re
 import secrets
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
+
+import attrs
 
 from app_client.wire import Register, ToolSpec
 
 from ..errors import RegistrationError, StartupError
-
-if TYPE_CHECKING:
-    from ..daemon.broker_core import BrokerCore
 
 BROKER_ID_FILE: Final = "broker-id"
 #: Uplinks a call may cross below the broker the agent talks to.
@@ -64,9 +63,31 @@ def load_or_create_broker_id(home: Path) -> str:
     return broker_id
 
 
-def own_chain(core: BrokerCore) -> list[str]:
+@attrs.define
+class FederationState:
+    """Where this broker stands among brokers: what the checks below need, and all they need.
+
+    The daemon holds one (``BrokerCore.federation``); its links check registrations against it
+    and its uplink keeps ``upstream`` current (:meth:`set_upstream`).
+    """
+
+    #: This daemon's id ("" until start-up has read it, or in a core built by a test).
+    broker_id: str = ""
+    #: The ids of the brokers this one is uplinked into, nearest first, while connected.
+    upstream: tuple[str, ...] = ()
+
+    def own_chain(self) -> list[str]:
+        """This broker's id, then the ids of the brokers it is uplinked into."""
+        return [i for i in (self.broker_id, *self.upstream) if i]
+
+    def set_upstream(self, chain: Iterable[str]) -> None:
+        """The uplink's parent chain (empty when the uplink is down)."""
+        self.upstream = tuple(chain)
+
+
+def own_chain(state: FederationState) -> list[str]:
     """This broker's id, then the ids of the brokers it is uplinked into."""
-    return [i for i in (core.broker_id, *core.upstream) if i]
+    return state.own_chain()
 
 
 def _check_ids(ids: list[str], what: str) -> None:
@@ -75,30 +96,30 @@ def _check_ids(ids: list[str], what: str) -> None:
             raise RegistrationError("invalid_register", f"{what}: {broker_id!r} is not a broker id")
 
 
-def _loop(core: BrokerCore, via: Iterable[str], what: str) -> RegistrationError | None:
-    mine = own_chain(core)
+def _loop(state: FederationState, via: Iterable[str], what: str) -> RegistrationError | None:
+    mine = state.own_chain()
     hit = next((i for i in via if i in mine), None)
     if hit is None:
         return None
-    whose = "this broker" if hit == core.broker_id else f"the broker {hit}, which this one is uplinked into"
+    whose = "this broker" if hit == state.broker_id else f"the broker {hit}, which this one is uplinked into"
     return RegistrationError(
         "loop_detected", f"{what} would make a loop: it comes through {whose}; uplinks must form a tree"
     )
 
 
-def check_register(core: BrokerCore, register: Register) -> None:
+def check_register(state: FederationState, register: Register) -> None:
     """Refuse a register whose ``via`` (if any) is malformed or makes a loop. RegistrationError."""
     if register.via is not None:
         if not register.via or len(register.via) > MAX_VIA:
             raise RegistrationError("invalid_register", f"via must list 1 to {MAX_VIA} broker ids")
         _check_ids(register.via, "via")
-        error = _loop(core, register.via, f"the uplink {register.app_name!r}")
+        error = _loop(state, register.via, f"the uplink {register.app_name!r}")
         if error is not None:
             raise error
-    check_tools(core, register.tools)
+    check_tools(state, register.tools)
 
 
-def check_tools(core: BrokerCore, tools: Iterable[ToolSpec]) -> None:
+def check_tools(state: FederationState, tools: Iterable[ToolSpec]) -> None:
     """Refuse tools whose ``via`` is malformed, too long or makes a loop. RegistrationError."""
     for spec in tools:
         if spec.via is None:
@@ -109,6 +130,6 @@ def check_tools(core: BrokerCore, tools: Iterable[ToolSpec]) -> None:
                 "too_many_hops",
                 f"tool {spec.name!r} comes through {len(spec.via)} uplinks; at most {MAX_HOPS} are allowed",
             )
-        error = _loop(core, spec.via, f"tool {spec.name!r}")
+        error = _loop(state, spec.via, f"tool {spec.name!r}")
         if error is not None:
             raise error

@@ -49,7 +49,7 @@ from app_client.wire import Register, Registered, ToolResult, ToolSpec
 
 from ..errors import ConfigError, RegistrationError, StartupError
 from .rules import MAX_HOPS
-from ..core.router import APP_REPORTABLE_KINDS, CallerInfo, CallOutcome
+from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..core.validation import check_app_name
 
 if TYPE_CHECKING:
@@ -272,7 +272,7 @@ class Uplink:
                 "uplinking there would make a loop",
             )
         self.parent_chain = chain
-        self.core.upstream = tuple(chain)
+        self.core.federation.set_upstream(chain)
         if registered.max_tools:
             self._max_tools = registered.max_tools
         self._dirty.set()  # the parent's chain and limits may leave out other tools
@@ -282,7 +282,7 @@ class Uplink:
             log.info("uplink_connected", parent=self.address, name=self.name, chain=self.parent_chain,
                      tools=len(self.app.tools))
         else:
-            self.core.upstream = ()
+            self.core.federation.set_upstream(())
 
     # --- calls from the parent ----------------------------------------------------------
 
@@ -310,7 +310,7 @@ class Uplink:
             # The app's (or a deeper hop's) own answer, failures included: its words, content and
             # error kind pass unchanged.
             return outcome.result
-        if outcome.kind == "unknown_tool":
+        if outcome.kind is OutcomeKind.UNKNOWN_TOOL:
             message = (
                 f"unknown tool {tool!r}: the app that offered it is no longer connected there. "
                 "List the tools again."
@@ -320,7 +320,7 @@ class Uplink:
         return ToolResult(
             success=False,
             error=f"at hop {self.name!r}: {message}",
-            error_kind=outcome.kind if outcome.kind in APP_REPORTABLE_KINDS else None,
+            error_kind=outcome.kind.value if outcome.kind.app_reportable else None,
             retry_after_ms=outcome.retry_after_ms,
         )
 

@@ -8,7 +8,7 @@ annotations passed through). :func:`list_page` cuts the deterministic, name-sort
 pages; a cursor is the base64 of the last name on the previous page, so paging stays
 correct when apps come and go between pages (nothing is skipped or repeated that stayed).
 
-:func:`call_result` maps a :class:`~broker.core.router.CallOutcome`: ``ok`` becomes the app's
+:func:`call_result` maps a :class:`~broker.core.outcome.CallOutcome`: ``ok`` becomes the app's
 content blocks (images pass through) or its data as JSON text, plus ``structuredContent``;
 every failure except ``unknown_tool`` becomes a result with ``isError: true`` whose text is
 the router's message, written for a model to act on. ``unknown_tool`` is a protocol error
@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Final
 import msgspec
 
 from ..core.names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
+from ..core.outcome import OutcomeKind
 from .jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
+    from ..core.outcome import CallOutcome
     from ..core.registry import RegisteredTool
-    from ..core.router import CallOutcome
 
 __all__ = [
     "DEFAULT_PAGE_SIZE", "ERROR_KIND_KEY", "RETRY_AFTER_KEY", "tool_entry", "list_page", "call_result", "error_result",
@@ -140,21 +141,21 @@ def error_result(kind: str, message: str) -> dict[str, Any]:
 
 def call_result(outcome: CallOutcome, tool_name: str) -> dict[str, Any]:
     """The ``CallToolResult`` for ``outcome`` (raises RpcError -32602 for an unknown tool)."""
-    if outcome.kind == "unknown_tool":
+    if outcome.kind is OutcomeKind.UNKNOWN_TOOL:
         raise RpcError(INVALID_PARAMS, outcome.message, {"name": tool_name})
     result = outcome.result
-    if outcome.kind != "ok" or result is None:
+    if outcome.kind is not OutcomeKind.OK or result is None:
         extra = None
         if result is not None and result.content and all(_check_block(b) is None for b in result.content):
             extra = list(result.content)
-        return _error(outcome.kind, outcome.message or outcome.kind, retry_after_ms=outcome.retry_after_ms,
+        return _error(outcome.kind.value, outcome.message or outcome.kind.value, retry_after_ms=outcome.retry_after_ms,
                       extra=extra)
     if result.content:
         for index, block in enumerate(result.content):
             problem = _check_block(block)
             if problem is not None:
                 return _error(
-                    "app_error",
+                    OutcomeKind.APP_ERROR.value,
                     f"{tool_name} returned an invalid content block #{index} ({problem}); "
                     "the result could not be shown. This is a bug in the app.",
                 )

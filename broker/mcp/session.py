@@ -54,7 +54,7 @@ from ..daemon.broker_core import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
-from ..core.router import CallerInfo, CallOutcome
+from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -212,7 +212,7 @@ class _ToolCall:
             outbox.close()
             return
         try:
-            if self.via_meta and outcome.kind == "unknown_tool":
+            if self.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
                 result = unknown_tool_result(session.server.registry, self.name)
             else:
                 result = call_result(outcome, self.name)
