@@ -15,9 +15,9 @@ import trio
 
 from app_client.discovery import resolve_home
 
-from ..daemon.broker_core import VERSION
 from ..errors import BrokerError
 from ..config.logsetup import configure_logging
+from ..version import VERSION
 
 EXIT_OK = 0
 EXIT_ERROR = 1

@@ -8,8 +8,8 @@ see protocol.md) through :func:`broker.cli.daemon_client.admin_request`, which f
 from ``<home>/runtime.json`` and ``<home>/token`` (or the environment). It keeps the tools of the ``--app`` labels (or app names) asked for, renders
 them with :mod:`broker.codegen` and writes the text to ``-o FILE`` (atomically) or stdout.
 
-The daemon side is :func:`admin_tools`, installed into ``core.admin_handlers["tools"]`` by
-:func:`install_admin`; it answers with every tool of ``core.router.list_tools()``.
+The daemon side is :func:`broker.daemon.admin.admin_tools`, which ``run_daemon`` installs into
+``core.admin_handlers["tools"]``; it answers with every tool of ``core.router.list_tools()``.
 
 The same ``tools`` answer feeds ``toolbridge tools`` (``broker.cli.client_commands``).
 
@@ -24,24 +24,17 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
-
-from app_client.wire import AdminRequest
 
 from .. import cli
 from ..codegen import LANGUAGES, CodegenTool, generate, tools_from_admin
 from .daemon_client import admin_request
 from ..errors import BrokerError
 
-if TYPE_CHECKING:
-    from ..daemon.broker_core import BrokerCore
-
 __all__ = [
     "CodegenError",
-    "admin_tools",
-    "install_admin",
     "fetch_tools",
     "fetch_tools_async",
     "select_tools",
@@ -55,38 +48,6 @@ DEFAULT_TIMEOUT: Final = 10.0
 
 class CodegenError(BrokerError):
     """``toolbridge codegen`` cannot go on; the message says why and what to do."""
-
-
-# --- daemon side -------------------------------------------------------------------------------
-
-
-async def admin_tools(core: BrokerCore, request: AdminRequest) -> list[dict[str, Any]]:
-    """The ``tools`` admin command: every registered tool, sorted by agent-facing name."""
-    rows: list[dict[str, Any]] = []
-    for tool in core.router.list_tools():
-        spec = tool.spec
-        rows.append(
-            {
-                "name": tool.agent_name,
-                "app": tool.instance.app_name,
-                "label": tool.instance.label,
-                "tool": tool.name,
-                "description": spec.description,
-                "title": spec.title,
-                "inputSchema": spec.input_schema,
-                "outputSchema": spec.output_schema,
-                "annotations": spec.annotations,
-            }
-        )
-    return rows
-
-
-def install_admin(core: BrokerCore) -> None:
-    """Answer the ``tools`` admin command on ``core`` (call once when the daemon starts)."""
-    core.admin_handlers[ADMIN_COMMAND] = admin_tools
-
-
-# --- client side -------------------------------------------------------------------------------
 
 
 async def fetch_tools_async(home: Path, *, timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:

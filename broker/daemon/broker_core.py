@@ -47,6 +47,7 @@ from ..core.registry import Registry
 from ..core.router import Router
 from ..config.tokens import Authenticator
 from .watchdog import LoopWatchdog
+from ..version import VERSION as VERSION  # re-exported for one release: import it from broker.version
 
 if TYPE_CHECKING:
     from ..core.calllog import CallLog
@@ -56,8 +57,6 @@ log = structlog.get_logger("toolbridge.core")
 
 AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None]]
 AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
-
-VERSION = "0.1.0"
 
 
 @attrs.define(eq=False)
