@@ -28,8 +28,8 @@ from typing import Any, Final
 
 import trio
 
-from .. import cli
 from ..codegen import LANGUAGES, CodegenTool, generate, tools_from_admin
+from ._common import EXIT_OK, SubParsers, add_home, home_from
 from .daemon_client import admin_request
 from ..errors import BrokerError
 
@@ -39,6 +39,7 @@ __all__ = [
     "fetch_tools_async",
     "select_tools",
     "cmd_codegen",
+    "add_parser",
 ]
 
 ADMIN_COMMAND: Final = "tools"
@@ -97,7 +98,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def cmd_codegen(args: argparse.Namespace) -> int:
-    home = cli.home_from(args)
+    home = home_from(args)
     tools = select_tools(tools_from_admin(fetch_tools(home, timeout=args.timeout)), args.app)
     source = f"toolbridge codegen --lang {args.lang}" + "".join(f" --app {a}" for a in args.app or [])
     text = generate(args.lang, tools, source=source)
@@ -107,16 +108,16 @@ def cmd_codegen(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: {len(tools)} tools of {apps} apps", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return cli.EXIT_OK
+    return EXIT_OK
 
 
-def _register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: SubParsers) -> None:
     parser = sub.add_parser(
         "codegen",
         help="write typed bindings (Python or TypeScript) for the connected apps' tools",
         description="Write typed bindings for the tools of the running daemon's apps.",
     )
-    cli.add_home(parser)
+    add_home(parser)
     parser.add_argument("--lang", required=True, choices=LANGUAGES, help="language of the bindings")
     parser.add_argument(
         "--app", action="append", metavar="NAME", help="only this app (label or app name); repeatable"
@@ -124,6 +125,3 @@ def _register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help=argparse.SUPPRESS)
     parser.set_defaults(func=cmd_codegen)
-
-
-cli._EXTRA_COMMANDS.append(_register)
