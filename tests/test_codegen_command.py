@@ -13,11 +13,10 @@ from broker import cli
 from broker.codegen import CodegenTool
 from broker.cli.codegen_command import (
     CodegenError,
-    admin_tools,
     fetch_tools_async,
-    install_admin,
     select_tools,
 )
+from broker.daemon.admin import admin_tools
 from broker.daemon.run import DaemonInfo
 from broker.cli.daemon_client import DaemonUnavailable
 from rawapp import CLICK_TOOL, ECHO_TOOL, RawApp
@@ -48,7 +47,6 @@ async def main_in_thread(*argv: str) -> int:
 
 
 async def test_admin_tools_lists_every_tool(daemon: DaemonInfo) -> None:
-    install_admin(daemon.core)
     assert daemon.core.admin_handlers["tools"] is admin_tools
     await register(daemon)
     rows = await fetch_tools_async(home_of(daemon))
@@ -69,7 +67,6 @@ async def test_admin_tools_lists_every_tool(daemon: DaemonInfo) -> None:
 
 
 async def test_codegen_writes_python_and_typescript(daemon: DaemonInfo, tmp_path: Path) -> None:
-    install_admin(daemon.core)
     await register(daemon)
     home = str(home_of(daemon))
     py_file = tmp_path / "tools.py"
@@ -88,7 +85,6 @@ async def test_codegen_writes_python_and_typescript(daemon: DaemonInfo, tmp_path
 
 
 async def test_codegen_to_stdout_by_app_name(daemon: DaemonInfo, capsys: pytest.CaptureFixture[str]) -> None:
-    install_admin(daemon.core)
     await register(daemon)
     code = await main_in_thread("codegen", "--home", str(home_of(daemon)), "--lang", "python", "--app", "Notes App")
     assert code == 0
@@ -102,7 +98,6 @@ async def test_codegen_to_stdout_by_app_name(daemon: DaemonInfo, capsys: pytest.
 async def test_codegen_unknown_app_fails_with_the_connected_ones(
     daemon: DaemonInfo, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    install_admin(daemon.core)
     await register(daemon)
     code = await main_in_thread("codegen", "--home", str(home_of(daemon)), "--lang", "python", "--app", "Nope")
     assert code == 1

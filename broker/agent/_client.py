@@ -49,7 +49,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         f"broker.agent needs the MCP SDK ({exc.name} is missing): pip install 'toolbridge[agent]'"
     ) from exc
 
-from ..daemon.broker_core import VERSION
+from ..version import VERSION
 from ._apps import Apps, build_namespace
 from ._errors import ConnectError, error_from_result, error_from_rpc
 

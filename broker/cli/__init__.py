@@ -2,6 +2,12 @@
 
 Each sub-command is a small function; ``main`` parses, configures logging and maps the
 package's errors to one-line messages and exit codes (never a traceback for a user error).
+
+:data:`COMMANDS` is the one table of sub-commands: each entry adds its parsers to the
+sub-parser group, in the order ``--help`` lists them. ``serve`` and ``token`` are defined here;
+the others live in their own modules (``codegen_command``, ``logs_command``,
+``client_commands``, ``stdio_relay``), which share ``_common`` (exit codes, ``--home``) and
+never import this module back. The daemon's packages never import ``broker.cli``.
 """
 
 from __future__ import annotations
@@ -9,24 +15,16 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import trio
 
-from app_client.discovery import resolve_home
-
-from ..daemon.broker_core import VERSION
-from ..errors import BrokerError
 from ..config.logsetup import configure_logging
+from ..errors import BrokerError
+from ..version import VERSION
+from . import client_commands, codegen_command, logs_command, stdio_relay
+from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers, add_home, home_from
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-
-
-def home_from(args: argparse.Namespace) -> Path:
-    """``--home``, else ``$TOOLBRIDGE_HOME``, else the user data dir: as apps resolve it."""
-    return resolve_home(getattr(args, "home", None) or None).expanduser()
+__all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "add_home", "build_parser", "home_from", "main"]
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -44,7 +42,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     home = home_from(args)
     if args.issue or args.list or args.revoke or args.scope:
-        from ..config.tokens import run_token_command
+        from .token_command import run_token_command
 
         return run_token_command(home, args)
     if args.rotate:
@@ -64,17 +62,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def add_home(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--home", help="state directory (default: $TOOLBRIDGE_HOME or the user data dir)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="toolbridge", description="Let AI agents drive the tools of running desktop apps."
-    )
-    parser.add_argument("--version", action="version", version=f"toolbridge {VERSION}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
+def _add_serve(sub: SubParsers) -> None:
     serve = sub.add_parser("serve", help="run the daemon in the foreground")
     add_home(serve)
     serve.add_argument("--host", help="address to listen on (default 127.0.0.1)")
@@ -100,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
     serve.set_defaults(func=cmd_serve)
 
+
+def _add_token(sub: SubParsers) -> None:
     token = sub.add_parser("token", help="print the token apps and agents use; manage scoped tokens")
     add_home(token)
     action = token.add_mutually_exclusive_group()
@@ -111,18 +101,30 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --issue: app:<name-pattern>, uplink[:<name-pattern>] or agent (repeatable)")
     token.set_defaults(func=cmd_token)
 
-    for register in _EXTRA_COMMANDS:
-        register(sub)
+
+#: Every sub-command, in the order ``toolbridge --help`` lists them.
+COMMANDS: tuple[Callable[[SubParsers], None], ...] = (
+    _add_serve,  # serve
+    _add_token,  # token
+    codegen_command.add_parser,  # codegen
+    logs_command.add_parser,  # logs
+    client_commands.add_parser,  # status, tools, call
+    stdio_relay.add_parser,  # stdio
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolbridge", description="Let AI agents drive the tools of running desktop apps."
+    )
+    parser.add_argument("--version", action="version", version=f"toolbridge {VERSION}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
     return parser
 
 
-#: Sub-commands defined in other modules add themselves here (stdio, status, tools, ...).
-_EXTRA_COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = []  # type: ignore[type-arg]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    from . import commands  # noqa: F401  (registers the other sub-commands)
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from .. import cli
+from ._common import EXIT_USAGE, SubParsers, add_home, home_from
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
 EXIT_TOOL_ERROR = 1
@@ -45,7 +45,7 @@ def _duration(seconds: float) -> str:
 
 def cmd_status(args: argparse.Namespace) -> int:
     try:
-        status = trio.run(admin_request, cli.home_from(args), "status")
+        status = trio.run(admin_request, home_from(args), "status")
     except DaemonUnavailable as exc:
         return _down(exc)
     if args.json:
@@ -85,7 +85,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_tools(args: argparse.Namespace) -> int:
     try:
-        tools = trio.run(admin_request, cli.home_from(args), "tools")
+        tools = trio.run(admin_request, home_from(args), "tools")
     except DaemonUnavailable as exc:
         return _down(exc)
     if args.json:
@@ -213,9 +213,9 @@ def cmd_call(args: argparse.Namespace) -> int:
         arguments = parse_arguments(args.arg or [], args.json)
     except ValueError as exc:
         print(f"toolbridge: {exc}", file=sys.stderr)
-        return cli.EXIT_USAGE
+        return EXIT_USAGE
     try:
-        reply = trio.run(_call, cli.home_from(args), args.name, arguments, args.timeout, not args.quiet)
+        reply = trio.run(_call, home_from(args), args.name, arguments, args.timeout, not args.quiet)
     except DaemonUnavailable as exc:
         return _down(exc)
     if "error" in reply:
@@ -230,20 +230,20 @@ def cmd_call(args: argparse.Namespace) -> int:
     return EXIT_TOOL_ERROR if result.get("isError") else 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: SubParsers) -> None:
     status = sub.add_parser("status", help="is the daemon running; its apps, tools and calls")
-    cli.add_home(status)
+    add_home(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=cmd_status)
 
     tools = sub.add_parser("tools", help="the tools agents see")
-    cli.add_home(tools)
+    add_home(tools)
     tools.add_argument("--schema", action="store_true", help="show each tool's input schema")
     tools.add_argument("--json", action="store_true", help="machine-readable output")
     tools.set_defaults(func=cmd_tools)
 
     call = sub.add_parser("call", help="call a tool as an agent would")
-    cli.add_home(call)
+    add_home(call)
     call.add_argument("name", help="agent-facing tool name, as `toolbridge tools` shows it")
     call.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (value parsed as JSON if it is JSON)")
     call.add_argument("--json", metavar="OBJECT", help="all arguments as one JSON object")
@@ -252,6 +252,3 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     call.add_argument("--raw", action="store_true", help="print the MCP result as JSON")
     call.add_argument("--quiet", action="store_true", help="no progress bar")
     call.set_defaults(func=cmd_call)
-
-
-cli._EXTRA_COMMANDS.append(register)

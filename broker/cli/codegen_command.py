@@ -8,8 +8,8 @@ see protocol.md) through :func:`broker.cli.daemon_client.admin_request`, which f
 from ``<home>/runtime.json`` and ``<home>/token`` (or the environment). It keeps the tools of the ``--app`` labels (or app names) asked for, renders
 them with :mod:`broker.codegen` and writes the text to ``-o FILE`` (atomically) or stdout.
 
-The daemon side is :func:`admin_tools`, installed into ``core.admin_handlers["tools"]`` by
-:func:`install_admin`; it answers with every tool of ``core.router.list_tools()``.
+The daemon side is :func:`broker.daemon.admin.admin_tools`, which ``run_daemon`` installs into
+``core.admin_handlers["tools"]``; it answers with every tool of ``core.router.list_tools()``.
 
 The same ``tools`` answer feeds ``toolbridge tools`` (``broker.cli.client_commands``).
 
@@ -24,28 +24,22 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import trio
 
-from app_client.wire import AdminRequest
-
-from .. import cli
 from ..codegen import LANGUAGES, CodegenTool, generate, tools_from_admin
+from ._common import EXIT_OK, SubParsers, add_home, home_from
 from .daemon_client import admin_request
 from ..errors import BrokerError
 
-if TYPE_CHECKING:
-    from ..daemon.broker_core import BrokerCore
-
 __all__ = [
     "CodegenError",
-    "admin_tools",
-    "install_admin",
     "fetch_tools",
     "fetch_tools_async",
     "select_tools",
     "cmd_codegen",
+    "add_parser",
 ]
 
 ADMIN_COMMAND: Final = "tools"
@@ -55,38 +49,6 @@ DEFAULT_TIMEOUT: Final = 10.0
 
 class CodegenError(BrokerError):
     """``toolbridge codegen`` cannot go on; the message says why and what to do."""
-
-
-# --- daemon side -------------------------------------------------------------------------------
-
-
-async def admin_tools(core: BrokerCore, request: AdminRequest) -> list[dict[str, Any]]:
-    """The ``tools`` admin command: every registered tool, sorted by agent-facing name."""
-    rows: list[dict[str, Any]] = []
-    for tool in core.router.list_tools():
-        spec = tool.spec
-        rows.append(
-            {
-                "name": tool.agent_name,
-                "app": tool.instance.app_name,
-                "label": tool.instance.label,
-                "tool": tool.name,
-                "description": spec.description,
-                "title": spec.title,
-                "inputSchema": spec.input_schema,
-                "outputSchema": spec.output_schema,
-                "annotations": spec.annotations,
-            }
-        )
-    return rows
-
-
-def install_admin(core: BrokerCore) -> None:
-    """Answer the ``tools`` admin command on ``core`` (call once when the daemon starts)."""
-    core.admin_handlers[ADMIN_COMMAND] = admin_tools
-
-
-# --- client side -------------------------------------------------------------------------------
 
 
 async def fetch_tools_async(home: Path, *, timeout: float = DEFAULT_TIMEOUT) -> list[dict[str, Any]]:
@@ -136,7 +98,7 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 def cmd_codegen(args: argparse.Namespace) -> int:
-    home = cli.home_from(args)
+    home = home_from(args)
     tools = select_tools(tools_from_admin(fetch_tools(home, timeout=args.timeout)), args.app)
     source = f"toolbridge codegen --lang {args.lang}" + "".join(f" --app {a}" for a in args.app or [])
     text = generate(args.lang, tools, source=source)
@@ -146,16 +108,16 @@ def cmd_codegen(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: {len(tools)} tools of {apps} apps", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    return cli.EXIT_OK
+    return EXIT_OK
 
 
-def _register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: SubParsers) -> None:
     parser = sub.add_parser(
         "codegen",
         help="write typed bindings (Python or TypeScript) for the connected apps' tools",
         description="Write typed bindings for the tools of the running daemon's apps.",
     )
-    cli.add_home(parser)
+    add_home(parser)
     parser.add_argument("--lang", required=True, choices=LANGUAGES, help="language of the bindings")
     parser.add_argument(
         "--app", action="append", metavar="NAME", help="only this app (label or app name); repeatable"
@@ -163,6 +125,3 @@ def _register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg
     parser.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help=argparse.SUPPRESS)
     parser.set_defaults(func=cmd_codegen)
-
-
-cli._EXTRA_COMMANDS.append(_register)

@@ -21,6 +21,7 @@ from app_client.transport import connect_daemon
 from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
 
 from ..errors import BrokerError
+from ..version import VERSION
 
 CONNECT_TIMEOUT = 3.0
 
@@ -169,8 +170,6 @@ class McpLineClient:
         await self.link.send_line(json.dumps(message).encode())
 
     async def initialize(self, client_name: str = "toolbridge-cli") -> dict[str, Any]:
-        from ..daemon.broker_core import VERSION
-
         reply = await self.request(
             "initialize",
             {

@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 import attrs
 
-from .. import cli
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
 from ..core.calllog import CALL_LOG_FILE
 
 __all__ = ["LogFilter", "parse_since", "fetch_rows", "follow", "format_row", "json_row", "cmd_logs"]
@@ -246,14 +246,14 @@ def _limit(text: str) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    home = cli.home_from(args)
+    home = home_from(args)
     path = home / CALL_LOG_FILE
     where = LogFilter(tool=args.tool, app=args.app, errors_only=args.errors, since=args.since)
     try:
         if not path.exists():
             print(_missing_hint(home), file=sys.stderr)
             if not args.follow:
-                return cli.EXIT_ERROR
+                return EXIT_ERROR
             while not path.exists():
                 time.sleep(POLL_SECONDS)
         conn = connect_readonly(path)
@@ -268,21 +268,21 @@ def cmd_logs(args: argparse.Namespace) -> int:
         finally:
             conn.close()
     except KeyboardInterrupt:
-        return cli.EXIT_OK
+        return EXIT_OK
     except sqlite3.Error as exc:
         print(f"toolbridge: cannot read the call log {path}: {exc}", file=sys.stderr)
-        return cli.EXIT_ERROR
-    return cli.EXIT_OK
+        return EXIT_ERROR
+    return EXIT_OK
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sub: SubParsers) -> None:
     parser = sub.add_parser(
         "logs",
         help="show the calls agents made (the call log)",
         description="Show the call log: one line per tool call, newest last. Read-only; works "
         "while the daemon runs. Exit status 1 if nothing has been logged in this home yet.",
     )
-    cli.add_home(parser)
+    add_home(parser)
     parser.add_argument("--tool", help="only this tool: the agent name (App__Tool), the tool's own name, or a glob")
     parser.add_argument("--app", help="only this app (name or glob)")
     parser.add_argument("--errors", action="store_true", help="only calls that failed")
@@ -294,6 +294,3 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     parser.add_argument("-f", "--follow", action="store_true",
                         help=f"keep printing new calls as they arrive (polls every {POLL_SECONDS} s; Ctrl-C stops)")
     parser.set_defaults(func=cmd_logs)
-
-
-cli._EXTRA_COMMANDS.append(register)

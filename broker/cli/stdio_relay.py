@@ -47,9 +47,9 @@ import trio
 from app_client.errors import RemoteProtocolError
 from app_client.wire import AgentConnect, LineFramer, encode_message
 
-from .. import cli
 from ..config import home as home_files
 from ..errors import BrokerError
+from ._common import SubParsers, add_home, home_from
 from .daemon_client import DaemonUnavailable, check_agent_reply
 from ..config.tls import open_runtime_stream
 
@@ -604,7 +604,6 @@ async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False
 
 
 def cmd_stdio(args: argparse.Namespace) -> int:
-    from . import home_from
     from ..config.logsetup import configure_logging
 
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
@@ -612,9 +611,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    from . import add_home
-
+def add_parser(sub: SubParsers) -> None:
     parser = sub.add_parser(
         "stdio",
         help="MCP over stdin/stdout, relayed to the daemon (what agents launch); starts the daemon if needed",
@@ -629,6 +626,3 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
         help="discovery mode: list only search_tools and call_tool instead of every app tool",
     )
     parser.set_defaults(func=cmd_stdio)
-
-
-cli._EXTRA_COMMANDS.append(register)

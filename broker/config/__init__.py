@@ -1,5 +1,5 @@
 """Configuration and the home directory: settings (file, environment, flags), the home's files
-and lock, named tokens, TLS contexts, logging set-up.
+and lock, named tokens, TLS contexts, logging set-up, and ``net`` (loopback and port helpers).
 
 May import: ``broker.errors``, ``broker.discovery`` (the re-rank setting's check),
 ``app_client.discovery`` / ``app_client.transport`` / ``app_client.tls`` (one definition of the

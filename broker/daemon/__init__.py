@@ -1,6 +1,6 @@
 """The daemon process: ``run_daemon`` (listeners, start-up, shutdown), ``BrokerCore`` (what a
 connection to the app port is: app, agent or admin), app links, the per-connection line
-writer, the Unix socket, the loop-stall watchdog.
+writer, the Unix socket, the loop-stall watchdog, and ``admin`` (the ``tools`` admin handler).
 
 The top of the daemon's layers: may import ``broker.core``, ``broker.mcp``,
 ``broker.federation``, ``broker.config``, ``broker.errors``, ``app_client.wire``. Never

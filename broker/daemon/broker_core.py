@@ -49,6 +49,7 @@ from ..core.router import Router
 from ..config.tokens import Authenticator
 from ..federation.rules import FederationState
 from .watchdog import LoopWatchdog
+from ..version import VERSION as VERSION  # re-exported for one release: import it from broker.version
 
 if TYPE_CHECKING:
     from ..core.calllog import CallLog
@@ -58,8 +59,6 @@ log = structlog.get_logger("toolbridge.core")
 
 AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None]]
 AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
-
-VERSION = "0.1.0"
 
 
 @attrs.define(eq=False)

@@ -13,8 +13,6 @@ their agents, and after a short drain every connection is cancelled.
 
 from __future__ import annotations
 
-import errno
-import ipaddress
 import signal
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -26,14 +24,17 @@ import trio
 from ..config import home as home_files
 from ..config import tls
 from ..core.calllog import open_call_log
-from ..cli.codegen_command import install_admin as install_admin_tools
 from ..config.settings import Settings
-from .broker_core import VERSION, BrokerCore
+from . import admin
+from .broker_core import BrokerCore
 from ..errors import StartupError
 from ..federation.rules import load_or_create_broker_id
 from .local_socket import bind_local_listener
 from ..config.logsetup import flush_periodically
+from ..config.net import is_loopback, port_in_use, port_taken_error
 from ..federation.uplink import Uplink, uplink_options
+from ..mcp.front_door import install as install_mcp
+from ..version import VERSION
 
 log = structlog.get_logger("toolbridge.daemon")
 
@@ -52,30 +53,6 @@ class DaemonInfo:
     http_port: int | None
     token: str
     core: BrokerCore
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def port_in_use(exc: OSError) -> bool:
-    return exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1))
-
-
-def port_taken_error(host: str, port: int, what: str, flag: str, home: Path) -> StartupError:
-    owner = home_files.read_runtime(home)
-    hint = ""
-    if owner and port in (owner.get("port"), owner.get("httpPort")):
-        hint = f" (a toolbridge daemon, pid {owner.get('pid')}, was started there)"
-    return StartupError(
-        f"the {what} port {port} on {host} is already in use{hint}. "
-        f"Stop the program that holds it, or choose another port with {flag}."
-    )
 
 
 async def _bind(host: str, port: int, what: str, flag: str, home: Path) -> trio.SocketListener:
@@ -121,8 +98,6 @@ async def _run_daemon(
     token = home_files.load_or_create_token(settings.home)
     broker_id = load_or_create_broker_id(settings.home)
 
-    from ..mcp.front_door import install as install_mcp  # the MCP front door registers itself
-
     app_listener = await _bind(settings.host, settings.port, "app", "--port", settings.home)
     port = app_listener.socket.getsockname()[1]
     listener: trio.abc.Listener[trio.abc.Stream] = app_listener
@@ -140,7 +115,7 @@ async def _run_daemon(
         core.broker_id = broker_id
         core.ports["port"] = port
         core.local_socket = None if local is None else str(local.path)
-        install_admin_tools(core)
+        core.admin_handlers[admin.TOOLS_COMMAND] = admin.admin_tools
         http_server = install_mcp(core)
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()

@@ -47,6 +47,7 @@ from app_client.errors import (
 from app_client.tls import client_context
 from app_client.wire import Register, Registered, ToolResult, ToolSpec
 
+from ..config.net import is_loopback
 from ..errors import ConfigError, RegistrationError, StartupError
 from .rules import MAX_HOPS
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
@@ -113,8 +114,6 @@ def _token(settings: Settings) -> str:
 
 
 def _ssl_context(settings: Settings, host: str) -> ssl.SSLContext | None:
-    from ..daemon.run import is_loopback
-
     if settings.uplink_tls_ca:
         try:
             return client_context(settings.uplink_tls_ca)

@@ -1,7 +1,8 @@
 """The MCP front door: agents reach the router only through here.
 
-``install(core)`` (``front_door``) wires it into the daemon: ``toolbridge stdio`` relay links
-(``stdio_relay`` is the relay's side) and Streamable HTTP (``http``). ``session`` holds the
+``install(core)`` (``front_door``) wires it into the daemon: the daemon's end of
+``toolbridge stdio`` relay links, and Streamable HTTP (``http``). The relay itself is a client
+program, ``broker.cli.stdio_relay``; nothing here imports ``broker.cli``. ``session`` holds the
 protocol logic both transports share; ``jsonrpc``, ``protocol``, ``results``, ``gate`` and
 ``headers`` are its sans-IO pieces.
 """

@@ -2,10 +2,12 @@
 
 Theory of operation
 -------------------
-:func:`install` is called once by ``run_daemon``. It builds the :class:`McpServer` every
-session shares, makes the core hand ``agentConnect`` connections (the ``toolbridge stdio``
-relay) to :func:`serve_agent`, and returns the Streamable HTTP server function for the
-daemon to start with ``nursery.start(http_server, core, host, port)``.
+:func:`install` is called once by ``run_daemon`` (``broker.daemon.run``, which imports this
+module; this module never imports it back: the port helpers ``http`` needs are in
+``broker.config.net``). It builds the :class:`McpServer` every session shares, makes the core
+hand ``agentConnect`` connections (from the ``toolbridge stdio`` relay, a client program in
+``broker.cli.stdio_relay``) to :func:`serve_agent`, and returns the Streamable HTTP server
+function for the daemon to start with ``nursery.start(http_server, core, host, port)``.
 
 An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent
 (in discovery mode when its ``agentConnect`` says ``discovery: true``): its session lives

@@ -35,7 +35,6 @@ by the HTTP server, so nothing outlives it; idle ones expire.
 
 from __future__ import annotations
 
-import errno
 import logging
 import secrets
 import socket
@@ -46,6 +45,7 @@ import attrs
 import structlog
 import trio
 
+from ..config.net import port_in_use, port_taken_error
 from ..errors import StartupError
 from ..config.tokens import Grant
 from . import jsonrpc, protocol
@@ -597,7 +597,7 @@ def bind_socket(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         sock.close()
-        if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)):
+        if port_in_use(exc):
             raise
         raise StartupError(f"cannot listen on {host}:{port} for MCP over HTTP: {exc.strerror}") from None
     return sock
@@ -616,8 +616,6 @@ async def serve_http(
     """
     from hypercorn.config import Config
     from hypercorn.trio import serve
-
-    from ..daemon.run import port_in_use, port_taken_error
 
     core = server.core
     try:

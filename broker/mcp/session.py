@@ -50,7 +50,7 @@ import msgspec
 import structlog
 import trio
 
-from ..daemon.broker_core import VERSION
+from ..version import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue

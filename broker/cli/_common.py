@@ -1,0 +1,31 @@
+"""What every sub-command module shares: exit codes and the ``--home`` option.
+
+A leaf of ``broker.cli``: the command modules import it, and ``broker.cli`` (the command table)
+imports them, so nothing inside the package imports back into ``broker.cli`` itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TypeAlias
+
+from app_client.discovery import resolve_home
+
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "SubParsers", "home_from", "add_home"]
+
+#: What each sub-command module's ``add_parser`` gets: the ``add_subparsers()`` group.
+SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+
+
+def home_from(args: argparse.Namespace) -> Path:
+    """``--home``, else ``$TOOLBRIDGE_HOME``, else the user data dir: as apps resolve it."""
+    return resolve_home(getattr(args, "home", None) or None).expanduser()
+
+
+def add_home(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--home", help="state directory (default: $TOOLBRIDGE_HOME or the user data dir)")
