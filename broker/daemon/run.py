@@ -134,7 +134,9 @@ async def _run_daemon(
                 http_port = await nursery.start(http_server, core, settings.host, settings.http_port)
                 core.ports["httpPort"] = http_port
             if handle_signals:
-                nursery.start_soon(_watch_signals, shutdown)
+                # Started (its handlers installed) before runtime.json says we are up: a SIGTERM
+                # sent the moment a client sees the file must stop us cleanly, not kill us.
+                await nursery.start(_watch_signals, shutdown)
             nursery.start_soon(core.auth.watch)
             nursery.start_soon(flush_periodically)
             nursery.start_soon(core.watchdog.run)
@@ -160,9 +162,11 @@ async def _run_daemon(
     log.info("daemon_stopped")
 
 
-async def _watch_signals(shutdown: trio.Event) -> None:
+async def _watch_signals(shutdown: trio.Event, *,
+                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     signals = [signal.SIGINT, signal.SIGTERM]
     with trio.open_signal_receiver(*signals) as received:
+        task_status.started()
         async for signum in received:
             log.info("signal_received", signal=signal.Signals(signum).name)
             shutdown.set()
