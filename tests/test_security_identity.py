@@ -40,6 +40,10 @@ class Broker:
         self.core = core
         self.nursery = nursery
         self.outcomes: dict[str, CallOutcome] = {}
+        self._done: dict[str, trio.Event] = {}
+
+    def _event(self, key: str) -> trio.Event:
+        return self._done.setdefault(key, trio.Event())
 
     async def app(self, name: str = "WatchTower", **fields: Any) -> tuple[RawApp, dict[str, Any]]:
         broker_end, app_end = trio.testing.memory_stream_pair()
@@ -50,12 +54,12 @@ class Broker:
     def call(self, key: str, name: str, **kw: Any) -> None:
         async def run() -> None:
             self.outcomes[key] = await self.core.router.call_tool(name, {"text": key}, **kw)
+            self._event(key).set()
 
         self.nursery.start_soon(run)
 
     async def outcome(self, key: str) -> CallOutcome:
-        while key not in self.outcomes:
-            await trio.sleep(0.001)
+        await self._event(key).wait()
         return self.outcomes[key]
 
     async def gone(self, app: RawApp, label: str = "WatchTower") -> None:
