@@ -139,6 +139,8 @@ class Router:
         self._settings = settings
         self.registry = registry
         self.calls = calls
+        #: The core's change signal (``signals``), pulsed as calls take slots and end.
+        self.changed = registry.changed
         self._call_log = call_log
         self.shutting_down = False
         self.links: dict[int, AppLink] = {}
@@ -376,6 +378,7 @@ class Router:
         ``now``: trio's clock, when the caller has just read it (one read per call started)."""
         call.queued = None
         call.admitted_at = trio.current_time() if now is None else now
+        self.changed.pulse()  # an admission slot was taken
         self._try_send(call, call.admitted_at)
 
     def _try_send(self, call: Call, now: float | None = None) -> None:
@@ -471,6 +474,7 @@ class Router:
         call.arguments = {}
         if on_done is not None:
             _deliver(on_done, outcome)
+        self.changed.pulse()
         return True
 
     def _outcome(self, call: Call, result: ToolResult) -> CallOutcome:
