@@ -209,7 +209,6 @@ async def test_mutated_lines_from_every_kind_of_peer_leave_the_daemon_serving(tm
                 assert response.status_code < 500, (body[:200], response.status_code, response.text[:300])
 
         with trio.fail_after(30):
-            while len(info.core.calls) or info.core.agent_sessions:
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls) and not info.core.agent_sessions)
         await still_serves(info)
         await RawApp.close_all()

@@ -261,8 +261,7 @@ async def test_a_killed_stdio_relay_cancels_its_calls_at_the_app(tmp_path: Path)
         assert {c.correlation_id for c in app.cancels} == {i.correlation_id for i in app.invocations}
         await relay.wait()
         with trio.fail_after(10):
-            while len(info.core.calls) or info.core.agent_sessions:
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls) and not info.core.agent_sessions)
         await app.close()
 
 
@@ -325,8 +324,7 @@ async def test_a_modern_http_client_dropping_its_stream_cancels_the_call(tmp_pat
         await app.until(lambda: len(app.cancels) == 1)
         assert app.cancels[0].correlation_id == app.invocations[0].correlation_id
         with trio.fail_after(10):
-            while len(info.core.calls):
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls))
         await app.close()
 
 
@@ -341,8 +339,7 @@ async def test_a_raw_agent_link_dropped_mid_call_cancels_at_the_app(daemon: Daem
         await agent.aclose()
         await app.until(lambda: len(app.cancels) == 1)
         with trio.fail_after(10):
-            while daemon.core.agent_sessions or len(daemon.core.calls):
-                await trio.sleep(0.01)
+            await daemon.core.changed.wait_until(lambda: not daemon.core.agent_sessions and not len(daemon.core.calls))
         await app.close()
 
 
@@ -395,6 +392,5 @@ async def test_a_legacy_http_session_deleted_mid_call_cancels_it(tmp_path: Path)
             await app.until(lambda: len(app.cancels) == 1)
             client.cancel_scope.cancel()
         with trio.fail_after(10):
-            while len(info.core.calls):
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls))
         await app.close()

@@ -84,8 +84,7 @@ async def test_an_app_restarting_within_grace_gets_the_waiting_calls(tmp_path: P
         first.kill()
         await first.stop()
         with trio.fail_after(10):
-            while info.core.registry.summary()[0]["connected"]:
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not info.core.registry.summary()[0]["connected"])
 
         outcomes: dict[int, CallOutcome] = {}
         all_answered = trio.Event()
@@ -98,9 +97,8 @@ async def test_an_app_restarting_within_grace_gets_the_waiting_calls(tmp_path: P
         for i in range(3):
             nursery.start_soon(agent, i)
         instance = info.core.registry.instances()[0]
-        with trio.fail_after(10):
-            while instance.admission.active < 3:  # the calls hold their slots, waiting for the app
-                await trio.sleep(0.01)
+        with trio.fail_after(10):  # the calls hold their slots, waiting for the app
+            await info.core.changed.wait_until(lambda: instance.admission.active >= 3)
         assert outcomes == {}
 
         second = await ProcessApp(home, "Phoenix", instance_id="phoenix-main").start(nursery)

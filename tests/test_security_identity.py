@@ -65,8 +65,8 @@ class Broker:
     async def gone(self, app: RawApp, label: str = "WatchTower") -> None:
         """Close ``app`` and wait until the broker has noticed (its instance is in grace)."""
         await app.aclose()
-        while any(i.label == label and i.link is not None for i in self.core.registry.instances()):
-            await trio.sleep(0.001)
+        await self.core.changed.wait_until(
+            lambda: not any(i.label == label and i.link is not None for i in self.core.registry.instances()))
 
     def names(self) -> list[str]:
         return [t.agent_name for t in self.core.router.list_tools()]
