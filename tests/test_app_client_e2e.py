@@ -70,13 +70,19 @@ async def test_register_call_progress_and_errors(daemon: DaemonInfo) -> None:
 async def test_deadline_and_agent_cancel_reach_the_handler(daemon: DaemonInfo) -> None:
     app = make_app(daemon, max_concurrency=2)
     contexts: list[ToolContext] = []
+    ended: list[trio.Event] = []  # one per call, set once its handler was cancelled
     started = trio.Event()
 
     @app.tool
     async def hang(ctx: ToolContext) -> None:
         contexts.append(ctx)
+        done = trio.Event()
+        ended.append(done)
         started.set()
-        await trio.sleep_forever()
+        try:
+            await trio.sleep_forever()
+        finally:
+            done.set()
 
     with trio.fail_after(10):
         async with app.connected():
@@ -90,8 +96,8 @@ async def test_deadline_and_agent_cancel_reach_the_handler(daemon: DaemonInfo) -
                 nursery.start_soon(call, daemon, "E2E__hang", {})
                 await started.wait()
                 nursery.cancel_scope.cancel()
-            while not contexts[1].cancelled:  # the toolCancel is on its way
-                await trio.sleep(0.01)
+            await ended[1].wait()  # the toolCancel is on its way
+            assert contexts[1].cancelled
 
 
 async def test_discovery_from_home_and_tools_at_runtime(daemon: DaemonInfo, tmp_path: Any) -> None:

@@ -34,7 +34,7 @@ from app_client import (
     image,
     text,
 )
-from app_client.discovery import ENV_HOME, ENV_HOST, ENV_PORT, ENV_TOKEN
+from app_client.discovery import ENV_HOME, ENV_HOST, ENV_PORT, ENV_TOKEN, DaemonAddress
 from app_client.testing import FakeBroker, FakeLink
 from app_client.wire import (
     AddTools,
@@ -450,13 +450,28 @@ async def test_pending_handlers_are_cancelled_when_the_link_drops(
         assert contexts[0].cancelled
 
 
+class CountingBroker(FakeBroker):
+    """A :class:`FakeBroker` that sets ``tried`` once the app has dialled ``target`` times."""
+
+    def __init__(self, target: int) -> None:
+        super().__init__()
+        self.target = target
+        self.tried = trio.Event()
+
+    async def connector(self, address: DaemonAddress) -> trio.abc.Stream:
+        try:
+            return await super().connector(address)
+        finally:
+            if self.attempts >= self.target:
+                self.tried.set()
+
+
 async def test_backoff_while_daemon_unreachable(autojump_clock: trio.testing.MockClock) -> None:
-    broker = FakeBroker()
+    broker = CountingBroker(9)
     broker.refuse_connections = True
     app = make_app(broker, backoff=Backoff(rng=random.Random(3)))
     async with running(app, limit=120):
-        while broker.attempts < 9:
-            await trio.sleep(0.01)
+        await broker.tried.wait()
         # ceilings 0.1, 0.2, 0.4, ... capped at 5 s: 8 waits add up to at most 16.3 s
         assert trio.current_time() <= 16.3 + 0.1
         assert app.state is S.RECONNECTING

@@ -61,8 +61,11 @@ async def test_set_tool_specs_relays_calls_and_follows_changes() -> None:
             changed = msgspec.structs.replace(SPEC, description="Echo, better")
             other = ToolSpec("Other__ping")
 
+            updated = trio.Event()
+
             async def update() -> None:
                 await app.set_tool_specs([changed, other], handler)
+                updated.set()
 
             nursery.start_soon(update)
             removed = await link.expect(RemoveTools)
@@ -72,8 +75,8 @@ async def test_set_tool_specs_relays_calls_and_follows_changes() -> None:
             assert [t.name for t in added.tools] == ["Demo__echo", "Other__ping"]
             assert added.tools[0].description == "Echo, better"
             await link.send(ToolsUpdated(tool_names={}))
-            while app.tools["Demo__echo"].spec != changed:
-                await trio.sleep(0.01)
+            await updated.wait()
+            assert app.tools["Demo__echo"].spec == changed
         nursery.cancel_scope.cancel()
 
 
@@ -83,14 +86,20 @@ async def test_check_registered_can_refuse_a_broker() -> None:
     def refuse(registered: Registered) -> None:
         raise RegistrationRejected("loop_detected", "not this one")
 
-    app = App("Relay", host="fake", port=1, token="t", connector=broker.connector, check_registered=refuse)
+    reconnecting = trio.Event()
+
+    def on_state_change(state: ConnectionState) -> None:
+        if state is ConnectionState.RECONNECTING:
+            reconnecting.set()
+
+    app = App("Relay", host="fake", port=1, token="t", connector=broker.connector, check_registered=refuse,
+              on_state_change=on_state_change)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app.run)
         with trio.fail_after(10):
             link = await broker.accept()
             await link.accept_registration()
-            while app.state is not ConnectionState.RECONNECTING:
-                await trio.sleep(0.01)
+            await reconnecting.wait()  # the app refused the broker and went back to dialling
             assert "loop_detected: not this one" in (app.last_error or "")
             await broker.accept()  # it tries again, with backoff
         nursery.cancel_scope.cancel()

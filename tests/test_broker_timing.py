@@ -31,6 +31,10 @@ class Harness:
         self.core = core
         self.nursery = nursery
         self.outcomes: dict[str, CallOutcome] = {}
+        self._done: dict[str, trio.Event] = {}
+
+    def _event(self, key: str) -> trio.Event:
+        return self._done.setdefault(key, trio.Event())
 
     async def app(self, *, lockstep: bool = False, register: bool = True, **fields: Any) -> RawApp:
         pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
@@ -45,12 +49,12 @@ class Harness:
     def call(self, key: str, name: str = "WatchTower__Echo", args: dict[str, Any] | None = None, **kw: Any) -> None:
         async def run() -> None:
             self.outcomes[key] = await self.core.router.call_tool(name, args or {}, **kw)
+            self._event(key).set()
 
         self.nursery.start_soon(run)
 
     async def outcome(self, key: str) -> CallOutcome:
-        while key not in self.outcomes:
-            await trio.sleep(0.001)
+        await self._event(key).wait()
         return self.outcomes[key]
 
 

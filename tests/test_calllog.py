@@ -152,13 +152,13 @@ async def test_rows_are_flushed_periodically(tmp_path: Path) -> None:
         assert call_log is not None
         record(call_log)
         with trio.fail_after(5):
-            while not read_rows(tmp_path):  # the writer thread flushes while we wait
-                await trio.sleep(0.01)
+            await call_log.wait_written(1)  # the writer thread flushes while we wait
+        assert len(read_rows(tmp_path)) == 1
         assert call_log.buffered == 0 and call_log.written == 1
         record(call_log, "App__Second")
         with trio.fail_after(5):
-            while len(read_rows(tmp_path)) < 2:
-                await trio.sleep(0.01)
+            await call_log.wait_written(2)
+        assert len(read_rows(tmp_path)) == 2
 
 
 async def test_a_large_result_is_written_at_once_not_held_for_the_interval(tmp_path: Path) -> None:
@@ -170,8 +170,8 @@ async def test_a_large_result_is_written_at_once_not_held_for_the_interval(tmp_p
         image = {"type": "image", "data": base64.b64encode(b"x" * 300_000).decode(), "mimeType": "image/png"}
         record(call_log, "App__Shot", outcome=CallOutcome("ok", result=ToolResult(content=[image]), correlation_id=8))
         with trio.fail_after(10):
-            while len(read_rows(tmp_path)) < 2:  # long before the hour: the writer was woken
-                await trio.sleep(0.01)
+            await call_log.wait_written(2)  # long before the hour: the writer was woken
+        assert len(read_rows(tmp_path)) == 2
         assert call_log.buffered == 0
 
 
@@ -569,12 +569,10 @@ async def test_call_log_redact_leaves_no_secret_on_disk_or_in_logs(
         assert [o.kind for o in outcomes] == ["ok", "app_error", "app_error", "invalid_arguments", "unknown_tool"]
         assert SECRET in outcomes[1].message and SECRET in outcomes[3].message  # the agent still gets them
 
-        # The writer thread has no event to await: watch its counter (a bounded wait).
         call_log = info.core.call_log
         assert call_log is not None
         with trio.fail_after(10):
-            while call_log.written < len(outcomes):
-                await trio.sleep(0.01)
+            await call_log.wait_written(len(outcomes))
         raw_while_running = _raw_log_bytes(home)
         assert (home / (CALL_LOG_FILE + "-wal")).exists()
         shutdown.set()

@@ -71,7 +71,9 @@ def mutate(rng: random.Random, message: dict[str, Any]) -> bytes:
     return line.replace(b"\n", b" ")
 
 
-async def drain(stream: trio.SocketStream, lines: list[bytes]) -> None:
+async def drain(stream: trio.SocketStream, lines: list[bytes],
+                marker: bytes = b"", seen: trio.Event | None = None) -> None:
+    """Collect ``stream``'s lines; set ``seen`` at the first line holding ``marker``."""
     buffer = b""
     while True:
         try:
@@ -84,6 +86,8 @@ async def drain(stream: trio.SocketStream, lines: list[bytes]) -> None:
         while b"\n" in buffer:
             line, _, buffer = buffer.partition(b"\n")
             lines.append(line)
+            if seen is not None and marker in line:
+                seen.set()
 
 
 async def serve_echo(app: RawApp) -> None:
@@ -153,9 +157,11 @@ async def test_mutated_lines_from_every_kind_of_peer_leave_the_daemon_serving(tm
         assert (await fuzzer.register(info.token, app_name="Fuzzer", maxConcurrency=4))["type"] == "registered"
         replies = []
         outcome: list[Any] = []
+        ended = trio.Event()
         async with trio.open_nursery() as inner:
             async def pending_call() -> None:
                 outcome.append(await info.core.router.call_tool("Fuzzer__Echo", {"text": "real"}, timeout=120))
+                ended.set()
 
             inner.start_soon(pending_call)
             invocation = await fuzzer.recv_type("toolInvocation")
@@ -166,8 +172,7 @@ async def test_mutated_lines_from_every_kind_of_peer_leave_the_daemon_serving(tm
             await fuzzer.send({"type": "toolResponse", "correlationId": invocation["correlationId"],
                                "result": {"data": "real"}})
             with trio.fail_after(30):
-                while not outcome:
-                    await trio.sleep(0.01)
+                await ended.wait()
             inner.cancel_scope.cancel()
         # Mutations may have answered or failed the call (a mangled line naming it fails it at
         # once, by design); it ended exactly once either way, and never with an internal error.
@@ -178,13 +183,13 @@ async def test_mutated_lines_from_every_kind_of_peer_leave_the_daemon_serving(tm
         agent_stream = await trio.open_tcp_stream("127.0.0.1", info.port)
         await agent_stream.send_all(json.dumps({"type": "agentConnect", "token": info.token}).encode() + b"\n")
         agent_lines: list[bytes] = []
+        last_answered = trio.Event()
         async with trio.open_nursery() as inner:
-            inner.start_soon(drain, agent_stream, agent_lines)
+            inner.start_soon(drain, agent_stream, agent_lines, b'"last"', last_answered)
             blob = b"".join(mutate(rng, rng.choice(MCP_MESSAGES)) + b"\n" for _ in range(600))
             await agent_stream.send_all(blob + b'{"jsonrpc": "2.0", "id": "last", "method": "ping"}\n')
             with trio.fail_after(30):
-                while not any(b'"last"' in line for line in agent_lines):
-                    await trio.sleep(0.01)
+                await last_answered.wait()
             await trio.aclose_forcefully(agent_stream)
         for line in agent_lines[1:]:
             message = json.loads(line)
@@ -204,7 +209,6 @@ async def test_mutated_lines_from_every_kind_of_peer_leave_the_daemon_serving(tm
                 assert response.status_code < 500, (body[:200], response.status_code, response.text[:300])
 
         with trio.fail_after(30):
-            while len(info.core.calls) or info.core.agent_sessions:
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls) and not info.core.agent_sessions)
         await still_serves(info)
         await RawApp.close_all()

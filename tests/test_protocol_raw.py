@@ -226,9 +226,11 @@ async def test_line_over_the_limit_fails_its_call_at_once(tmp_path: Any) -> None
         registered = await app.register(info.token)
         assert registered["maxLineBytes"] == 4096
         box: list[CallOutcome] = []
+        answered = trio.Event()
 
         async def agent() -> None:
             box.append(await info.core.router.call_tool("WatchTower__Echo", {}))
+            answered.set()
 
         nursery.start_soon(agent)
         inv = await app.recv_type("toolInvocation")
@@ -239,8 +241,7 @@ async def test_line_over_the_limit_fails_its_call_at_once(tmp_path: Any) -> None
         assert error["code"] == "line_too_long" and error["correlationId"] == inv["correlationId"]
         await app.send({"type": "ping", "id": 1})
         await app.recv_type("pong")
-        while not box:
-            await trio.sleep(0.01)
+        await answered.wait()
         assert box[0].kind == "app_error" and "line_too_long" in box[0].message
         await RawApp.close_all()
         nursery.cancel_scope.cancel()
@@ -325,9 +326,12 @@ async def test_disconnect_fails_calls_at_once_and_other_apps_go_on(daemon: Daemo
     healthy = await RawApp.connect(daemon.port)
     await healthy.register(daemon.token, app_name="Healthy")
     box: dict[str, CallOutcome] = {}
+    doomed_failed = trio.Event()
     async with trio.open_nursery() as nursery:
         async def agent(name: str) -> None:
             box[name] = await call(daemon, f"{name}__Echo", {}, timeout=300)
+            if name == "Doomed":
+                doomed_failed.set()
 
         nursery.start_soon(agent, "Doomed")
         nursery.start_soon(agent, "Healthy")
@@ -335,8 +339,7 @@ async def test_disconnect_fails_calls_at_once_and_other_apps_go_on(daemon: Daemo
         inv = await healthy.recv_type("toolInvocation")
         start = trio.current_time()
         await doomed.aclose()
-        while "Doomed" not in box:
-            await trio.sleep(0.005)
+        await doomed_failed.wait()
         assert trio.current_time() - start < 2  # fail fast: not the 300 s deadline
         await healthy.send({"type": "toolResponse", "correlationId": inv["correlationId"],
                             "result": {"success": True, "data": 1}})

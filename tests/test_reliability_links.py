@@ -58,10 +58,13 @@ async def test_an_app_that_stops_reading_is_cut_off_and_nobody_else_notices(tmp_
         # From here on the stuck app never reads: the kernel's buffers fill, then the daemon's.
 
         outcomes: dict[str, CallOutcome] = {}
+        all_ended = trio.Event()
         payload = "x" * (512 * 1024)
 
         async def stuck_call(i: int) -> None:
             outcomes[f"s{i}"] = await call(info, "Stuck__Echo", {"text": payload}, timeout=60)
+            if len(outcomes) == 64:
+                all_ended.set()
 
         good_results: list[CallOutcome] = []
 
@@ -85,8 +88,7 @@ async def test_an_app_that_stops_reading_is_cut_off_and_nobody_else_notices(tmp_
             for i in range(64):  # 32 MiB of invocations: far more than socket buffers hold
                 nursery.start_soon(stuck_call, i)
             with trio.fail_after(30):
-                while len(outcomes) < 64:
-                    await trio.sleep(0.01)
+                await all_ended.wait()
             cut_off_after = trio.current_time() - started
             watchers.cancel_scope.cancel()
 
@@ -108,8 +110,10 @@ async def test_an_app_that_stops_reading_is_cut_off_and_nobody_else_notices(tmp_
 # --- floods of random, stale and foreign correlation ids --------------------------------------------
 
 
-async def drain_errors(app: RawApp, counts: dict[str, int]) -> None:
-    """Read everything the daemon sends the app, counting error codes; answer pings."""
+async def drain_errors(app: RawApp, counts: dict[str, int], ponged: trio.Event) -> None:
+    """Read everything the daemon sends the app, counting error codes; answer pings.
+
+    ``ponged`` is set at the first pong the daemon sends."""
     try:
         while True:
             message = await app.recv(timeout=60)
@@ -117,6 +121,8 @@ async def drain_errors(app: RawApp, counts: dict[str, int]) -> None:
                 await app.send({"type": "pong", "id": message.get("id")})
             key = message.get("code", message["type"])
             counts[key] = counts.get(key, 0) + 1
+            if key == "pong":
+                ponged.set()
     except (EOFError, trio.BrokenResourceError, trio.ClosedResourceError):
         return
 
@@ -142,14 +148,17 @@ async def test_a_flood_of_random_and_stale_correlation_ids_changes_nothing(daemo
 
     outcomes: dict[str, CallOutcome] = {}
     counts: dict[str, int] = {}
+    victim_done, ponged = trio.Event(), trio.Event()
     async with trio.open_nursery() as nursery:
         async def agent(key: str, name: str, text: str) -> None:
             outcomes[key] = await call(daemon, name, {"text": text}, timeout=60)
+            if key == "victim":
+                victim_done.set()
 
         nursery.start_soon(agent, "victim", "Flooder__Echo", "mine")
         pending = await flooder.recv_type("toolInvocation")
         real = pending["correlationId"]
-        nursery.start_soon(drain_errors, flooder, counts)
+        nursery.start_soon(drain_errors, flooder, counts, ponged)
 
         lines = []
         for i in range(6000):
@@ -175,12 +184,10 @@ async def test_a_flood_of_random_and_stale_correlation_ids_changes_nothing(daemo
         # The flood is over; the daemon is still answering it. Now the real answer:
         await flooder.send({"type": "toolResponse", "correlationId": real, "result": {"data": "mine"}})
         with trio.fail_after(30):
-            while "victim" not in outcomes:
-                await trio.sleep(0.01)
+            await victim_done.wait()
         await flooder.send({"type": "ping", "id": 424242})
         with trio.fail_after(30):
-            while counts.get("pong", 0) < 1:
-                await trio.sleep(0.01)
+            await ponged.wait()
         nursery.cancel_scope.cancel()
 
     victim = outcomes["victim"]
@@ -254,8 +261,7 @@ async def test_a_killed_stdio_relay_cancels_its_calls_at_the_app(tmp_path: Path)
         assert {c.correlation_id for c in app.cancels} == {i.correlation_id for i in app.invocations}
         await relay.wait()
         with trio.fail_after(10):
-            while len(info.core.calls) or info.core.agent_sessions:
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls) and not info.core.agent_sessions)
         await app.close()
 
 
@@ -318,8 +324,7 @@ async def test_a_modern_http_client_dropping_its_stream_cancels_the_call(tmp_pat
         await app.until(lambda: len(app.cancels) == 1)
         assert app.cancels[0].correlation_id == app.invocations[0].correlation_id
         with trio.fail_after(10):
-            while len(info.core.calls):
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls))
         await app.close()
 
 
@@ -334,8 +339,7 @@ async def test_a_raw_agent_link_dropped_mid_call_cancels_at_the_app(daemon: Daem
         await agent.aclose()
         await app.until(lambda: len(app.cancels) == 1)
         with trio.fail_after(10):
-            while daemon.core.agent_sessions or len(daemon.core.calls):
-                await trio.sleep(0.01)
+            await daemon.core.changed.wait_until(lambda: not daemon.core.agent_sessions and not len(daemon.core.calls))
         await app.close()
 
 
@@ -388,6 +392,5 @@ async def test_a_legacy_http_session_deleted_mid_call_cancels_it(tmp_path: Path)
             await app.until(lambda: len(app.cancels) == 1)
             client.cancel_scope.cancel()
         with trio.fail_after(10):
-            while len(info.core.calls):
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not len(info.core.calls))
         await app.close()

@@ -35,10 +35,15 @@ async def test_sigkilled_app_fails_its_calls_at_once_and_other_apps_go_on(tmp_pa
         healthy = await ProcessApp(home, "Healthy").start(nursery)
         outcomes: dict[str, CallOutcome] = {}
         finished_at: dict[str, float] = {}
+        doomed_done, healthy_done = trio.Event(), trio.Event()
 
         async def agent(key: str, name: str, args: dict[str, Any]) -> None:
             outcomes[key] = await call(info, name, args, timeout=300)
             finished_at[key] = trio.current_time()
+            if key == "healthy":
+                healthy_done.set()
+            elif all(f"doomed{i}" in outcomes for i in range(3)):
+                doomed_done.set()
 
         for i in range(3):
             nursery.start_soon(agent, f"doomed{i}", "Doomed__hang", {})
@@ -49,8 +54,7 @@ async def test_sigkilled_app_fails_its_calls_at_once_and_other_apps_go_on(tmp_pa
         killed_at = trio.current_time()
         doomed.kill()
         with trio.fail_after(10):
-            while not all(f"doomed{i}" in outcomes for i in range(3)):
-                await trio.sleep(0.001)
+            await doomed_done.wait()
         latency = max(finished_at[f"doomed{i}"] for i in range(3)) - killed_at
         print(f"\nSIGKILL -> all 3 pending calls failed in {latency * 1000:.1f} ms")
         for i in range(3):
@@ -61,8 +65,7 @@ async def test_sigkilled_app_fails_its_calls_at_once_and_other_apps_go_on(tmp_pa
 
         # The other app's call in flight at the time, and new calls, are unaffected.
         with trio.fail_after(20):
-            while "healthy" not in outcomes:
-                await trio.sleep(0.01)
+            await healthy_done.wait()
         assert outcomes["healthy"].kind == "ok", outcomes["healthy"]
         assert outcomes["healthy"].result is not None and outcomes["healthy"].result.data == "slept 2.0"
         fresh = await call(info, "Healthy__echo", {"text": "still here"})
@@ -81,27 +84,27 @@ async def test_an_app_restarting_within_grace_gets_the_waiting_calls(tmp_path: P
         first.kill()
         await first.stop()
         with trio.fail_after(10):
-            while info.core.registry.summary()[0]["connected"]:
-                await trio.sleep(0.01)
+            await info.core.changed.wait_until(lambda: not info.core.registry.summary()[0]["connected"])
 
         outcomes: dict[int, CallOutcome] = {}
+        all_answered = trio.Event()
 
         async def agent(i: int) -> None:
             outcomes[i] = await call(info, "Phoenix__echo", {"text": f"waited {i}"}, timeout=60)
+            if len(outcomes) == 3:
+                all_answered.set()
 
         for i in range(3):
             nursery.start_soon(agent, i)
         instance = info.core.registry.instances()[0]
-        with trio.fail_after(10):
-            while instance.admission.active < 3:  # the calls hold their slots, waiting for the app
-                await trio.sleep(0.01)
+        with trio.fail_after(10):  # the calls hold their slots, waiting for the app
+            await info.core.changed.wait_until(lambda: instance.admission.active >= 3)
         assert outcomes == {}
 
         second = await ProcessApp(home, "Phoenix", instance_id="phoenix-main").start(nursery)
         await second.wait_for("invoked", "echo", count=3)
         with trio.fail_after(10):
-            while len(outcomes) < 3:
-                await trio.sleep(0.01)
+            await all_answered.wait()
         for i in range(3):
             assert outcomes[i].kind == "ok", outcomes[i]
             assert outcomes[i].result is not None and outcomes[i].result.data == f"waited {i}"
@@ -126,20 +129,21 @@ async def test_daemon_killed_and_restarted_apps_come_back_and_the_agent_is_told(
                 assert not ok.is_error
 
                 failures: list[MCPError] = []
+                failed = trio.Event()
 
                 async def hanging_call() -> None:
                     try:
                         await client.call_tool("Survivor__hang", {})
                     except MCPError as exc:
                         failures.append(exc)
+                        failed.set()
 
                 async with trio.open_nursery() as calls:
                     calls.start_soon(hanging_call)
                     await app.wait_for("invoked", "hang")
                     daemon.kill()
                     with trio.fail_after(10):
-                        while not failures:
-                            await trio.sleep(0.01)
+                        await failed.wait()
                 assert failures[0].code == -32000
                 assert "connection to the toolbridge daemon was lost" in failures[0].message
                 await app.wait_for("disconnected")

@@ -40,6 +40,10 @@ class Broker:
         self.core = core
         self.nursery = nursery
         self.outcomes: dict[str, CallOutcome] = {}
+        self._done: dict[str, trio.Event] = {}
+
+    def _event(self, key: str) -> trio.Event:
+        return self._done.setdefault(key, trio.Event())
 
     async def app(self, name: str = "WatchTower", **fields: Any) -> tuple[RawApp, dict[str, Any]]:
         broker_end, app_end = trio.testing.memory_stream_pair()
@@ -50,19 +54,19 @@ class Broker:
     def call(self, key: str, name: str, **kw: Any) -> None:
         async def run() -> None:
             self.outcomes[key] = await self.core.router.call_tool(name, {"text": key}, **kw)
+            self._event(key).set()
 
         self.nursery.start_soon(run)
 
     async def outcome(self, key: str) -> CallOutcome:
-        while key not in self.outcomes:
-            await trio.sleep(0.001)
+        await self._event(key).wait()
         return self.outcomes[key]
 
     async def gone(self, app: RawApp, label: str = "WatchTower") -> None:
         """Close ``app`` and wait until the broker has noticed (its instance is in grace)."""
         await app.aclose()
-        while any(i.label == label and i.link is not None for i in self.core.registry.instances()):
-            await trio.sleep(0.001)
+        await self.core.changed.wait_until(
+            lambda: not any(i.label == label and i.link is not None for i in self.core.registry.instances()))
 
     def names(self) -> list[str]:
         return [t.agent_name for t in self.core.router.list_tools()]

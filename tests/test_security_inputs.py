@@ -152,9 +152,11 @@ async def test_deeply_nested_json_is_a_clean_error_everywhere(tmp_path: Path) ->
         app = await RawApp.connect(info.port)
         await app.register(info.token)
         box: list[Any] = []
+        ended = trio.Event()
 
         async def agent_call() -> None:
             box.append(await info.core.router.call_tool("WatchTower__Echo", {}))
+            ended.set()
 
         nursery.start_soon(agent_call)
         invocation = await app.recv_type("toolInvocation")
@@ -162,15 +164,12 @@ async def test_deeply_nested_json_is_a_clean_error_everywhere(tmp_path: Path) ->
                        + DEEP + b"}}\n")
         assert (await app.recv_type("error"))["code"] == "invalid_json"
         with trio.fail_after(10):
-            while not box:
-                await trio.sleep(0.01)
+            await ended.wait()
         assert box[0].kind == "app_error"
         # On an agent link, and over HTTP:
         agent = await RawAgent.connect(nursery, info.port, info.token)
         await agent.send(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": ' + DEEP + b"}\n")
-        with trio.fail_after(10):
-            while None not in agent.responses:
-                await trio.sleep(0.01)
+        await agent.response(None, timeout=10)  # the refusal names no id
         assert agent.responses[None]["error"]["code"] == -32700
         assert (await agent.response(await agent.request("tools/list")))["result"]["tools"]
         async with httpx2.AsyncClient(timeout=30) as http:

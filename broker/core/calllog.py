@@ -41,6 +41,11 @@ otherwise, and at start-up) rows beyond ``call_log_max_rows`` (the newest are ke
 than ``call_log_max_age_days`` are deleted. Either limit set to 0 is off. Ids only grow, so the
 row limit is one indexed range delete, not a count.
 
+Waiting for rows: :meth:`CallLog.wait_written` lets a task (a test, a tool reading the database)
+wait until a number of rows is committed. After each committed batch the writer thread hands
+the waiting tasks' events to their trio loop (``TrioToken.run_sync_soon``); with nobody waiting
+it only reads an empty list.
+
 The schema version is ``PRAGMA user_version`` (:data:`SCHEMA_VERSION`); a database written by a
 newer toolbridge is refused with a :class:`~broker.errors.StartupError` rather than guessed at.
 """
@@ -461,6 +466,10 @@ class CallLog:
         self.failed = 0
         #: Rows written so far.
         self.written = 0
+        #: Tasks in :meth:`wait_written`: their loop's token and event. The writer thread
+        #: takes the list after each write (under the lock) and sets the events on their loop.
+        self._written_waiters: list[tuple[trio.lowlevel.TrioToken, trio.Event]] = []
+        self._waiters_lock = threading.Lock()
 
     # --- event-loop side ---------------------------------------------------------------------
 
@@ -504,6 +513,19 @@ class CallLog:
     @property
     def buffered(self) -> int:
         return len(self._buffer)
+
+    async def wait_written(self, rows: int) -> None:
+        """Return once :attr:`written` is at least ``rows`` (for tests and tools that read the
+        database). No time limit of its own: bound it with ``trio.fail_after``."""
+        while self.written < rows:
+            event = trio.Event()
+            with self._waiters_lock:
+                self._written_waiters.append((trio.lowlevel.current_trio_token(), event))
+            # Checked again after the waiter is visible: a write between the first check and
+            # the append has either been counted here or will wake the event.
+            if self.written >= rows:
+                return
+            await event.wait()
 
     # --- lifecycle (driven by open_call_log) -------------------------------------------------
 
@@ -562,8 +584,21 @@ class CallLog:
             else:
                 self.written += len(rows)
                 wrote = True
+                self._wake_written_waiters()
         if not wrote:
             self._retention()
+
+    def _wake_written_waiters(self) -> None:
+        """Writer thread: wake the :meth:`wait_written` tasks (they check the count again)."""
+        if not self._written_waiters:  # the usual case: nobody waits (read without the lock)
+            return
+        with self._waiters_lock:
+            waiters, self._written_waiters = self._written_waiters, []
+        for token, event in waiters:
+            try:
+                token.run_sync_soon(event.set)
+            except trio.RunFinishedError:
+                pass  # that loop has ended: nobody is waiting any more
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

@@ -40,6 +40,7 @@ from app_client.wire import ToolSpec
 from . import names
 from .admission import Admission
 from ..errors import RegistrationError
+from .signals import Changed
 from .validation import ArgumentValidator, check_app_name, check_tool_name, compile_sized
 
 if TYPE_CHECKING:
@@ -104,6 +105,9 @@ class Registry:
         self._anonymous_ids = itertools.count(1)
         self.version = 0
         self._changed = trio.Event()
+        #: Pulsed at every change of the registry and at every call's end (the router shares
+        #: it): what ``BrokerCore.changed`` waiters wake on (``signals``).
+        self.changed = Changed()
         self._sorted_cache: list[RegisteredTool] | None = None
         self._schema_bytes = 0
         self._listeners: list[weakref.WeakMethod[Callable[[], None]]] = []
@@ -221,6 +225,7 @@ class Registry:
         self._sorted_cache = None
         self._changed.set()
         self._changed = trio.Event()
+        self.changed.pulse()
         alive = []
         for ref in self._listeners:
             listener = ref()
@@ -365,6 +370,7 @@ class Registry:
         instance.link = None
         instance.relinked = trio.Event()
         instance.grace_deadline = trio.current_time() + self._settings.reconnect_grace
+        self.changed.pulse()
         return True
 
     def expire(self, instance: Instance) -> bool:

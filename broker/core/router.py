@@ -78,6 +78,8 @@ class Router:
         self._settings = settings
         self.registry = registry
         self.calls = calls
+        #: The core's change signal (``signals``), pulsed as calls take slots and end.
+        self.changed = registry.changed
         self._call_log = call_log
         self.shutting_down = False
         #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
@@ -314,6 +316,7 @@ class Router:
         ``now``: trio's clock, when the caller has just read it (one read per call started)."""
         call.queued = None
         call.admitted_at = trio.current_time() if now is None else now
+        self.changed.pulse()  # an admission slot was taken
         self._try_send(call, call.admitted_at)
 
     def _try_send(self, call: Call, now: float | None = None) -> None:
@@ -409,6 +412,7 @@ class Router:
         call.arguments = {}
         if on_done is not None:
             _deliver(on_done, outcome)
+        self.changed.pulse()
         return True
 
     def _outcome(self, call: Call, result: ToolResult) -> CallOutcome:

@@ -93,6 +93,9 @@ class BrokerCore:
         self.agent_handler: AgentHandler | None = None
         self.admin_handlers: dict[str, AdminHandler] = {}
         self.agent_sessions = 0
+        #: Pulsed when calls, the registry or ``agent_sessions`` change (``core.signals``):
+        #: ``await core.changed.wait_until(predicate)`` waits for a state of the core.
+        self.changed = self.registry.changed
         #: Connections that have not sent their first message yet, oldest first: one set for
         #: TCP, one for the Unix socket (``_first_message``).
         self._waiting: dict[int, _Waiter] = {}
@@ -237,10 +240,12 @@ class BrokerCore:
             await conn.send(Error("unavailable", "this daemon does not serve agents", fatal=True))
             return
         self.agent_sessions += 1
+        self.changed.pulse()
         try:
             await self.agent_handler(self, conn, hello)
         finally:
             self.agent_sessions -= 1
+            self.changed.pulse()
 
     async def _serve_admin(self, conn: Connection, request: AdminRequest) -> None:
         grant = self.auth.check(request.token)
