@@ -73,6 +73,15 @@ class ToolDefinitionError(ToolbridgeError, TypeError):
     """
 
 
+class InvalidArguments(ToolbridgeError, ValueError):
+    """The ``parameters`` of an invocation do not match the tool's input schema.
+
+    Raised by :meth:`app_client.tools.ToolDefinition.bind` (and re-exported from
+    :mod:`app_client.tools`, where it was defined before); the app answers the call with an
+    error naming the bad field. Still a ``ValueError``, as it always was.
+    """
+
+
 class ToolUpdateRejected(ToolbridgeError):
     """The broker refused an ``addTools`` or ``removeTools`` request; ``code`` says why."""
 

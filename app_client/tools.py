@@ -40,7 +40,7 @@ import attrs
 import msgspec
 
 from .context import ToolContext
-from .errors import ToolDefinitionError
+from .errors import InvalidArguments, ToolDefinitionError  # InvalidArguments: re-exported (defined here before)
 from .wire import ToolSpec
 
 __all__ = [
@@ -55,10 +55,6 @@ __all__ = [
 
 #: Tool names protocol.md allows (also no leading or trailing space).
 TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_.\-/: ]{1,128}")
-
-
-class InvalidArguments(ValueError):
-    """The ``parameters`` of an invocation do not match the tool's input schema."""
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:

@@ -21,13 +21,14 @@ import trio
 
 from app_client.wire import ToolSpec
 from broker.agent import (
+    AgentError,
     AppDisconnected,
     ConnectError,
     ConnectionLost,
     Toolbridge,
     ToolAppError,
     ToolBusy,
-    ToolError,
+    ToolCallError,
     ToolGuardRejected,
     ToolInvalidArguments,
     ToolMatch,
@@ -89,7 +90,7 @@ async def check_calls_and_errors(tb: Toolbridge, info: DaemonInfo, app: Scripted
     await app.until(lambda: len(app.cancels) == 1)
     with pytest.raises(ToolTimeout):
         await tb.apps.Demo.hang()  # the tool's own 300 ms deadline
-    assert isinstance(late.value, ToolError)
+    assert isinstance(late.value, ToolCallError)
 
     # Progress: plain and async callbacks.
     seen: list[tuple[float, float | None, str | None]] = []
@@ -127,7 +128,7 @@ async def check_calls_and_errors(tb: Toolbridge, info: DaemonInfo, app: Scripted
         async def call() -> None:
             try:
                 await tb.call("Other__slow")
-            except ToolError as exc:
+            except ToolCallError as exc:
                 outcome.append(exc)
 
         nursery.start_soon(call)
@@ -261,9 +262,19 @@ def test_error_mapping() -> None:
     busy = error_from_result("A__b", meta, "wait")
     assert (type(busy), busy.kind, busy.retry_after_ms, busy.message, busy.tool) == (ToolBusy, "busy", 250, "wait", "A__b")
     odd = error_from_result("A__b", {"toolbridge/errorKind": "shutdown"}, "")
-    assert (type(odd), odd.kind, odd.message) == (ToolError, "shutdown", "A__b failed (shutdown)")
+    assert (type(odd), odd.kind, odd.message) == (ToolCallError, "shutdown", "A__b failed (shutdown)")
     assert error_from_result("A__b", None, "x").kind == "error"
     assert type(error_from_rpc("A__b", -32000, "closed")) is ConnectionLost
     assert type(error_from_rpc("A__b", -32001, "timed out")) is ToolTimeout
     other = error_from_rpc("A__b", -32603, "boom")
-    assert (type(other), other.kind, other.code) == (ToolError, "protocol_error", -32603)
+    assert (type(other), other.kind, other.code) == (ToolCallError, "protocol_error", -32603)
+
+
+def test_old_error_names_are_aliases() -> None:
+    # README and agent code import the old names: they must stay the very same classes.
+    import broker.agent
+
+    assert broker.agent.ToolError is ToolCallError
+    assert broker.agent.ToolbridgeError is AgentError
+    assert {"ToolError", "ToolbridgeError", "ToolCallError", "AgentError"} <= set(broker.agent.__all__)
+    assert issubclass(ToolCallError, AgentError) and issubclass(ConnectError, AgentError)

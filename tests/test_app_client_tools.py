@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal, TypedDict
 import msgspec
 import pytest
 
-from app_client import ToolContext, ToolDefinitionError, define_tool, derive_input_schema
+import app_client.errors
+from app_client import ToolbridgeError, ToolContext, ToolDefinitionError, define_tool, derive_input_schema
 from app_client.tools import InvalidArguments
 
 
@@ -241,6 +242,11 @@ def test_bind_converts_and_validates() -> None:
         tool.bind({"at": {"x": 1}}, ctx)
     with pytest.raises(InvalidArguments, match="unknown field `bogus`"):
         tool.bind({"at": {"x": 1}, "size": {"width": 2, "height": 3}, "bogus": 1}, ctx)
+    # Under the package's root, and still a ValueError (code catching that keeps working).
+    with pytest.raises(ToolbridgeError) as caught:
+        tool.bind({"at": {"x": 1}}, ctx)
+    assert isinstance(caught.value, ValueError) and isinstance(caught.value, InvalidArguments)
+    assert InvalidArguments is app_client.errors.InvalidArguments
 
 
 def test_bind_positional_only_parameters() -> None:

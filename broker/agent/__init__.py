@@ -2,7 +2,7 @@
 
 ::
 
-    from broker.agent import ToolError, ToolTimeout, connect
+    from broker.agent import ToolCallError, ToolTimeout, connect
 
     async with connect() as tb:            # through `toolbridge stdio` (starts the daemon if needed)
         for match in await tb.search("click a button"):
@@ -18,18 +18,24 @@
 stubs written by ``toolbridge codegen --lang python`` take ``tb`` as their client:
 ``Apps(tb).WatchTower.click_element(x=100, y=50)``, typed. Runs under trio or asyncio; needs
 the MCP SDK (``pip install 'toolbridge[agent]'``).
+
+Every exception here derives from :class:`AgentError`; a failed call raises a
+:class:`ToolCallError` (a subclass per kind). ``ToolbridgeError`` and ``ToolError`` are the
+older names of these two, kept as aliases (the same classes) so existing imports keep working.
 """
 
 from ._apps import Apps, AppTools, ToolMethod
 from ._client import ProgressCallback, Toolbridge, ToolMatch, connect
 from ._errors import (
     ERROR_TYPES,
+    AgentError,
     AppDisconnected,
     ConnectError,
     ConnectionLost,
     ToolAppError,
     ToolbridgeError,
     ToolBusy,
+    ToolCallError,
     ToolCancelled,
     ToolError,
     ToolGuardRejected,
@@ -46,9 +52,11 @@ __all__ = [
     "Apps",
     "AppTools",
     "ToolMethod",
-    "ToolbridgeError",
+    "AgentError",
     "ConnectError",
-    "ToolError",
+    "ToolCallError",
+    "ToolbridgeError",  # alias of AgentError (the old name)
+    "ToolError",  # alias of ToolCallError (the old name)
     "ToolNotFound",
     "ToolInvalidArguments",
     "ToolGuardRejected",

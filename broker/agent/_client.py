@@ -188,7 +188,7 @@ class Toolbridge:
         message)``, a plain or async function, gets the app's progress reports. Cancel the
         calling scope to cancel the call: the app is told.
 
-        Raises :class:`~broker.agent.ToolError` (the subclass of the failure's kind):
+        Raises :class:`~broker.agent.ToolCallError` (the subclass of the failure's kind):
         ``ToolNotFound``, ``ToolInvalidArguments``, ``ToolGuardRejected``, ``ToolBusy``,
         ``ToolTimeout``, ``AppDisconnected``, ``ToolAppError``, ``ConnectionLost``, ...
         """

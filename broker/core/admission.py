@@ -17,10 +17,15 @@ from collections.abc import Callable
 
 import trio
 
+from ..errors import BrokerError
+
 Granted = Callable[[], None]
 
 
-class Busy(Exception):
+class Busy(BrokerError):
+    """The app's queue is full: the call is refused now (internal control flow; the router
+    turns it into a ``busy`` outcome with the retry hint)."""
+
     def __init__(self, retry_after_ms: int, queued: int) -> None:
         super().__init__(f"busy: {queued} calls already waiting")
         self.retry_after_ms = retry_after_ms

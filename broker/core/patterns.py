@@ -47,6 +47,8 @@ import re2
 import regex
 from jsonschema.exceptions import ValidationError
 
+from ..errors import BrokerError
+
 #: The longest one fallback (``regex`` module) match may run. Ordinary patterns match in
 #: microseconds; 50 ms is far beyond them yet short enough that a refused call is no stall.
 MATCH_TIMEOUT: Final = 0.05
@@ -67,7 +69,7 @@ _CLASS: Final = {
 }
 
 
-class PatternTimeout(Exception):
+class PatternTimeout(BrokerError):
     """A fallback match ran out of time: the argument is refused."""
 
 

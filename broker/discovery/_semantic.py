@@ -49,6 +49,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+from ..errors import ConfigError
 from ._text import MAX_QUERY_CHARS, split_words
 
 if TYPE_CHECKING:
@@ -98,8 +99,12 @@ _MIN_DEAD: Final = 256
 Pool = Callable[[str], "tuple[str, float] | None"]
 
 
-class SemanticUnavailable(RuntimeError):
-    """The semantic extra is not installed (the message says how to install it)."""
+class SemanticUnavailable(ConfigError, RuntimeError):
+    """The semantic extra is not installed (the message says how to install it).
+
+    A :class:`~broker.errors.ConfigError` (``discovery_rerank = "semantic"`` asks for something
+    this install lacks); still a ``RuntimeError``, as it was before it joined the broker's tree.
+    """
 
 
 class Embedder(Protocol):

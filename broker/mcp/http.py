@@ -46,7 +46,7 @@ import structlog
 import trio
 
 from ..config.net import port_in_use, port_taken_error
-from ..errors import StartupError
+from ..errors import BrokerError, StartupError
 from ..config.tokens import Grant
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
@@ -153,7 +153,7 @@ class _HttpSession:
     streaming: bool = False
 
 
-class _Reply(Exception):
+class _Reply(BrokerError):
     """Stop handling a request and answer with this status (and JSON-RPC error body)."""
 
     def __init__(self, status: int, message: str = "", code: int = INVALID_REQUEST,
@@ -546,7 +546,7 @@ class HttpApp:
         await _send_empty(send, 200)
 
 
-class _Disconnected(Exception):
+class _Disconnected(BrokerError):
     """The client went away while we were reading its request."""
 
 
