@@ -123,6 +123,16 @@ class LineChannel:
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
             raise ConnectionClosed("connection closed") from exc
 
+    def queue_nowait(self, data: bytes) -> None:
+        """Queue ``data`` without a scheduler pass (``send_bytes`` always makes one).
+
+        Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
+        """
+        try:
+            self._send.send_nowait(data)
+        except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
+            raise ConnectionClosed("connection closed") from exc
+
     def send_bytes_nowait(self, data: bytes) -> bool:
         """Queue ``data`` if there is room; False (dropped) if the peer is not keeping up."""
         try:
@@ -167,6 +177,14 @@ class LineChannel:
             self.closed_reason = reason
         self._end_when_flushed = True
         self._send.close()
+
+    def close_queue(self) -> None:
+        """Stop the writer and refuse queued and later lines (ConnectionClosed; False when nowait).
+
+        What is still queued is not sent; a writer waiting for a line raises
+        ``trio.ClosedResourceError``.
+        """
+        self._outbound.close()
 
     def abort(self, reason: str) -> None:
         """End the connection now (``scope`` is cancelled)."""

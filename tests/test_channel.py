@@ -180,3 +180,25 @@ async def test_send_direct_before_the_writer_and_aclose() -> None:
     await channel.aclose()  # twice is fine
     with pytest.raises(ConnectionClosed):
         await channel.send_direct(b"again\n")
+
+
+async def test_queue_nowait_and_close_queue() -> None:
+    _left, right = trio.testing.memory_stream_pair()
+    channel = LineChannel(right, outbound_queue=1)
+    channel.queue_nowait(b"a\n")
+    with pytest.raises(trio.WouldBlock):
+        channel.queue_nowait(b"b\n")
+    async with trio.open_nursery() as nursery:
+
+        async def blocked_sender() -> None:
+            with pytest.raises(ConnectionClosed):
+                await channel.send_bytes(b"c\n")
+
+        nursery.start_soon(blocked_sender)
+        await trio.testing.wait_all_tasks_blocked()
+        channel.close_queue()  # the waiting sender is refused
+    with pytest.raises(ConnectionClosed):
+        channel.queue_nowait(b"d\n")
+    assert not channel.send_bytes_nowait(b"e\n")
+    with pytest.raises(trio.ClosedResourceError):
+        await channel.run_writer()
