@@ -134,7 +134,9 @@ async def _run_daemon(
                 http_port = await nursery.start(http_server, core, settings.host, settings.http_port)
                 core.ports["httpPort"] = http_port
             if handle_signals:
-                nursery.start_soon(_watch_signals, shutdown)
+                # Started (the handlers installed) before the runtime file tells anyone we are up:
+                # a SIGINT that came in between would otherwise end the daemon with a traceback.
+                await nursery.start(_watch_signals, shutdown)
             nursery.start_soon(core.auth.watch)
             nursery.start_soon(flush_periodically)
             nursery.start_soon(core.watchdog.run)
@@ -160,9 +162,10 @@ async def _run_daemon(
     log.info("daemon_stopped")
 
 
-async def _watch_signals(shutdown: trio.Event) -> None:
+async def _watch_signals(shutdown: trio.Event, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     signals = [signal.SIGINT, signal.SIGTERM]
     with trio.open_signal_receiver(*signals) as received:
+        task_status.started()
         async for signum in received:
             log.info("signal_received", signal=signal.Signals(signum).name)
             shutdown.set()
