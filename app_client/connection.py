@@ -18,6 +18,8 @@ broker surfaces as :class:`~app_client.errors.RemoteProtocolError` from :meth:`r
 
 from __future__ import annotations
 
+from typing import Final
+
 import trio
 
 from .channel import LineChannel
@@ -27,7 +29,7 @@ from .wire import DEFAULT_MAX_LINE_BYTES, Message, decode_message, encode_messag
 __all__ = ["MessageStream"]
 
 #: Lines waiting for the writer; senders wait (or progress updates are dropped) when full.
-OUTBOX_SIZE = 64
+OUTBOX_SIZE: Final = 64
 
 
 class _BrokerChannel(LineChannel):
