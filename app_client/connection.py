@@ -3,10 +3,11 @@
 Theory of operation
 -------------------
 :class:`MessageStream` glues the sans-IO :mod:`app_client.wire` module to a
-:class:`trio.abc.Stream` (a TCP socket in production, a memory stream in tests). It does no
-concurrency control of its own: the session (:mod:`app_client.session`) guarantees that only
-one task ever writes — the handshake task before the session starts, then the session's
-single writer task — so there is never more than one ``send_all`` on the stream.
+:class:`~app_client.channel.LineChannel` over a :class:`trio.abc.Stream` (a TCP socket in
+production, a memory stream in tests). Only one task ever writes: the handshake task before the
+session starts (:meth:`MessageStream.send`, straight to the stream), then the channel's single
+writer task (``channel.run_writer``, fed by ``channel``'s queue), so there is never more than
+one ``send_all`` on the stream.
 
 Errors are translated here, once: trio's ``BrokenResourceError`` / ``ClosedResourceError``
 and end-of-file become :class:`~app_client.errors.ConnectionClosed`; a bad line from the
@@ -21,12 +22,19 @@ from typing import Final
 
 import trio
 
+from .channel import LineChannel
 from .errors import ConnectionClosed, LocalProtocolError
-from .wire import DEFAULT_MAX_LINE_BYTES, LineFramer, Message, decode_message, encode_message
+from .wire import DEFAULT_MAX_LINE_BYTES, Message, decode_message, encode_message
 
 __all__ = ["MessageStream"]
 
-_RECEIVE_SIZE: Final = 64 * 1024
+#: Lines waiting for the writer; senders wait (or progress updates are dropped) when full.
+OUTBOX_SIZE: Final = 64
+
+
+class _BrokerChannel(LineChannel):
+    def _write_failed(self, exc: trio.BrokenResourceError | trio.ClosedResourceError) -> None:
+        self.abort(f"the connection to the broker broke while sending: {_why(exc)}")
 
 
 class MessageStream:
@@ -38,7 +46,8 @@ class MessageStream:
 
     def __init__(self, stream: trio.abc.Stream, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         self.stream = stream
-        self._framer = LineFramer(max_line_bytes)
+        #: Lines in, and the session's queue and writer out.
+        self.channel = _BrokerChannel(stream, max_line_bytes=max_line_bytes, outbound_queue=OUTBOX_SIZE)
         self.peer_max_line_bytes = DEFAULT_MAX_LINE_BYTES
 
     def encode(self, message: Message) -> bytes:
@@ -53,11 +62,16 @@ class MessageStream:
         return data
 
     async def send_bytes(self, data: bytes) -> None:
-        """Write one encoded line. Raises ConnectionClosed if the stream is broken."""
+        """Write one encoded line now (not while the channel's writer runs).
+
+        Raises ConnectionClosed if the stream is broken.
+        """
         try:
-            await self.stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise ConnectionClosed(f"the connection to the broker broke while sending: {_why(exc)}") from exc
+            await self.channel.send_direct(data)
+        except ConnectionClosed as exc:
+            raise ConnectionClosed(
+                f"the connection to the broker broke while sending: {_why(exc.__cause__ or exc)}"
+            ) from exc.__cause__
 
     async def send(self, message: Message) -> None:
         """Encode and write ``message`` (see :meth:`encode` and :meth:`send_bytes`)."""
@@ -65,7 +79,7 @@ class MessageStream:
 
     def receive_nowait(self) -> Message | None:
         """The next message if a whole line is already buffered, else None (see :meth:`receive`)."""
-        line = self._framer.next_line()
+        line = self.channel.receive_line_nowait()
         return decode_message(line) if line is not None else None
 
     async def receive(self) -> Message:
@@ -74,17 +88,13 @@ class MessageStream:
         Raises ConnectionClosed at end of stream or if the stream broke, and
         RemoteProtocolError for a line that is not a valid message (read on afterwards).
         """
-        while True:
-            line = self._framer.next_line()
-            if line is not None:
-                return decode_message(line)
-            try:
-                data = await self.stream.receive_some(_RECEIVE_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise ConnectionClosed(f"the connection to the broker broke: {_why(exc)}") from exc
-            if not data:
-                raise ConnectionClosed("the broker closed the connection")
-            self._framer.receive_data(bytes(data))
+        try:
+            line = await self.channel.receive_line()
+        except ConnectionClosed as exc:
+            if exc.__cause__ is None:
+                raise ConnectionClosed("the broker closed the connection") from None
+            raise ConnectionClosed(f"the connection to the broker broke: {_why(exc.__cause__)}") from exc.__cause__
+        return decode_message(line)
 
     async def aclose(self) -> None:
         """Close the underlying stream (safe to call more than once, even when cancelled)."""

@@ -49,7 +49,7 @@ import attrs
 import structlog
 import trio
 
-from .connection import MessageStream
+from .connection import OUTBOX_SIZE, MessageStream
 from .context import ToolContext
 from .errors import (
     ConnectionClosed,
@@ -82,16 +82,12 @@ from .wire import (
 
 __all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
 
-#: Lines waiting for the writer; senders wait (or progress updates are dropped) when full.
-OUTBOX_SIZE: Final = 64
 #: Error code the broker sends before dropping a link whose instance re-registered elsewhere.
 INSTANCE_REPLACED: Final = "replaced"
 #: Missed heartbeat intervals after which a silent link counts as dead.
 HEARTBEAT_MISSES: Final = 3
 
 _log = structlog.get_logger(__name__)
-#: The writer joins queued lines into one write up to this size.
-_COALESCE_BYTES: Final = 256 * 1024
 
 
 @attrs.define
@@ -141,7 +137,6 @@ class Session:
         self._log = log if log is not None else _log
         self._calls: dict[int, _Call] = {}
         self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
-        self._outbox_send, self._outbox_receive = trio.open_memory_channel[bytes](OUTBOX_SIZE)
         self._nursery: trio.Nursery | None = None
         self._token = trio.lowlevel.current_trio_token()
         self._reason: str | None = None
@@ -210,44 +205,34 @@ class Session:
             self._reason = reason
         if self._nursery is not None:
             self._nursery.cancel_scope.cancel()
-        self._outbox_receive.close()
+        self._conn.channel.close_queue()
         while self._pending_updates:
             self._pending_updates.popleft().settle(error=ConnectionClosed(self._reason))
 
     async def _send(self, message: Message) -> None:
         """Queue ``message`` for the writer (raises ConnectionClosed, LocalProtocolError)."""
         data = self._conn.encode(message)
+        channel = self._conn.channel
         try:
             try:
-                # With room in the queue, no scheduler pass (``send`` always makes one).
-                self._outbox_send.send_nowait(data)
+                # With room in the queue, no scheduler pass (``send_bytes`` always makes one).
+                channel.queue_nowait(data)
             except trio.WouldBlock:
-                await self._outbox_send.send(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise ConnectionClosed(self._reason or "the connection is closed") from exc
+                await channel.send_bytes(data)
+        except ConnectionClosed as exc:
+            raise ConnectionClosed(self._reason or "the connection is closed") from exc.__cause__
 
     async def _write_loop(self) -> None:
-        outbox = self._outbox_receive
+        channel = self._conn.channel
         try:
-            async for data in outbox:
-                if outbox.statistics().current_buffer_used == 0 and trio.lowlevel.current_statistics().tasks_runnable:
-                    # Let the calls that are finishing right now queue their responses too: one
-                    # write for the lot. (With no task ready to run, that would only add latency.)
-                    await trio.lowlevel.cancel_shielded_checkpoint()
-                chunks = [data]
-                size = len(data)
-                while size < _COALESCE_BYTES:
-                    try:
-                        more = outbox.receive_nowait()
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                    chunks.append(more)
-                    size += len(more)
-                await self._conn.send_bytes(b"".join(chunks) if len(chunks) > 1 else data)
-        except ConnectionClosed as exc:
-            self._end(str(exc))
+            # The channel's one writer: it joins queued lines into one write, and when it wakes
+            # to one line while the calls that are finishing now are ready to run, lets them
+            # queue their responses too.
+            await channel.run_writer()
         except trio.ClosedResourceError:
             pass  # _end closed the queue
+        if channel.closed_reason is not None:
+            self._end(channel.closed_reason)
 
     async def _read_loop(self, idle_timeout: float) -> None:
         try:
@@ -401,10 +386,10 @@ class Session:
         if message.correlation_id not in self._calls:
             return
         try:
-            self._outbox_send.send_nowait(self._conn.encode(message))
+            self._conn.channel.queue_nowait(self._conn.encode(message))
         except trio.WouldBlock:
             self._log.debug("progress update dropped: outgoing queue full")
-        except (trio.BrokenResourceError, trio.ClosedResourceError, LocalProtocolError):
+        except (ConnectionClosed, LocalProtocolError):
             pass
 
     # --- tool updates -------------------------------------------------------------------

@@ -39,12 +39,12 @@ from typing import Any, TypeVar
 import trio
 import trio.testing
 
+from .channel import LineChannel
 from .discovery import DaemonAddress
 from .errors import ConnectionClosed
 from .wire import (
     DEFAULT_MAX_LINE_BYTES,
     Error,
-    LineFramer,
     Message,
     Ping,
     Pong,
@@ -71,7 +71,7 @@ class FakeLink:
         self.address = address
         self.register: Register | None = None
         self.closed = trio.Event()
-        self._framer = LineFramer()
+        self._channel = LineChannel(stream)
         self._ids = itertools.count(1)
         self.progress: list[ToolProgress] = []
 
@@ -88,16 +88,12 @@ class FakeLink:
         With ``answer_pings`` the app's own pings are answered and skipped.
         """
         while True:
-            line = self._framer.next_line()
-            if line is None:
-                try:
-                    data = await self.stream.receive_some(65536)
-                except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                    raise ConnectionClosed("the app's connection broke") from exc
-                if not data:
-                    raise ConnectionClosed("the app closed the connection")
-                self._framer.receive_data(bytes(data))
-                continue
+            try:
+                line = await self._channel.receive_line()
+            except ConnectionClosed as exc:
+                if exc.__cause__ is not None:
+                    raise ConnectionClosed("the app's connection broke") from exc.__cause__
+                raise ConnectionClosed("the app closed the connection") from None
             message = decode_message(line)
             if answer_pings and isinstance(message, Ping):
                 await self.send(Pong(id=message.id))

@@ -24,11 +24,7 @@ import broker.errors
 
 #: Exception classes deliberately left outside their package's tree, with the reason. An entry
 #: that is gone or already conforms fails the test, so this list only shrinks.
-ALLOWED_STRAYS: dict[str, str] = {
-    # Removed when the channel lands (issue 15 b): the daemon connection raises the channel's
-    # ConnectionClosed instead. Until then it stays as it is (another piece rewrites the file).
-    "broker.daemon.connection.PeerClosed": "replaced by the channel's ConnectionClosed (15 b)",
-}
+ALLOWED_STRAYS: dict[str, str] = {}  # none: every exception class is under its package's root
 
 
 def _modules(package: ModuleType) -> list[ModuleType]:

@@ -16,9 +16,10 @@ from typing import Any
 import trio
 
 from app_client.discovery import DaemonAddress, find_daemon
-from app_client.errors import DaemonNotFound, RemoteProtocolError
+from app_client.channel import LineChannel
+from app_client.errors import ConnectionClosed, DaemonNotFound, RemoteProtocolError
 from app_client.transport import connect_daemon
-from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, LineFramer, decode_message, encode_message
+from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, decode_message, encode_message
 
 from ..errors import BrokerError
 from ..version import VERSION
@@ -31,28 +32,21 @@ class DaemonUnavailable(BrokerError):
 
 
 class LineStream:
-    """A trio stream read and written one JSON line at a time."""
+    """A trio stream read and written one JSON line at a time (reads through a LineChannel)."""
 
     def __init__(self, stream: trio.abc.Stream, max_line_bytes: int = 64 * 1024 * 1024) -> None:
         self.stream = stream
-        self._framer = LineFramer(max_line_bytes)
+        self._channel = LineChannel(stream, max_line_bytes=max_line_bytes)
 
     async def send_line(self, data: bytes) -> None:
         await self.stream.send_all(data if data.endswith(b"\n") else data + b"\n")
 
     async def receive_line(self) -> bytes | None:
-        """The next line, or None at end of stream."""
-        while True:
-            line = self._framer.next_line()
-            if line is not None:
-                return line
-            try:
-                data = await self.stream.receive_some(65536)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                return None
-            if not data:
-                return None
-            self._framer.receive_data(data)
+        """The next line, or None at end of stream (RemoteProtocolError for a line over the limit)."""
+        try:
+            return await self._channel.receive_line()
+        except ConnectionClosed:
+            return None
 
     async def aclose(self) -> None:
         await trio.aclose_forcefully(self.stream)

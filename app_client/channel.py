@@ -1,0 +1,233 @@
+"""One trio byte stream read and written as newline-terminated lines: :class:`LineChannel`.
+
+Theory of operation
+-------------------
+Both ends of toolbridge's NDJSON links (the daemon's accepted connections, an app's link to
+the daemon, the CLI's link to the daemon, the fake broker in :mod:`app_client.testing`) read and
+write lines the same way; this module is the one copy of that code.
+
+Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``,
+fed :data:`READ_SIZE` bytes at a time. A line over the cap raises
+:class:`~app_client.errors.RemoteProtocolError` (``line_too_long``) once and the channel stays
+usable (the rest of that line is discarded unbuffered); end of stream, or a broken stream,
+raises :class:`~app_client.errors.ConnectionClosed`. ``bytes_received`` and ``last_received``
+say how much was read and when (the daemon tells a silent connection from a slow one, and a
+live one from a dead one, by them).
+
+Writing has exactly one writer, :meth:`LineChannel.run_writer`, fed by a bounded memory
+channel. Senders wait when it is full (back-pressure reaches the caller), use
+:meth:`~LineChannel.send_bytes_nowait` for lines that may be dropped, or
+:meth:`~LineChannel.send_bytes_reliable_nowait` for lines that must be neither waited for nor
+lost: past a full channel they are held in a side queue bounded by ``max_overflow``. The writer
+coalesces queued lines into one ``send_all`` of up to :data:`COALESCE_BYTES`; when it wakes to a
+single line while other tasks are ready to run, it first yields once, so lines that they are
+about to queue go in the same write. If a write cannot finish within ``write_timeout`` (the peer
+stopped reading), or the stream breaks, the channel is aborted: ``closed_reason`` is set and
+``scope`` (the cancel scope its owner runs the connection in) is cancelled. Before the writer
+runs (handshakes), :meth:`~LineChannel.send_direct` writes straight to the stream.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from typing import Final
+
+import structlog
+import trio
+
+from .errors import ConnectionClosed
+from .wire import DEFAULT_MAX_LINE_BYTES, LineFramer
+
+__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel"]
+
+#: Bytes asked of the stream per read.
+READ_SIZE: Final = 64 * 1024
+#: The writer joins queued lines into one write up to this size.
+COALESCE_BYTES: Final = 256 * 1024
+
+_log = structlog.get_logger("toolbridge.connection")
+
+
+class LineChannel:
+    """Lines in and out of one trio stream (see the module docstring)."""
+
+    #: Names the channel in log lines (the daemon numbers its connections).
+    id: int = 0
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        outbound_queue: int = 64,
+        max_overflow: int = 4096,
+        write_timeout: float | None = None,
+    ) -> None:
+        self.stream = stream
+        self._framer = LineFramer(max_line_bytes)
+        self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
+        self._write_timeout = math.inf if write_timeout is None else write_timeout
+        self.last_received = trio.current_time()
+        #: Bytes read so far.
+        self.bytes_received = 0
+        #: Cancelled by :meth:`abort`; the owner runs the connection's tasks inside it.
+        self.scope = trio.CancelScope()
+        self.closed_reason: str | None = None
+        self._end_when_flushed = False
+        #: Lines that must not be dropped, held beside a full channel (see send_bytes_reliable_nowait).
+        self._overflow: collections.deque[bytes] = collections.deque()
+        self._max_overflow = max_overflow
+
+    # --- reading -------------------------------------------------------------------------
+
+    def receive_line_nowait(self) -> bytes | None:
+        """The next line if a whole one is already buffered, else None.
+
+        Raises RemoteProtocolError (``line_too_long``) as :meth:`receive_line` does.
+        """
+        return self._framer.next_line()
+
+    async def receive_line(self) -> bytes:
+        """The next line. Raises RemoteProtocolError (line_too_long) or ConnectionClosed."""
+        while True:
+            line = self._framer.next_line()
+            if line is not None:
+                return line
+            try:
+                data = await self.stream.receive_some(READ_SIZE)
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                raise ConnectionClosed("connection broken") from exc
+            if not data:
+                raise ConnectionClosed("connection closed by peer")
+            self.last_received = trio.current_time()
+            self.bytes_received += len(data)
+            self._framer.receive_data(data)
+
+    # --- writing -------------------------------------------------------------------------
+
+    async def send_direct(self, data: bytes) -> None:
+        """Write ``data`` straight to the stream: only while :meth:`run_writer` is not running.
+
+        Raises ConnectionClosed if the stream is broken.
+        """
+        try:
+            await self.stream.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            raise ConnectionClosed("connection broken while writing") from exc
+
+    async def send_bytes(self, data: bytes) -> None:
+        """Queue ``data`` for the writer, waiting while the queue is full."""
+        try:
+            await self._send.send(data)
+        except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
+            raise ConnectionClosed("connection closed") from exc
+
+    def queue_nowait(self, data: bytes) -> None:
+        """Queue ``data`` without a scheduler pass (``send_bytes`` always makes one).
+
+        Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
+        """
+        try:
+            self._send.send_nowait(data)
+        except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
+            raise ConnectionClosed("connection closed") from exc
+
+    def send_bytes_nowait(self, data: bytes) -> bool:
+        """Queue ``data`` if there is room; False (dropped) if the peer is not keeping up."""
+        try:
+            self._send.send_nowait(data)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+        return True
+
+    def send_bytes_reliable_nowait(self, data: bytes) -> bool:
+        """Queue a line that must not be lost to a full queue, without waiting.
+
+        For lines whose number is bounded elsewhere (``max_overflow``: the daemon's calls in
+        flight). It goes into the channel if there is room; otherwise into a side queue that the
+        writer sends ahead of its next batch (the writer is busy then, so it comes round soon).
+        False if the channel is closed, or that side queue is full too.
+        """
+        try:
+            self._send.send_nowait(data)
+            return True
+        except trio.WouldBlock:
+            pass
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            return False
+        if len(self._overflow) >= self._max_overflow:
+            _log.warning("reliable_message_dropped", conn_id=self.id)
+            return False
+        self._overflow.append(data)
+        return True
+
+    def _take_overflow(self) -> list[bytes]:
+        taken = list(self._overflow)
+        self._overflow.clear()
+        return taken
+
+    def finish_sending(self) -> None:
+        """No more lines: the writer sends what is queued, then exits."""
+        self._send.close()
+
+    def close_after_flush(self, reason: str) -> None:
+        """Send what is queued (a fatal error, say), then end the connection."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        self._end_when_flushed = True
+        self._send.close()
+
+    def close_queue(self) -> None:
+        """Stop the writer and refuse queued and later lines (ConnectionClosed; False when nowait).
+
+        What is still queued is not sent; a writer waiting for a line raises
+        ``trio.ClosedResourceError``.
+        """
+        self._outbound.close()
+
+    def abort(self, reason: str) -> None:
+        """End the connection now (``scope`` is cancelled)."""
+        if self.closed_reason is None:
+            self.closed_reason = reason
+        self.scope.cancel()
+
+    async def run_writer(self) -> None:
+        """The one writer: sends queued lines until :meth:`finish_sending` and the queue is empty."""
+        async with self._outbound:
+            async for first in self._outbound:
+                chunks = [*self._take_overflow(), first]
+                size = sum(map(len, chunks))
+                if (self._outbound.statistics().current_buffer_used == 0
+                        and trio.lowlevel.current_statistics().tasks_runnable):
+                    # Let the tasks that are ready to run queue their lines too (a burst of
+                    # responses resolves many calls at once): one send for the lot. With none
+                    # ready (one call at a time) the extra scheduler pass would only add latency.
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                while size < COALESCE_BYTES:
+                    try:
+                        more = self._outbound.receive_nowait()
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                    chunks.append(more)
+                    size += len(more)
+                with trio.move_on_after(self._write_timeout) as timeout:
+                    try:
+                        await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else first)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                        self._write_failed(exc)
+                        return
+                if timeout.cancelled_caught:
+                    _log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
+                    self.abort(f"the peer did not read for {self._write_timeout:g} s")
+                    return
+        if self._end_when_flushed:
+            self.scope.cancel()
+
+    def _write_failed(self, exc: trio.BrokenResourceError | trio.ClosedResourceError) -> None:
+        """The stream broke under the writer (subclasses word the reason their own way)."""
+        self.abort("connection broken while writing")
+
+    async def aclose(self) -> None:
+        """Close the stream (safe to call more than once, even when cancelled)."""
+        await trio.aclose_forcefully(self.stream)
