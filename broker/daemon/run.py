@@ -124,7 +124,9 @@ async def _run_daemon(
         )
         agent_handler, http_server = install_mcp(core)
         # Built now, started below (its name was checked by uplink_options before binding).
-        uplink = None if uplink_config is None else Uplink(core, **uplink_config)
+        uplink = None
+        if uplink_config is not None:
+            uplink = Uplink(core.router, core.registry, core.federation, settings, **uplink_config)
         core.attach(agent_handler=agent_handler, uplink=uplink)
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()
