@@ -83,8 +83,8 @@ async def main(args: argparse.Namespace) -> None:
 
         tracemalloc.start(8)
     async with trio.open_nursery() as nursery:
-        info = await nursery.start(lambda task_status: run_daemon(settings, handle_signals=True, task_status=task_status))
-        info.core.admin_handlers["bench.memory"] = bench_memory
+        await nursery.start(lambda task_status: run_daemon(
+            settings, handle_signals=True, extra_admin={"bench.memory": bench_memory}, task_status=task_status))
 
 
 if __name__ == "__main__":

@@ -156,7 +156,8 @@ async def test_loops_are_refused(tmp_path: Path) -> None:
         await wait_until(a.core, lambda: "b__Demo__echo" in tool_names(a.core))
 
         # a now tries to uplink into b, which is below it.
-        loop = Uplink(a.core, host="127.0.0.1", port=b.port, name="a", token=b.token)
+        loop = Uplink(a.core.router, a.core.registry, a.core.federation, a.core.settings,
+                      host="127.0.0.1", port=b.port, name="a", token=b.token)
         nursery.start_soon(loop.run)
         with trio.fail_after(10):
             while "loop" not in (loop.app.last_error or ""):
@@ -165,7 +166,8 @@ async def test_loops_are_refused(tmp_path: Path) -> None:
         assert not any(name.startswith("a__") for name in tool_names(b.core))
 
         # A broker uplinking into itself.
-        itself = Uplink(b.core, host="127.0.0.1", port=b.port, name="me", token=b.token)
+        itself = Uplink(b.core.router, b.core.registry, b.core.federation, b.core.settings,
+                        host="127.0.0.1", port=b.port, name="me", token=b.token)
         nursery.start_soon(itself.run)
         with trio.fail_after(10):
             while "loop" not in (itself.app.last_error or ""):

@@ -81,6 +81,7 @@ class Router:
         #: The core's change signal (``signals``), pulsed as calls take slots and end.
         self.changed = registry.changed
         self._call_log = call_log
+        #: Set once by :meth:`begin_shutdown`: new calls are refused from then on.
         self.shutting_down = False
         #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
         #: shutdown ends and ``max_pending_calls`` counts.
@@ -195,6 +196,10 @@ class Router:
     def fail_link(self, link_id: int, kind: OutcomeKind, message: str) -> int:
         """Fail every call sent over one link; return how many were still open."""
         return sum(self.fail(call, kind, message) for call in self.calls if call.link_id == link_id)
+
+    def begin_shutdown(self) -> None:
+        """Refuse every new call from now on (the daemon is stopping; it fails the live ones)."""
+        self.shutting_down = True
 
     def fail_all(self, kind: OutcomeKind, message: str) -> int:
         """Fail every call admitted, queued or sent (daemon shutdown)."""

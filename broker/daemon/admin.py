@@ -2,8 +2,8 @@
 
 ``tools`` (:func:`admin_tools`) answers ``toolbridge tools`` and ``toolbridge codegen``
 (``broker.cli.client_commands``, ``broker.cli.codegen_command``): every tool of
-``core.router.list_tools()``, sorted by agent-facing name. ``run_daemon`` puts it into
-``core.admin_handlers[TOOLS_COMMAND]``. The handler lives in the daemon, not next to the
+``core.router.list_tools()``, sorted by agent-facing name. ``run_daemon`` gives it to the core
+(``BrokerCore(admin_handlers=...)``) under TOOLS_COMMAND. The handler lives in the daemon, not next to the
 commands that ask for it, so the daemon never imports ``broker.cli``.
 """
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -61,6 +61,19 @@ AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None
 AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
 
 
+@attrs.define
+class Addresses:
+    """Where the daemon listens: owned by ``run_daemon``, which fills it in as it binds; read
+    by :meth:`BrokerCore.status`."""
+
+    #: The app port (TCP).
+    port: int | None = None
+    #: The MCP Streamable HTTP port, once it is bound (None without HTTP).
+    http_port: int | None = None
+    #: The Unix socket's path, if the daemon listens on one.
+    socket: str | None = None
+
+
 @attrs.define(eq=False)
 class _Waiter:
     """A connection that has not sent its first message yet (see ``_first_message``)."""
@@ -71,7 +84,26 @@ class _Waiter:
 
 
 class BrokerCore:
-    def __init__(self, settings: Settings, token: str, call_log: CallLog | None = None) -> None:
+    """What a connection to the app port is served by (see the module docstring).
+
+    Its parts come in through the constructor; every keyword has a default, so a test can
+    build a bare core with ``BrokerCore(settings, token)``. The two parts that are built
+    *from* the core (the MCP front door's agent handler, the uplink) come in through
+    :meth:`attach`, once, right after. Nothing else writes its attributes from outside.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        token: str,
+        call_log: CallLog | None = None,
+        *,
+        federation: FederationState | None = None,
+        addresses: Addresses | None = None,
+        admin_handlers: Mapping[str, AdminHandler] | None = None,
+        agent_handler: AgentHandler | None = None,
+        uplink: Any = None,
+    ) -> None:
         self.settings = settings
         self.token = token
         #: Checks the default token and the named, scoped tokens of the home (``tokens``).
@@ -79,8 +111,8 @@ class BrokerCore:
         #: Federation (``federation``, ``uplink``): this daemon's id and the ids of the brokers
         #: it is uplinked into (nearest first, while connected; the uplink keeps them), and its
         #: uplink, if any.
-        self.federation = FederationState()
-        self.uplink: Any = None
+        self.federation = federation if federation is not None else FederationState()
+        self.uplink: Any = uplink
         self.registry = Registry(settings)
         self.calls = CorrelationMap()
         self.call_log = call_log
@@ -89,9 +121,12 @@ class BrokerCore:
         self.app_links = AppLinks(settings, self.auth, self.registry, self.router, self.calls, self.federation)
         self.links: dict[int, AppLink] = self.app_links.live
         self.started_at = time.time()
-        self.ports: dict[str, int | None] = {"port": None, "httpPort": None}
-        self.agent_handler: AgentHandler | None = None
-        self.admin_handlers: dict[str, AdminHandler] = {}
+        #: Where the daemon listens (``run_daemon`` fills it in; ``status`` shows it).
+        self.addresses = addresses if addresses is not None else Addresses()
+        #: Serves ``agentConnect`` connections (the MCP front door); None: agents are refused.
+        self.agent_handler: AgentHandler | None = agent_handler
+        #: Admin commands other than ``status``, by name (``broker.daemon.admin``).
+        self.admin_handlers: dict[str, AdminHandler] = dict(admin_handlers or {})
         self.agent_sessions = 0
         #: Pulsed when calls, the registry or ``agent_sessions`` change (``core.signals``):
         #: ``await core.changed.wait_until(predicate)`` waits for a state of the core.
@@ -100,8 +135,6 @@ class BrokerCore:
         #: TCP, one for the Unix socket (``_first_message``).
         self._waiting: dict[int, _Waiter] = {}
         self._waiting_local: dict[int, _Waiter] = {}
-        #: The daemon's Unix socket, if it listens on one (shown by ``status``).
-        self.local_socket: str | None = None
         #: Set when a graceful stop begins (front doors end their long-lived streams).
         self.shutdown_started = trio.Event()
         #: How responsive the event loop is (the daemon runs it; ``status`` shows it).
@@ -111,17 +144,22 @@ class BrokerCore:
     def broker_id(self) -> str:
         return self.federation.broker_id
 
-    @broker_id.setter
-    def broker_id(self, broker_id: str) -> None:
-        self.federation.broker_id = broker_id
-
     @property
     def upstream(self) -> tuple[str, ...]:
         return self.federation.upstream
 
+    def attach(self, *, agent_handler: AgentHandler | None = None, uplink: Any = None) -> None:
+        """Take the parts that are built from the core itself: the MCP front door's agent
+        handler (``broker.mcp.front_door.install``) and the uplink. ``run_daemon`` calls this
+        once, before it serves anything."""
+        if agent_handler is not None:
+            self.agent_handler = agent_handler
+        if uplink is not None:
+            self.uplink = uplink
+
     def begin_shutdown(self) -> int:
         """Refuse new calls and fail those in flight; return how many were failed."""
-        self.router.shutting_down = True
+        self.router.begin_shutdown()
         self.shutdown_started.set()
         return self.router.fail_all(
             OutcomeKind.SHUTDOWN, "toolbridge is shutting down; the call did not complete"
@@ -273,8 +311,8 @@ class BrokerCore:
             "version": VERSION,
             "home": str(self.settings.home),
             "host": self.settings.host,
-            "port": self.ports["port"],
-            "httpPort": self.ports["httpPort"],
+            "port": self.addresses.port,
+            "httpPort": self.addresses.http_port,
             "uptimeSeconds": round(time.time() - self.started_at, 1),
             "apps": self.registry.summary(),
             "tools": len(self.registry.tools()),
@@ -283,6 +321,6 @@ class BrokerCore:
             "brokerId": self.broker_id,
             "upstream": list(self.upstream),
             "uplink": None if self.uplink is None else self.uplink.status(),
-            "socket": self.local_socket,
+            "socket": self.addresses.socket,
             "eventLoop": self.watchdog.status(),
         }

@@ -14,7 +14,7 @@ their agents, and after a short drain every connection is cancelled.
 from __future__ import annotations
 
 import signal
-from collections.abc import Awaitable, Callable
+from collections.abc import Mapping
 from pathlib import Path
 
 import attrs
@@ -26,9 +26,9 @@ from ..config import tls
 from ..core.calllog import open_call_log
 from ..config.settings import Settings
 from . import admin
-from .broker_core import BrokerCore
+from .broker_core import Addresses, AdminHandler, BrokerCore
 from ..errors import StartupError
-from ..federation.rules import load_or_create_broker_id
+from ..federation.rules import FederationState, load_or_create_broker_id
 from .local_socket import bind_local_listener
 from ..config.logsetup import flush_periodically
 from ..config.net import is_loopback, port_in_use, port_taken_error
@@ -40,10 +40,6 @@ log = structlog.get_logger("toolbridge.daemon")
 
 #: How long connections get to deliver shutdown errors before they are cancelled.
 SHUTDOWN_DRAIN_SECONDS = 1.0
-
-#: The MCP Streamable HTTP server: ``nursery.start(server, core, host, port)`` reports the
-#: bound port, or raises StartupError (port taken).
-HttpServer = Callable[..., Awaitable[None]]
 
 
 @attrs.frozen
@@ -70,12 +66,18 @@ async def run_daemon(
     *,
     shutdown: trio.Event | None = None,
     handle_signals: bool = False,
+    extra_admin: Mapping[str, AdminHandler] | None = None,
     task_status: trio.TaskStatus[DaemonInfo] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Serve until ``shutdown`` is set (or a signal arrives). Raises StartupError."""
+    """Serve until ``shutdown`` is set (or a signal arrives). Raises StartupError.
+
+    ``extra_admin``: admin commands to serve besides the built-in ones (the bench's
+    ``bench.memory``), by command name.
+    """
     home_files.ensure_home(settings.home)
     with home_files.lock_home(settings.home):  # one daemon per home, for this one's whole life
-        await _run_daemon(settings, shutdown=shutdown, handle_signals=handle_signals, task_status=task_status)
+        await _run_daemon(settings, shutdown=shutdown, handle_signals=handle_signals, extra_admin=extra_admin,
+                          task_status=task_status)
 
 
 async def _run_daemon(
@@ -83,6 +85,7 @@ async def _run_daemon(
     *,
     shutdown: trio.Event | None,
     handle_signals: bool,
+    extra_admin: Mapping[str, AdminHandler] | None,
     task_status: trio.TaskStatus[DaemonInfo],
 ) -> None:
     if not is_loopback(settings.host) and not settings.allow_remote:
@@ -111,12 +114,20 @@ async def _run_daemon(
 
     shutdown = shutdown if shutdown is not None else trio.Event()
     async with open_call_log(settings) as call_log:
-        core = BrokerCore(settings, token, call_log)
-        core.broker_id = broker_id
-        core.ports["port"] = port
-        core.local_socket = None if local is None else str(local.path)
-        core.admin_handlers[admin.TOOLS_COMMAND] = admin.admin_tools
-        http_server = install_mcp(core)
+        # Ours: the HTTP port is filled in below, once it is bound.
+        addresses = Addresses(port=port, socket=None if local is None else str(local.path))
+        core = BrokerCore(
+            settings, token, call_log,
+            federation=FederationState(broker_id),
+            addresses=addresses,
+            admin_handlers={admin.TOOLS_COMMAND: admin.admin_tools, **(extra_admin or {})},
+        )
+        agent_handler, http_server = install_mcp(core)
+        # Built now, started below (its name was checked by uplink_options before binding).
+        uplink = None
+        if uplink_config is not None:
+            uplink = Uplink(core.router, core.registry, core.federation, settings, **uplink_config)
+        core.attach(agent_handler=agent_handler, uplink=uplink)
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()
 
@@ -132,7 +143,7 @@ async def _run_daemon(
             http_port = None
             if settings.http_port is not None:
                 http_port = await nursery.start(http_server, core, settings.host, settings.http_port)
-                core.ports["httpPort"] = http_port
+                addresses.http_port = http_port
             if handle_signals:
                 # Started (its handlers installed) before runtime.json says we are up: a SIGTERM
                 # sent the moment a client sees the file must stop us cleanly, not kill us.
@@ -141,12 +152,11 @@ async def _run_daemon(
             nursery.start_soon(flush_periodically)
             nursery.start_soon(core.watchdog.run)
             nursery.start_soon(core.router.serve_checks)
-            if uplink_config is not None:
-                core.uplink = Uplink(core, **uplink_config)
-                nursery.start_soon(core.uplink.run)
+            if uplink is not None:
+                nursery.start_soon(uplink.run)
             home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION,
                                      tls_cert=settings.tls_cert if ssl_context is not None else None,
-                                     socket=core.local_socket)
+                                     socket=addresses.socket)
             log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
             try:
                 task_status.started(DaemonInfo(settings.host, port, http_port, token, core))

@@ -55,7 +55,9 @@ from ..core.validation import check_app_name
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
-    from ..daemon.broker_core import BrokerCore
+    from ..core.registry import Registry
+    from ..core.router import Router
+    from .rules import FederationState
 
 log = structlog.get_logger("toolbridge.uplink")
 
@@ -136,11 +138,19 @@ def _ssl_context(settings: Settings, host: str) -> ssl.SSLContext | None:
 
 
 class Uplink:
-    """One uplink of ``core`` to a parent broker (see the module docstring)."""
+    """One uplink of this broker to a parent broker (see the module docstring).
+
+    It is built from the daemon's parts, not from the core: the router its calls go through,
+    the registry whose tools it offers, and the federation state whose id it carries and whose
+    ``upstream`` it keeps (:meth:`FederationState.set_upstream`, the one thing it writes).
+    """
 
     def __init__(
         self,
-        core: BrokerCore,
+        router: Router,
+        registry: Registry,
+        federation: FederationState,
+        settings: Settings,
         *,
         host: str,
         port: int,
@@ -152,21 +162,23 @@ class Uplink:
             check_app_name(name)
         except RegistrationError as exc:
             raise ConfigError(f"invalid uplink_name: {exc.message}") from None
-        self.core = core
+        self.router = router
+        self.registry = registry
+        self.federation = federation
         self.name = name
         self.address = f"{host}:{port}"
         self.parent_chain: list[str] = []
-        self._max_tools = core.settings.max_tools_per_app
+        self._max_tools = settings.max_tools_per_app
         self._dirty = trio.Event()
         self.app = App(
             name,
-            instance_id=f"broker-{core.broker_id or 'anonymous'}",
+            instance_id=f"broker-{federation.broker_id or 'anonymous'}",
             max_concurrency=UPLINK_CONCURRENCY,
             host=host,
             port=port,
             token=token,
             ssl_context=ssl_context,
-            app_version=f"toolbridge broker {core.broker_id}",
+            app_version=f"toolbridge broker {federation.broker_id}",
             prepare_register=self._prepare_register,
             check_registered=self._check_registered,
             on_state_change=self._state_changed,
@@ -182,7 +194,7 @@ class Uplink:
     async def run(self) -> None:
         """Keep the uplink up and in sync until cancelled."""
         await self._sync()
-        log.info("uplink_starting", parent=self.address, name=self.name, broker_id=self.core.broker_id)
+        log.info("uplink_starting", parent=self.address, name=self.name, broker_id=self.federation.broker_id)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._watch_registry)
             nursery.start_soon(self._sync_loop)
@@ -201,9 +213,9 @@ class Uplink:
             await trio.sleep(RETRY_AFTER_REFUSAL)
 
     async def _watch_registry(self) -> None:
-        seen = self.core.registry.version
+        seen = self.registry.version
         while True:
-            seen = await self.core.registry.wait_changed(seen)
+            seen = await self.registry.wait_changed(seen)
             self._dirty.set()
 
     async def _sync_loop(self) -> None:
@@ -222,11 +234,11 @@ class Uplink:
     # --- what the parent sees -----------------------------------------------------------
 
     def _specs(self) -> list[ToolSpec]:
-        broker_id = self.core.broker_id
+        broker_id = self.federation.broker_id
         parent = set(self.parent_chain)
         specs: list[ToolSpec] = []
         too_deep: list[str] = []
-        for tool in self.core.registry.tools():
+        for tool in self.registry.tools():
             spec = tool.spec
             via = [broker_id, *(spec.via or [])] if broker_id else list(spec.via or [])
             if len(via) > MAX_HOPS:
@@ -251,7 +263,7 @@ class Uplink:
         return specs
 
     def _subtree(self) -> list[str]:
-        found = dict.fromkeys([self.core.broker_id] if self.core.broker_id else [])
+        found = dict.fromkeys([self.federation.broker_id] if self.federation.broker_id else [])
         for definition in self.app.tools.values():
             found.update(dict.fromkeys(definition.spec.via or []))
         return list(found)
@@ -264,14 +276,14 @@ class Uplink:
         below = set(self._subtree())
         hit = next((i for i in chain if i in below), None)
         if hit is not None:
-            whose = "this broker" if hit == self.core.broker_id else f"the broker {hit}, which uplinks into this one"
+            whose = "this broker" if hit == self.federation.broker_id else f"the broker {hit}, which uplinks into this one"
             raise RegistrationRejected(
                 "loop_detected",
                 f"the broker at {self.address} is itself (through its uplinks) below {whose}: "
                 "uplinking there would make a loop",
             )
         self.parent_chain = chain
-        self.core.federation.set_upstream(chain)
+        self.federation.set_upstream(chain)
         if registered.max_tools:
             self._max_tools = registered.max_tools
         self._dirty.set()  # the parent's chain and limits may leave out other tools
@@ -281,7 +293,7 @@ class Uplink:
             log.info("uplink_connected", parent=self.address, name=self.name, chain=self.parent_chain,
                      tools=len(self.app.tools))
         else:
-            self.core.federation.set_upstream(())
+            self.federation.set_upstream(())
 
     # --- calls from the parent ----------------------------------------------------------
 
@@ -295,7 +307,7 @@ class Uplink:
             def on_progress(progress: float, total: float | None, message: str | None) -> None:
                 ctx.report_progress_threadsafe(progress, total, message)
 
-        outcome = await self.core.router.call_tool(
+        outcome = await self.router.call_tool(
             ctx.tool,
             parameters,
             caller=CallerInfo(client_name="uplink", session=self.name, transport="uplink"),

@@ -4,10 +4,12 @@ Theory of operation
 -------------------
 :func:`install` is called once by ``run_daemon`` (``broker.daemon.run``, which imports this
 module; this module never imports it back: the port helpers ``http`` needs are in
-``broker.config.net``). It builds the :class:`McpServer` every session shares, makes the core
-hand ``agentConnect`` connections (from the ``toolbridge stdio`` relay, a client program in
-``broker.cli.stdio_relay``) to :func:`serve_agent`, and returns the Streamable HTTP server
-function for the daemon to start with ``nursery.start(http_server, core, host, port)``.
+``broker.config.net``). It builds the :class:`McpServer` every session shares and returns two
+things, patching nothing: the agent handler, which ``run_daemon`` gives the core
+(``BrokerCore.attach``) so that ``agentConnect`` connections (from the ``toolbridge stdio``
+relay, a client program in ``broker.cli.stdio_relay``) go to :func:`serve_agent`, and the
+Streamable HTTP server function for the daemon to start with
+``nursery.start(http_server, core, host, port)``.
 
 An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent
 (in discovery mode when its ``agentConnect`` says ``discovery: true``): its session lives
@@ -19,6 +21,7 @@ else changes.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -28,7 +31,7 @@ from app_client.errors import RemoteProtocolError
 from app_client.wire import AgentConnect, AgentConnected
 
 from ..daemon.connection import Connection, PeerClosed
-from ..daemon.broker_core import BrokerCore
+from ..daemon.broker_core import AgentHandler, BrokerCore
 from . import jsonrpc
 from .http import serve_http
 from .session import McpServer, open_session
@@ -89,8 +92,14 @@ async def serve_agent(server: McpServer, conn: Connection, hello: AgentConnect) 
     log.info("agent_disconnected", conn_id=conn.id, session=label)
 
 
-def install(core: BrokerCore) -> Any:
-    """Attach the MCP front door to ``core``; return the HTTP server for ``run_daemon``."""
+#: The MCP Streamable HTTP server :func:`install` returns: ``nursery.start(server, core, host,
+#: port)`` reports the bound port, or raises StartupError (port taken).
+HttpServer = Callable[..., Awaitable[None]]
+
+
+def install(core: BrokerCore) -> tuple[AgentHandler, HttpServer]:
+    """Build the MCP front door on ``core``: return its agent handler (for
+    ``BrokerCore.attach``) and its HTTP server (for ``run_daemon`` to start)."""
     server = McpServer(core)
 
     async def agent_handler(core: BrokerCore, conn: Connection, hello: AgentConnect) -> None:
@@ -101,5 +110,4 @@ def install(core: BrokerCore) -> Any:
     ) -> None:
         await serve_http(server, host, port, task_status=task_status)
 
-    core.agent_handler = agent_handler
-    return http_server
+    return agent_handler, http_server

@@ -200,9 +200,7 @@ class _ToolCall:
     def finished(self, outcome: CallOutcome) -> None:
         session = self.session
         self.done = True
-        if session._in_flight.get(self.request_id) is self:
-            del session._in_flight[self.request_id]
-        session.last_activity = trio.current_time()
+        session.forget_request(self.request_id, self)
         outbox = self.outbox
         if self.cancelled:  # by the client: it wants no answer
             outbox.close()
@@ -222,10 +220,7 @@ class _ToolCall:
         except Exception:
             log.exception("mcp_internal_error", session=session.label, method="tools/call")
             data = encode_error(self.request_id, INTERNAL_ERROR, _INTERNAL)
-        if outbox.send_final_nowait(data):
-            outbox.close()
-        else:
-            session._send_later(outbox, data)
+        session.finish_request(outbox, data)
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
@@ -417,10 +412,11 @@ class Session:
     def close(self) -> None:
         """End the session: requests in flight are cancelled (their apps are told)."""
         self.closed.set()
-        self._end_calls()
+        self.end_calls()
         self._nursery.cancel_scope.cancel()
 
-    def _end_calls(self) -> None:
+    def end_calls(self) -> None:
+        """The session is ending: every ``tools/call`` in flight ends with it (its app is told)."""
         for entry in list(self._in_flight.values()):
             if isinstance(entry, _ToolCall):
                 entry.end_with_session()
@@ -505,6 +501,21 @@ class Session:
             if not responded and not entry.cancelled:
                 outbox.send_nowait(encode_error(request.id, SERVER_ERROR, _SESSION_ENDED))
             outbox.close()
+
+    def forget_request(self, request_id: RequestId, entry: _ToolCall) -> None:
+        """A ``tools/call`` has its outcome: it is no longer in flight (if ``entry`` is still the
+        request under ``request_id``), and the session was active just now."""
+        if self._in_flight.get(request_id) is entry:
+            del self._in_flight[request_id]
+        self.last_activity = trio.current_time()
+
+    def finish_request(self, outbox: Outbox, data: bytes) -> None:
+        """Send a ``tools/call``'s final response and close its outbox: at once if it has room
+        (or holds it beside a full queue), else from a task that waits for room."""
+        if outbox.send_final_nowait(data):
+            outbox.close()
+        else:
+            self._send_later(outbox, data)
 
     def _send_later(self, outbox: Outbox, data: bytes) -> None:
         """A response found no room in its outbox: a task waits for room."""
@@ -728,5 +739,5 @@ async def open_session(
             yield session
         finally:
             session.closed.set()
-            session._end_calls()
+            session.end_calls()
             nursery.cancel_scope.cancel()
