@@ -8,8 +8,8 @@ see protocol.md) through :func:`broker.cli.daemon_client.admin_request`, which f
 from ``<home>/runtime.json`` and ``<home>/token`` (or the environment). It keeps the tools of the ``--app`` labels (or app names) asked for, renders
 them with :mod:`broker.codegen` and writes the text to ``-o FILE`` (atomically) or stdout.
 
-The daemon side is :func:`broker.daemon.admin.admin_tools`, which ``run_daemon`` installs into
-``core.admin_handlers["tools"]``; it answers with every tool of ``core.router.list_tools()``.
+The daemon side is :func:`broker.daemon.admin.admin_tools`, which ``run_daemon`` hands to
+``BrokerCore`` as its ``tools`` admin handler; it answers with every tool of the router's list.
 
 The same ``tools`` answer feeds ``toolbridge tools`` (``broker.cli.client_commands``).
 
