@@ -2,7 +2,8 @@
 
 They use the app port (or the daemon's Unix socket, preferred when ``runtime.json`` names one:
 see ``app_client.transport``) with a different first message (protocol.md section 8): ``admin`` for one
-question and one answer, ``agentConnect`` for an MCP JSON-RPC stream. Every step has a
+question and one answer, ``agentConnect`` for an MCP JSON-RPC stream (:func:`agent_connect` is
+the one copy of that handshake; ``toolbridge stdio`` uses it too). Every step has a
 deadline, so no command hangs when the daemon is down or stuck; failures raise
 :class:`DaemonUnavailable` with a one-line hint.
 """
@@ -36,7 +37,7 @@ class LineStream:
 
     def __init__(self, stream: trio.abc.Stream, max_line_bytes: int = 64 * 1024 * 1024) -> None:
         self.stream = stream
-        self._channel = LineChannel(stream, max_line_bytes=max_line_bytes)
+        self.channel = LineChannel(stream, max_line_bytes=max_line_bytes)
 
     async def send_line(self, data: bytes) -> None:
         await self.stream.send_all(data if data.endswith(b"\n") else data + b"\n")
@@ -44,7 +45,7 @@ class LineStream:
     async def receive_line(self) -> bytes | None:
         """The next line, or None at end of stream (RemoteProtocolError for a line over the limit)."""
         try:
-            return await self._channel.receive_line()
+            return await self.channel.receive_line()
         except ConnectionClosed:
             return None
 
@@ -103,19 +104,36 @@ async def open_agent_stream(address: DaemonAddress, *, discovery: bool = False) 
     """Connect as an agent: afterwards the stream carries MCP JSON-RPC lines."""
     link = await open_line_stream(address)
     try:
-        with trio.fail_after(CONNECT_TIMEOUT):
-            await link.send_line(encode_message(AgentConnect(token=address.token, discovery=discovery)))
-            line = await link.receive_line()
-        if line is None:
-            raise DaemonUnavailable("the toolbridge daemon closed the connection at once")
-        check_agent_reply(line)
+        await agent_connect(link.channel, address.token, discovery=discovery)
         return link
-    except trio.TooSlowError:
-        await link.aclose()
-        raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
     except BaseException:
         await link.aclose()
         raise
+
+
+async def agent_connect(
+    channel: LineChannel, token: str, *, discovery: bool = False, timeout: float = CONNECT_TIMEOUT
+) -> None:
+    """The agentConnect handshake on an open channel (the only copy: the CLI and the stdio relay).
+
+    Sends ``agentConnect`` with ``token``, reads one line and checks it is ``agentConnected``;
+    anything else raises :class:`DaemonUnavailable` saying why. Whatever the daemon sent after
+    that line stays buffered in ``channel`` for its owner's reads. The caller closes the
+    stream on failure.
+    """
+    try:
+        with trio.fail_after(timeout):
+            await channel.send_direct(encode_message(AgentConnect(token=token, discovery=discovery)))
+            line = await channel.receive_line()
+    except trio.TooSlowError:
+        raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
+    except ConnectionClosed as exc:
+        if exc.__cause__ is None:  # a clean end of stream
+            raise DaemonUnavailable("the toolbridge daemon closed the connection at once") from None
+        raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc.__cause__}") from None
+    except OSError as exc:  # a stream that reports OS errors as they are (not as BrokenResourceError)
+        raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc}") from None
+    check_agent_reply(line)
 
 
 def check_agent_reply(line: bytes) -> None:

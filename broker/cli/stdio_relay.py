@@ -44,13 +44,15 @@ import msgspec
 import structlog
 import trio
 
+from app_client.channel import READ_SIZE as _READ_SIZE
+from app_client.channel import LineChannel
 from app_client.errors import RemoteProtocolError
-from app_client.wire import AgentConnect, LineFramer, encode_message
+from app_client.wire import LineFramer
 
 from ..config import home as home_files
 from ..errors import BrokerError
 from ._common import SubParsers, add_home, home_from
-from .daemon_client import DaemonUnavailable, check_agent_reply
+from .daemon_client import DaemonUnavailable, agent_connect
 from ..config.tls import open_runtime_stream
 
 log = structlog.get_logger("toolbridge.stdio")
@@ -65,7 +67,6 @@ LOG_FILE: Final = "daemon.log"
 SERVER_ERROR: Final = -32000
 _REINIT_PREFIX: Final = "toolbridge-relay-reinit-"
 _NO_ANSWER_METHODS: Final = frozenset({"subscriptions/listen"})
-_READ_SIZE: Final = 65536
 #: After stdin's EOF, how often to check that someone still reads stdout.
 _READER_POLL_SECONDS: Final = 0.2
 _decoder: Final = msgspec.json.Decoder()
@@ -515,24 +516,12 @@ class Relay:
             token = (self.home / home_files.TOKEN_FILE).read_text().strip()
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
-        framer = LineFramer(MAX_LINE_BYTES)
-        try:
-            await stream.send_all(encode_message(AgentConnect(token=token, discovery=self.discovery)))
-            with trio.fail_after(CONNECT_TIMEOUT):
-                while True:
-                    line = framer.next_line()
-                    if line is not None:
-                        break
-                    data = await stream.receive_some(_READ_SIZE)
-                    if not data:
-                        raise DaemonUnavailable("the toolbridge daemon closed the connection at once")
-                    framer.receive_data(data)
-        except trio.TooSlowError:
-            raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
-        except (trio.BrokenResourceError, OSError) as exc:
-            raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc}") from None
-        check_agent_reply(line)
-        return stream, framer
+        channel = LineChannel(stream, max_line_bytes=MAX_LINE_BYTES)
+        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT)
+        # From here on _read_link reads the stream itself (its loop is tuned for throughput);
+        # it takes over the channel's framer, so lines the daemon sent right after
+        # agentConnected, already read with it, are not lost.
+        return stream, channel._framer
 
 
 # --- standard streams ----------------------------------------------------------------------
