@@ -88,6 +88,12 @@ class LineChannel:
         """
         return self._framer.next_line()
 
+    @property
+    def framer(self) -> LineFramer:
+        """The framer holding what was read and not yet taken as a line (a handshake's owner
+        hands it on to its own read loop: the stdio relay)."""
+        return self._framer
+
     async def receive_line(self) -> bytes:
         """The next line. Raises RemoteProtocolError (line_too_long) or ConnectionClosed."""
         while True:

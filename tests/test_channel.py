@@ -202,3 +202,21 @@ async def test_queue_nowait_and_close_queue() -> None:
     assert not channel.send_bytes_nowait(b"e\n")
     with pytest.raises(trio.ClosedResourceError):
         await channel.run_writer()
+
+
+async def test_an_oversized_agent_connect_reply_is_a_clear_error_not_a_crash() -> None:
+    """The handshake's reply over the line limit used to escape as a raw RemoteProtocolError (the
+    stdio relay, which did not catch it, would crash); it is DaemonUnavailable like any bad reply."""
+    from broker.cli.daemon_client import DaemonUnavailable, agent_connect
+
+    ours, theirs = trio.testing.memory_stream_pair()
+    channel = LineChannel(ours, max_line_bytes=1024)
+
+    async def daemon() -> None:
+        await theirs.receive_some(65536)  # the agentConnect line
+        await theirs.send_all(b"x" * 4096 + b"\n")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(daemon)
+        with pytest.raises(DaemonUnavailable, match="unexpected reply"):
+            await agent_connect(channel, "token", timeout=5)

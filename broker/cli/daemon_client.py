@@ -133,6 +133,8 @@ async def agent_connect(
         raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc.__cause__}") from None
     except OSError as exc:  # a stream that reports OS errors as they are (not as BrokenResourceError)
         raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc}") from None
+    except RemoteProtocolError as exc:  # a reply over the line limit: it would have crashed the relay
+        raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected reply ({exc.message})") from None
     check_agent_reply(line)
 
 

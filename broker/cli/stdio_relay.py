@@ -521,7 +521,7 @@ class Relay:
         # From here on _read_link reads the stream itself (its loop is tuned for throughput);
         # it takes over the channel's framer, so lines the daemon sent right after
         # agentConnected, already read with it, are not lost.
-        return stream, channel._framer
+        return stream, channel.framer
 
 
 # --- standard streams ----------------------------------------------------------------------
