@@ -95,8 +95,7 @@ async def test_an_uplink_refuses_a_parent_it_cannot_verify(tmp_path: Path) -> No
                                   uplink_token=top.token, uplink_tls_ca=ca_file(tmp_path, trustme.CA(), "other.pem"))
         uplink = desk.core.uplink
         with trio.fail_after(10):
-            while "CERTIFICATE_VERIFY_FAILED" not in (uplink.app.last_error or ""):
-                await trio.sleep(0.02)
+            await uplink.changed.wait_until(lambda: "CERTIFICATE_VERIFY_FAILED" in (uplink.app.last_error or ""))
         assert not tool_names(top.core)
         desk.shutdown.set()
         top.shutdown.set()

@@ -178,10 +178,10 @@ async def test_revoking_drops_live_connections_and_refuses_new_ones(tmp_path: Pa
         # The watcher drops both live links within about a second; the uplink cannot come back.
         assert await agent.closed(timeout=5)
         await wait_until(top.core, lambda: not tool_names(top.core), timeout=10)
-        uplink_app = desk.core.uplink.app
+        uplink = desk.core.uplink
+        uplink_app = uplink.app
         with trio.fail_after(10):
-            while "refused the token" not in (uplink_app.last_error or ""):
-                await trio.sleep(0.05)
+            await uplink.changed.wait_until(lambda: "refused the token" in (uplink_app.last_error or ""))
         assert desk.core.status()["uplink"]["state"] == "unauthorized"
         await agent.aclose()
         await app.close()

@@ -141,8 +141,7 @@ async def test_a_parent_below_us_is_refused(tmp_path: Path) -> None:
         assert await link.closed()
         uplink = desk.core.uplink
         with trio.fail_after(10):
-            while "loop" not in (uplink.app.last_error or ""):
-                await trio.sleep(0.02)
+            await uplink.changed.wait_until(lambda: "loop" in (uplink.app.last_error or ""))
         assert desk.core.upstream == ()
         desk.shutdown.set()
         nursery.cancel_scope.cancel()
@@ -160,8 +159,7 @@ async def test_loops_are_refused(tmp_path: Path) -> None:
                       host="127.0.0.1", port=b.port, name="a", token=b.token)
         nursery.start_soon(loop.run)
         with trio.fail_after(10):
-            while "loop" not in (loop.app.last_error or ""):
-                await trio.sleep(0.02)
+            await loop.changed.wait_until(lambda: "loop" in (loop.app.last_error or ""))
         assert "a__b__Demo__echo" not in tool_names(b.core)
         assert not any(name.startswith("a__") for name in tool_names(b.core))
 
@@ -170,8 +168,7 @@ async def test_loops_are_refused(tmp_path: Path) -> None:
                         host="127.0.0.1", port=b.port, name="me", token=b.token)
         nursery.start_soon(itself.run)
         with trio.fail_after(10):
-            while "loop" not in (itself.app.last_error or ""):
-                await trio.sleep(0.02)
+            await itself.changed.wait_until(lambda: "loop" in (itself.app.last_error or ""))
         await app.close()
         nursery.cancel_scope.cancel()
 

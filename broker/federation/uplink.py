@@ -23,6 +23,12 @@ given as specs (:meth:`app_client.App.set_tool_specs`) with one handler, :meth:`
   whose ``chain`` names this broker or one below it is refused (the link is closed and
   retried with backoff) and tools the parent would refuse are left out. While registered,
   the parent's chain is this broker's ``upstream``, announced to its own children.
+* **Waiting on it.** :attr:`Uplink.changed` (a :class:`~broker.core.signals.Changed`) is pulsed
+  on each change of the app's connection state (its ``last_error`` is set just before) and
+  when the parent's chain is taken up, so code (mostly tests) waits with
+  ``changed.wait_until(predicate)`` instead of polling. ``app_client`` reports transitions
+  only: a ``last_error`` that changes while the state stays the same (one failed reconnect
+  after another, each for a new reason) is not pulsed until the next transition.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from ..config.net import is_loopback
 from ..errors import ConfigError, RegistrationError, StartupError
 from .rules import MAX_HOPS
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.signals import Changed
 from ..core.validation import check_app_name
 
 if TYPE_CHECKING:
@@ -170,6 +177,8 @@ class Uplink:
         self.parent_chain: list[str] = []
         self._max_tools = settings.max_tools_per_app
         self._dirty = trio.Event()
+        #: Pulsed when the app's state (and with it ``last_error``) or the upstream changes.
+        self.changed = Changed()
         self.app = App(
             name,
             instance_id=f"broker-{federation.broker_id or 'anonymous'}",
@@ -286,6 +295,7 @@ class Uplink:
         self.federation.set_upstream(chain)
         if registered.max_tools:
             self._max_tools = registered.max_tools
+        self.changed.pulse()
         self._dirty.set()  # the parent's chain and limits may leave out other tools
 
     def _state_changed(self, state: ConnectionState) -> None:
@@ -294,6 +304,7 @@ class Uplink:
                      tools=len(self.app.tools))
         else:
             self.federation.set_upstream(())
+        self.changed.pulse()
 
     # --- calls from the parent ----------------------------------------------------------
 
