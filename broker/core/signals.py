@@ -14,7 +14,8 @@ Cost: :meth:`pulse` is on the router's hot path (every call's end). With nobody 
 one attribute test and returns; it allocates nothing. An event is made only by a waiter, and
 one event serves every waiter of a pulse.
 
-The core has one (``BrokerCore.changed``: the registry makes it, the router shares it); the uplink has its own.
+The core has one (``BrokerCore.changed``: the registry makes it, the router shares it);
+the uplink has its own.
 Leaf module: imports trio only.
 """
 
