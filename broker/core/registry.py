@@ -171,7 +171,7 @@ class Registry:
         compiled: list[CompiledTool] = []
         for start in range(0, len(tools), COMPILE_CHUNK):
             chunk = tools[start:start + COMPILE_CHUNK]
-            if _schema_bytes(chunk) <= INLINE_COMPILE_BYTES:
+            if _fits_inline(chunk):
                 compiled += _compile_chunk(chunk, limit)  # a few ms: cheaper than a thread hop
             else:
                 compiled += await trio.to_thread.run_sync(_compile_chunk, chunk, limit, limiter=self._compile_limiter)
@@ -265,8 +265,8 @@ class Registry:
                                     "the ids the broker assigns)")
         key = (app_name, instance_id if instance_id is not None else f"#{next(self._anonymous_ids)}")
         existing = self._instances.get(key)
-        self._check_tools(tools, existing_names=())
-        if compiled is None:
+        if compiled is None:  # else compile_tools checked the same tools already
+            self._check_tools(tools, existing_names=())
             compiled = _compile_chunk(tools, self._settings.max_schema_bytes)
         # May raise: all before anything changes.
         self._check_budgets(compiled, existing.tools.values() if existing is not None else ())
@@ -417,9 +417,16 @@ COMPILE_CHUNK = 8
 INLINE_COMPILE_BYTES = 2048
 
 
-def _schema_bytes(tools: list[ToolSpec]) -> int:
-    # msgspec encodes ~1 GB/s, and a register line is at most max_line_bytes: cheap on the loop.
-    return sum(len(_encode(spec.input_schema)) for spec in tools)
+def _fits_inline(tools: list[ToolSpec]) -> bool:
+    """Whether the chunk's schemas total at most :data:`INLINE_COMPILE_BYTES` as JSON. Stops at
+    the first schema past the bound, so a chunk of big schemas costs the loop one encoding, not
+    all of them (the worker measures each schema's size again anyway)."""
+    total = 0
+    for spec in tools:
+        total += len(_encode(spec.input_schema))
+        if total > INLINE_COMPILE_BYTES:
+            return False
+    return True
 
 
 def _compile_chunk(tools: list[ToolSpec], max_bytes: int) -> list[CompiledTool]:
