@@ -479,28 +479,23 @@ def _is_large(arguments: dict[str, Any], limit: int) -> bool:
     per value too). Stops as soon as it knows: small arguments cost a few steps."""
     total = 0
     stack: list[Any] = [arguments]
-    while stack:
+    while stack and total < limit:
         value = stack.pop()
         if isinstance(value, str):
             total += len(value)
         elif isinstance(value, dict):
             total += len(value)
-            if total >= limit:
-                return True
             for key, item in value.items():
+                if total >= limit:
+                    break
                 total += len(key)
                 if isinstance(item, (str, dict, list)):
                     stack.append(item)
-                if total >= limit:
-                    return True
         elif isinstance(value, list):
             total += len(value)
-            if total >= limit:
-                return True
-            stack.extend(item for item in value if isinstance(item, (str, dict, list)))
-        if total >= limit:
-            return True
-    return False
+            if total < limit:
+                stack.extend(item for item in value if isinstance(item, (str, dict, list)))
+    return total >= limit
 
 
 def _app_reported_kind(error_kind: str | None) -> OutcomeKind:
