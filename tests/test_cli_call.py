@@ -16,6 +16,7 @@ from app_client.wire import ToolInvocation, ToolResponse, ToolResult, ToolSpec
 from broker.cli.call_args import accepted_types, convert_value, parse_arguments, unknown_tool_message
 from broker.cli.daemon_client import McpLineClient, locate, open_agent_stream
 from broker.core.names import near_names
+from broker.core.validation import compile_schema
 from mcp_testkit import DEMO_TOOLS, ScriptedApp, running_daemon
 
 TOOLBRIDGE = [sys.executable, "-m", "broker"]
@@ -121,6 +122,14 @@ async def test_call_sends_strings_for_string_properties(tmp_path: Path) -> None:
         assert "true is not of type 'string'" in invalid.stdout + invalid.stderr
         assert "True" not in invalid.stdout + invalid.stderr
         nursery.cancel_scope.cancel()
+
+
+def test_validation_messages_spell_values_as_json() -> None:
+    validate = compile_schema("t", TYPED_SCHEMA, 1 << 20)
+    assert validate({"text": True}) == ["$.text: true is not of type 'string'"]
+    assert validate({"mode": None}) == ["$.mode: null is not one of ['1', '2']"]
+    assert validate({"text": {"a": [False]}}) == ['$.text: {"a":[false]} is not of type \'string\'']
+    assert validate({"count": "x"}) == ["$.count: 'x' is not of type 'integer'"]  # unchanged: same in both
 
 
 # --- item 6: the unknown-tool message ---------------------------------------------------------
