@@ -217,3 +217,14 @@ async def test_args_json_and_json_output(tmp_path: Path) -> None:
         unknown = await run("call", "Demo__nope", "--home", home, "--json")
         assert unknown.returncode == 3 and "unknown tool" in json.loads(unknown.stdout)["error"]["message"]
         nursery.cancel_scope.cancel()
+
+
+async def test_token_list_json(tmp_path: Path) -> None:
+    issued = await run("token", "--home", str(tmp_path), "--issue", "ci", "--scope", "agent")
+    assert issued.returncode == 0, issued.stderr
+    listed = await run("token", "--home", str(tmp_path), "--list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert [(r["name"], r["scopes"]) for r in rows] == [("ci", ["agent"])] and issued.stdout.strip() not in listed.stdout
+    alone = await run("token", "--home", str(tmp_path), "--json")
+    assert alone.returncode == 1 and "--json goes with --list" in alone.stderr
