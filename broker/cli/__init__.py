@@ -41,7 +41,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from ..config import home as home_files
 
     home = home_from(args)
-    if args.issue or args.list or args.revoke or args.scope:
+    if args.issue or args.list or args.revoke or args.scope or args.json:
         from .token_command import run_token_command
 
         return run_token_command(home, args)
@@ -99,6 +99,7 @@ def _add_token(sub: SubParsers) -> None:
     action.add_argument("--revoke", metavar="NAME", help="revoke a named token (its connections are dropped)")
     token.add_argument("--scope", action="append", default=[], metavar="SCOPE",
                        help="with --issue: app:<name-pattern>, uplink[:<name-pattern>] or agent (repeatable)")
+    token.add_argument("--json", action="store_true", help="with --list: machine-readable output")
     token.set_defaults(func=cmd_token)
 
 

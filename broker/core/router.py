@@ -378,6 +378,8 @@ class Router:
     def _unknown_tool(self, name: str) -> CallOutcome:
         candidates = self.registry.candidates(name)
         hint = f" Did you mean one of: {', '.join(candidates)}?" if candidates else ""
+        if not self.registry.instances():  # say so: a typo is not the problem then
+            hint = " No app is connected to toolbridge yet: start one, then call tools/list."
         return CallOutcome(
             OutcomeKind.UNKNOWN_TOOL,
             f"unknown tool {name!r}. Call tools/list for the tools of the connected apps.{hint}",
