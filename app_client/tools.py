@@ -67,7 +67,12 @@ TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_.\-/: ]{1,128}")
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    candidates = [fn, getattr(fn, "func", None), getattr(type(fn), "__call__", None)]
+    # A plain function is asked alone: its hints or an error. Falling through to
+    # ``type(fn).__call__`` (the function type's slot wrapper, which has no hints) would turn
+    # an unresolvable annotation into "every parameter takes anything" without a word.
+    candidates: list[object] = [fn]
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn):
+        candidates += [getattr(fn, "func", None), getattr(type(fn), "__call__", None)]
     last_error: Exception | None = None
     for candidate in candidates:
         if candidate is None:

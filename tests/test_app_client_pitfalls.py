@@ -128,6 +128,15 @@ def test_a_type_without_a_schema_is_refused_naming_the_parameter() -> None:
         define_tool(tool)
 
 
+def test_an_annotation_that_cannot_be_resolved_is_refused_not_ignored() -> None:
+    # With `from __future__ import annotations` the hint is a string; a name only imported
+    # inside the function cannot be resolved. Before: the parameter silently took anything.
+    def tool(text: NotImportedAnywhere) -> None: ...  # type: ignore[name-defined]  # noqa: F821
+
+    with pytest.raises(ToolDefinitionError, match="cannot resolve the type hints"):
+        define_tool(tool)
+
+
 async def test_a_path_parameter_end_to_end(daemon: DaemonInfo) -> None:
     app = make_app(daemon)
 
