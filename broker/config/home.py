@@ -251,3 +251,21 @@ def lock_owner(home: Path) -> int | None:
     except OSError:
         return None
     return int(text) if text.isdigit() else None
+
+
+def lock_held(home: Path) -> bool:
+    """Whether a live process holds the home's lock (the daemon, however it was started).
+
+    Probes by taking the lock for a moment without writing to the file: true when that fails.
+    Unlike :func:`lock_owner`'s pid, this cannot be fooled by a stale file or a reused pid.
+    """
+    try:
+        fd = os.open(home / LOCK_FILE, os.O_RDWR | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return False  # no lock file: no daemon ever ran with this home
+    try:
+        return not _try_lock(fd)
+    except OSError:
+        return True  # cannot tell: assume the daemon is there (the safer answer for callers)
+    finally:
+        os.close(fd)  # releases our lock, if we took it
