@@ -14,9 +14,10 @@ back to the pid in ``runtime.json``, and only if the home's lock is held and its
 same pid (a pid from a stale file may belong to another program by now; such a file is removed): ``os.kill(pid, SIGTERM)``, which
 is a graceful stop on POSIX and ``TerminateProcess`` on Windows.
 
-Then it waits, bounded, until the daemon is gone: ``runtime.json`` no longer names it and, on
-POSIX, the process has exited (on Windows ``os.kill(pid, 0)`` would not test but kill, so
-there the lock file, which the daemon empties when it lets go, is the sign).
+Then it waits, bounded, until the daemon is gone: ``runtime.json`` no longer names it and it no
+longer holds the home's lock (:func:`~broker.config.home.lock_held`; not ``os.kill(pid, 0)``,
+which on Windows would kill, and on POSIX sees a zombie whose parent, say the relay that
+started it, has not reaped it yet, as alive).
 
 ``restart`` stops the daemon (if one runs), then starts ``toolbridge serve`` in the background
 exactly as ``toolbridge stdio`` does (:func:`~broker.cli.stdio_relay.start_daemon`, output to
@@ -54,18 +55,13 @@ class StopFailed(Exception):
 
 
 def _alive(home: Path, pid: int) -> bool:
-    """Whether the daemon ``pid`` of ``home`` still runs (portable; see the module docstring)."""
+    """Whether the daemon ``pid`` still holds ``home`` (portable; see the module docstring)."""
     runtime = home_files.read_runtime(home)
     if runtime is not None and runtime.get("pid") == pid:
         return True
-    if os.name == "posix":
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
+    # The daemon empties the lock file as it lets go; the OS drops the lock itself when the
+    # process ends however it ends (even while it waits, a zombie, for its parent to reap it,
+    # which is why this is not os.kill(pid, 0)). Probe only when the file still names it.
     return home_files.lock_owner(home) == pid and home_files.lock_held(home)
 
 

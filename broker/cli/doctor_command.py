@@ -229,6 +229,15 @@ def _home_of_entry(entry: dict[str, Any]) -> Path | None:
     return None
 
 
+def _is_ours(name: str, entry: dict[str, Any]) -> bool:
+    """A ``toolbridge stdio`` entry: by its name, its command, or ``python -m broker stdio``."""
+    args = [str(a) for a in entry.get("args") or []]
+    if "stdio" not in args:
+        return False
+    command = Path(str(entry.get("command", ""))).name
+    return "toolbridge" in name.lower() or command.startswith("toolbridge") or args[:2] == ["-m", "broker"]
+
+
 def _agents_check(home: Path, found: list[Finding]) -> None:
     from app_client.discovery import default_home
 
@@ -243,9 +252,7 @@ def _agents_check(home: Path, found: list[Finding]) -> None:
         except ConfigFileError as exc:
             found.append(Finding("fail", f"agent {agent}", str(exc)))
             continue
-        ours = {name: entry for name, entry in servers.items()
-                if isinstance(entry, dict) and "stdio" in [str(a) for a in entry.get("args") or []]
-                and "toolbridge" in json.dumps(entry)}
+        ours = {name: entry for name, entry in servers.items() if isinstance(entry, dict) and _is_ours(name, entry)}
         fix = f"`toolbridge agent-config {agent} --write`"
         if not ours:
             found.append(Finding("warn", f"agent {agent}", f"{path} has no toolbridge server", f"run {fix}"))
