@@ -117,14 +117,39 @@ async def test_stop_then_restart_the_daemon_of_a_home(tmp_path: Path) -> None:
             await stop_any(home)
 
 
-async def test_stop_removes_a_runtime_file_left_by_a_killed_daemon(tmp_path: Path) -> None:
+async def test_stop_never_signals_the_pid_of_a_stale_runtime_file(tmp_path: Path) -> None:
+    """A daemon killed hard leaves runtime.json and its pid in daemon.lock; that pid may belong
+    to another program by now. `stop` removes the stale file and signals nobody."""
     home = tmp_path / "home"
     home_files.ensure_home(home)
-    (home / home_files.RUNTIME_FILE).write_text(json.dumps({"pid": 2 ** 22 + 7, "host": "127.0.0.1", "port": 1}))
-    (home / home_files.TOKEN_FILE).write_text("t\n")
-    result = await run("stop", "--home", str(home))
-    assert result.returncode == 0 and "nothing to stop" in result.stderr
-    assert home_files.read_runtime(home) is None
+    bystander = await trio.lowlevel.open_process([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (home / home_files.RUNTIME_FILE).write_text(json.dumps({"pid": bystander.pid, "host": "127.0.0.1", "port": 1}))
+        (home / home_files.LOCK_FILE).write_text(f"{bystander.pid}\n")  # named, but nobody holds the lock
+        (home / home_files.TOKEN_FILE).write_text("t\n")
+        result = await run("stop", "--home", str(home))
+        assert result.returncode == 0 and "nothing to stop" in result.stderr
+        assert home_files.read_runtime(home) is None
+        assert bystander.poll() is None  # still running: never signalled
+    finally:
+        bystander.kill()
+        await bystander.wait()
+
+
+async def test_a_scoped_token_cannot_stop_the_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from broker.cli.daemon_client import DaemonUnavailable, admin_request
+    from broker.config import tokens
+
+    home = tmp_path / "home"
+    home_files.ensure_home(home)
+    agent_token = tokens.issue(home, "agent-only", ["agent"])
+    async with running_daemon(home) as info:
+        with monkeypatch.context() as patched:
+            patched.setenv("TOOLBRIDGE_TOKEN", agent_token)  # find_daemon: the variable before the token file
+            with pytest.raises(DaemonUnavailable, match="wrong token"):
+                await admin_request(home, "stop")
+        assert not info.core.shutdown_started.is_set()
+        assert (await admin_request(home, "status"))["pid"] == os.getpid()
 
 
 async def test_status_shows_the_mcp_url_the_agents_and_each_app_label_once(tmp_path: Path) -> None:
@@ -263,6 +288,7 @@ async def test_doctor_with_no_daemon_and_a_readable_token_says_what_to_fix(tmp_p
     result = await run("doctor", "--home", str(home), env=env, cwd=fake_home)
     assert result.returncode == 0, result.stdout + result.stderr  # warnings only
     assert "no daemon is running" in result.stdout and "fix: start it" in result.stdout
+    assert (home / "token").read_text().strip() not in result.stdout + result.stderr  # never printed
     if os.name == "posix":
         (home / "token").chmod(0o644)
         loose = await run("doctor", "--home", str(home), "--json", env=env, cwd=fake_home)
