@@ -89,7 +89,7 @@ async def stop_any(home: Path) -> None:
 async def test_stop_then_restart_the_daemon_of_a_home(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    async with serve_process(home) as daemon:
+    async with serve_process(home, "--log-level", "warning") as daemon:
         runtime = await wait_for_runtime(home)
         stopped = await run("stop", "--home", str(home))
         assert stopped.returncode == 0, stopped.stderr
@@ -99,6 +99,8 @@ async def test_stop_then_restart_the_daemon_of_a_home(tmp_path: Path) -> None:
         assert home_files.read_runtime(home) is None
         again = await run("stop", "--home", str(home))
         assert again.returncode == 0 and "nothing to stop" in again.stderr
+        # item 11: --log-level is applied (it was parsed and ignored): no info lines at warning.
+        assert "daemon_started" not in (tmp_path / "serve.log").read_text()
 
     async with serve_process(home) as daemon:
         first = await wait_for_runtime(home)

@@ -9,8 +9,8 @@ contradictory variables); the home directory and where it came from; the token f
 permissions; ``runtime.json`` and whether the daemon it names holds the home's lock; then,
 with a daemon up, both of its doors: the app port (an ``admin status`` round trip over the
 same path the CLI and apps use, and a plain TCP connect to the port) and MCP over HTTP (a
-stateless 2026-07-28 ``server/discover`` POST with the token); with none up, whether the
-ports it would listen on are free. Last, the agents' config files
+stateless 2026-07-28 ``server/discover`` POST with the token); with none up, whether its
+settings load (``config.toml``, ``TOOLBRIDGE_*``) and the ports they name are free. Last, the agents' config files
 (:mod:`broker.cli.agent_config` knows where they are): present or not, whether they name
 ``toolbridge stdio``, a command that exists and the home checked here.
 
@@ -38,8 +38,8 @@ import trio
 
 from app_client.discovery import ENV_HOME, ENV_PORT
 from ..config import home as home_files
-from ..config.settings import DEFAULT_APP_PORT, DEFAULT_HTTP_PORT
-from ..config.settings_file import env_deprecations
+from ..config.settings_file import CONFIG_FILE, env_deprecations, load_settings
+from ..errors import BrokerError
 from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
 from .agent_config import AGENTS, ConfigFileError, config_path, read_config, toolbridge_command
 from .daemon_client import DaemonUnavailable, admin_request
@@ -129,13 +129,21 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _ports_when_down(found: list[Finding]) -> None:
-    for port, what, variable in ((DEFAULT_APP_PORT, "app", "TOOLBRIDGE_LISTEN_PORT"),
-                                 (DEFAULT_HTTP_PORT, "MCP HTTP", "TOOLBRIDGE_LISTEN_HTTP_PORT")):
-        if _port_free("127.0.0.1", port):
-            found.append(Finding("ok", "ports", f"the default {what} port {port} is free"))
+def _ports_when_down(home: Path, found: list[Finding]) -> None:
+    """The ports the daemon would listen on (config.toml, TOOLBRIDGE_LISTEN_*, defaults): free?"""
+    try:
+        settings = load_settings(None, home)
+    except BrokerError as exc:  # ConfigError: the daemon would not start either
+        found.append(Finding("fail", "config", str(exc), f"fix {home / CONFIG_FILE} or the variable it names"))
+        return
+    for port, what, variable in ((settings.port, "app", "TOOLBRIDGE_LISTEN_PORT"),
+                                 (settings.http_port, "MCP HTTP", "TOOLBRIDGE_LISTEN_HTTP_PORT")):
+        if not port:  # 0: any free port; None: HTTP off
+            continue
+        if _port_free(settings.host if settings.host != "0.0.0.0" else "127.0.0.1", port):
+            found.append(Finding("ok", "ports", f"the {what} port {port} is free"))
         else:
-            found.append(Finding("warn", "ports", f"the default {what} port {port} is taken by another program",
+            found.append(Finding("warn", "ports", f"the {what} port {port} is taken by another program",
                                  f"start the daemon on another port ({variable}=0 or a number, or "
                                  "`toolbridge serve --port/--http-port`, or port/http_port in config.toml)"))
 
@@ -188,14 +196,14 @@ def _daemon_check(home: Path, found: list[Finding]) -> None:
         else:
             found.append(Finding("warn", "daemon", f"no daemon is running for {home}",
                                  "start it: `toolbridge serve` (or let an agent's `toolbridge stdio` start it)"))
-        _ports_when_down(found)
+        _ports_when_down(home, found)
         return
     pid, port = runtime.get("pid"), runtime.get("port")
     if not home_files.lock_held(home):
         found.append(Finding("fail", "daemon", f"runtime.json names pid {pid}, but no daemon holds the home "
                              "(it was killed)", "start the daemon again (`toolbridge serve`); the stale file "
                              "is replaced"))
-        _ports_when_down(found)
+        _ports_when_down(home, found)
         return
     found.append(Finding("ok", "runtime", f"runtime.json: pid {pid}, app port {port}, HTTP port "
                          f"{runtime.get('httpPort')}" + (", Unix socket" if runtime.get("socket") else "")))

@@ -476,9 +476,11 @@ class Relay:
             raise
         # On stderr, which agents show in their MCP logs: which daemon this session reached.
         info = home_files.read_runtime(self.home) or {}
+        started = self._daemon_process is not None
         log.info("daemon_joined", home=str(self.home), pid=info.get("pid"), port=info.get("port"),
-                 http_port=info.get("httpPort"), version=info.get("version"),
-                 started_by_relay=self._daemon_process is not None)
+                 http_port=info.get("httpPort"), version=info.get("version"), started_by_relay=started,
+                 **({"note": "--port/--http-port apply only to a daemon the relay starts"}
+                    if self.serve_args and not started else {}))
         return joined
 
     async def _open_existing(self) -> trio.abc.Stream | None:
