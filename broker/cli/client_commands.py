@@ -56,7 +56,9 @@ def mcp_url(home: Path, http_port: int, host: str = "127.0.0.1") -> str:
     """The daemon's MCP endpoint over HTTP (https when runtime.json says its ports speak TLS)."""
     from ..config import home as home_files
 
-    scheme = "https" if (home_files.read_runtime(home) or {}).get("tls") else "http"
+    runtime = home_files.read_runtime(home) or {}
+    scheme = "https" if runtime.get("tls") else "http"
+    host = str(runtime.get("host") or host)  # runtime.json's is one to connect to (not 0.0.0.0)
     host = f"[{host}]" if ":" in host else host
     return f"{scheme}://{host}:{http_port}/mcp"
 
