@@ -362,3 +362,13 @@ async def test_the_launched_entry_really_works(tmp_path: Path) -> None:
         process = await trio.run_process([entry["command"], *entry["args"]], stdin=json.dumps(INIT).encode() + b"\n",
                                          capture_stdout=True, capture_stderr=True, env=clean_env(HOME=str(fake_home)))
     assert json.loads(process.stdout)["result"]["serverInfo"]["name"] == "toolbridge"
+
+
+async def test_lock_held_tells_a_live_daemon_from_a_leftover_lock_file(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert not home_files.lock_held(home)  # no file at all
+    async with running_daemon(home):
+        assert home_files.lock_held(home)
+    assert (home / home_files.LOCK_FILE).exists() and not home_files.lock_held(home)
+    async with running_daemon(home):  # the probe left nothing behind that stops the next daemon
+        assert home_files.lock_held(home)

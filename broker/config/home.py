@@ -264,8 +264,15 @@ def lock_held(home: Path) -> bool:
     except OSError:
         return False  # no lock file: no daemon ever ran with this home
     try:
-        return not _try_lock(fd)
+        if not _try_lock(fd):
+            return True
+        if sys.platform == "win32":  # msvcrt wants a region unlocked before the file is closed
+            import msvcrt
+
+            os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        return False
     except OSError:
         return True  # cannot tell: assume the daemon is there (the safer answer for callers)
     finally:
-        os.close(fd)  # releases our lock, if we took it
+        os.close(fd)  # releases a flock we took
