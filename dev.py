@@ -4,8 +4,9 @@
 Each creates (or reuses) the virtual environment `.venv` beside this file, installs toolbridge
 into it in editable mode with what that command needs (re-installing only when pyproject.toml
 changed), then runs the command. After an install it prints where the `toolbridge` command is
-(`.venv/bin/toolbridge`) and the line that puts it on PATH. Extra arguments are passed on: `python3 dev.py serve --port 0`,
-`python3 dev.py test -k protocol`. Needs only python3 (3.11+) with venv and pip.
+(`.venv/bin/toolbridge`) and the line that puts it on PATH. Extra arguments are passed on:
+`python3 dev.py serve --port 0`, `python3 dev.py test -k protocol`. Needs only python3 (3.11+)
+with venv and pip.
 
 `test` also provides the non-Python tools some tests drive, each once, outside the repository:
 the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
