@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from ..errors import BrokerError
 from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
 
 __all__ = [
@@ -76,7 +77,7 @@ def config_path(agent: str) -> Path:
     return folder / "claude_desktop_config.json"
 
 
-class ConfigFileError(Exception):
+class ConfigFileError(BrokerError):
     """An agent's config file we will not touch; the message says why and what to do."""
 
 

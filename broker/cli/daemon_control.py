@@ -38,6 +38,7 @@ from typing import Any, Final
 import trio
 
 from ..config import home as home_files
+from ..errors import BrokerError
 from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
 from .daemon_client import DaemonUnavailable, admin_request
 
@@ -50,7 +51,7 @@ START_TIMEOUT: Final = 20.0
 _POLL: Final = 0.05
 
 
-class StopFailed(Exception):
+class StopFailed(BrokerError):
     """The daemon could not be stopped; the message says what to do."""
 
 
