@@ -5,7 +5,7 @@ and no ``TOOLBRIDGE_*`` variables; then the quick start's commands as written, f
 ``python3 dev.py serve`` (on free ports here: other daemons may hold the defaults; the README
 says arguments are passed on), whose first run must print the exact path of the ``toolbridge``
 command and the PATH line before the daemon's log; ``.venv/bin/toolbridge status``; the PATH
-line itself in a shell, then plain ``toolbridge status``; and ``toolbridge stop``, after which
+line itself in a shell, then plain ``toolbridge status``; and ``.venv/bin/toolbridge stop``, after which
 ``dev.py serve`` exits cleanly. Needs the package index (dev.py installs from it); ~30-60 s.
 """
 
@@ -62,9 +62,12 @@ async def test_the_quick_start_works_as_written_on_a_fresh_clone(tmp_path: Path)
                                         capture_stdout=True, capture_stderr=True, check=False)
         assert status.returncode == 0, status.stderr.decode()
         assert "is running" in status.stdout.decode()
-        on_path = await trio.run_process(["sh", "-c", f"{path_line.group(1)}; toolbridge status && toolbridge stop"],
+        on_path = await trio.run_process(["sh", "-c", f"{path_line.group(1)}; toolbridge status"],
                                          cwd=tmp_path, env=env, capture_stdout=True, capture_stderr=True, check=False)
         assert on_path.returncode == 0, on_path.stderr.decode()
+        stop = await trio.run_process([".venv/bin/toolbridge", "stop"], cwd=clone, env=env,
+                                      capture_stdout=True, capture_stderr=True, check=False)
+        assert stop.returncode == 0, stop.stderr.decode()
         with trio.fail_after(20):
             assert await serve.wait() == 0
     finally:
