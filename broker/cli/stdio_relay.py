@@ -7,10 +7,12 @@ The relay speaks no MCP itself. It finds the daemon through the home directory
 when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
 ``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
-daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
+daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr, starting
+with the home used and where it came from (``--home``, ``TOOLBRIDGE_HOME`` or the default: MCP
+clients pass few environment variables on) and, on each connect, the daemon joined. If no
 daemon answers, the relay starts one in the background (``python -m broker serve --home H``,
 detached, its output appended to ``<home>/daemon.log``, created 0600) and waits for it to come
-up. When two relays start daemons at once, the home's lock (``broker.config.home.lock_home``) lets
+up (``--port`` / ``--http-port`` are passed on to that ``serve``). When two relays start daemons at once, the home's lock (``broker.config.home.lock_home``) lets
 one run; the other exits at once and its relay waits, while the lock names a live daemon, for
 that daemon to answer.
 
@@ -37,6 +39,7 @@ import select
 import stat
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
@@ -46,6 +49,7 @@ import trio
 
 from app_client.channel import READ_SIZE as _READ_SIZE
 from app_client.channel import LineChannel
+from app_client.discovery import ENV_HOME
 from app_client.errors import RemoteProtocolError
 from app_client.wire import LineFramer
 
@@ -109,8 +113,8 @@ def _peek_envelope(line: bytes) -> _Envelope | None:
         return None
 
 
-def start_daemon(home: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m broker serve --home HOME`` detached, output appended to daemon.log."""
+def start_daemon(home: Path, serve_args: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    """Start ``python -m broker serve --home HOME [serve_args]`` detached, output appended to daemon.log."""
     home_files.ensure_home(home)
     kwargs: dict[str, Any] = {"stdin": subprocess.DEVNULL, "close_fds": True}
     if os.name == "nt":
@@ -124,7 +128,7 @@ def start_daemon(home: Path) -> subprocess.Popen[bytes]:
     # Owner-only: the log may name tools, apps and hosts (home.create_private: 0600 on POSIX).
     with open(home_files.create_private(home / LOG_FILE), "ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "broker", "serve", "--home", str(home)],
+            [sys.executable, "-m", "broker", "serve", "--home", str(home), *serve_args],
             stdout=log_file, stderr=log_file, **kwargs,
         )
 
@@ -168,9 +172,12 @@ class _Link:
 
 class Relay:
     def __init__(
-        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False
+        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False,
+        serve_args: Sequence[str] = (),
     ) -> None:
         self.home = home
+        #: Passed on to ``toolbridge serve`` when the relay starts the daemon (``--port`` ...).
+        self.serve_args = tuple(serve_args)
         #: Ask the daemon for discovery mode (only the meta-tools are listed).
         self.discovery = discovery
         self.auto_start = auto_start
@@ -463,10 +470,18 @@ class Relay:
                 )
             stream = await self._start_and_open()
         try:
-            return await self._hello(stream)
+            joined = await self._hello(stream)
         except BaseException:
             await trio.aclose_forcefully(stream)
             raise
+        # On stderr, which agents show in their MCP logs: which daemon this session reached.
+        info = home_files.read_runtime(self.home) or {}
+        started = self._daemon_process is not None
+        log.info("daemon_joined", home=str(self.home), pid=info.get("pid"), port=info.get("port"),
+                 http_port=info.get("httpPort"), version=info.get("version"), started_by_relay=started,
+                 **({"note": "--port/--http-port apply only to a daemon the relay starts"}
+                    if self.serve_args and not started else {}))
+        return joined
 
     async def _open_existing(self) -> trio.abc.Stream | None:
         info = home_files.read_runtime(self.home)
@@ -485,7 +500,7 @@ class Relay:
     async def _start_and_open(self) -> trio.abc.Stream:
         log.info("daemon_starting", home=str(self.home), log=str(self.home / LOG_FILE))
         try:
-            process = start_daemon(self.home)
+            process = start_daemon(self.home, self.serve_args)
         except (OSError, BrokerError) as exc:
             raise DaemonUnavailable(f"the toolbridge daemon is not running and could not be started: {exc}") from None
         self._daemon_process = process
@@ -505,10 +520,13 @@ class Relay:
                         break
                 await trio.sleep(0.05)
         tail = _log_tail(self.home)
+        # The daemon's own message names serve's flags; say that the relay has them too.
+        hint = (" (`toolbridge stdio --port N --http-port N` pass other ports on to the daemon it starts; "
+                "0 picks a free one)" if "already in use" in tail else "")
         raise DaemonUnavailable(
             "the toolbridge daemon is not running and could not be started"
             + (f" (exit code {process.returncode})" if process.returncode is not None else " in time")
-            + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "")
+            + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "") + hint
         )
 
     async def _hello(self, stream: trio.abc.Stream) -> tuple[trio.abc.Stream, LineFramer]:
@@ -579,10 +597,12 @@ def _stdout() -> trio.abc.SendStream:
     return _ThreadWriter(sys.stdout.buffer)
 
 
-async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False) -> None:
+async def run_relay(
+    home: Path, auto_start: bool = True, discovery: bool = False, serve_args: Sequence[str] = ()
+) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
-        await Relay(home, auto_start=auto_start, discovery=discovery).run(stdin, stdout)
+        await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -596,7 +616,19 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     from ..config.logsetup import configure_logging
 
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
-    trio.run(run_relay, home_from(args), args.auto_start, args.discovery)
+    home = home_from(args)
+    # MCP clients pass few environment variables to the servers they launch, so a
+    # TOOLBRIDGE_HOME set in a shell may not arrive: say which home this is and why (stderr).
+    source = "--home" if args.home else (ENV_HOME if os.environ.get(ENV_HOME) else "default")
+    runtime = home_files.read_runtime(home) or {}
+    log.info("relay_home", home=str(home), home_from=source,
+             daemon=f"pid {runtime.get('pid')} on port {runtime.get('port')}" if runtime else "none running yet")
+    serve_args: list[str] = []
+    if args.port is not None:
+        serve_args += ["--port", str(args.port)]
+    if args.http_port is not None:
+        serve_args += ["--http-port", str(args.http_port)]
+    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args)
     return 0
 
 
@@ -606,6 +638,10 @@ def add_parser(sub: SubParsers) -> None:
         help="MCP over stdin/stdout, relayed to the daemon (what agents launch); starts the daemon if needed",
     )
     add_home(parser)
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="app port for the daemon this starts when none runs (default 47700; 0 = any free port)")
+    parser.add_argument("--http-port", type=int, metavar="PORT",
+                        help="MCP HTTP port for the daemon this starts when none runs (default 47701; 0 = any)")
     parser.add_argument(
         "--no-start", dest="auto_start", action="store_false",
         help="fail requests instead of starting the daemon when none is running",

@@ -1,6 +1,7 @@
 """The daemon process: ``run_daemon`` (listeners, start-up, shutdown), ``BrokerCore`` (what a
 connection to the app port is: app, agent or admin), app links, the per-connection line
-writer, the Unix socket, the loop-stall watchdog, and ``admin`` (the ``tools`` admin handler).
+writer, the Unix socket, the loop-stall watchdog, and ``admin`` (the ``tools`` and ``stop``
+admin handlers; ``broker.mcp.front_door`` adds ``agents``).
 
 The top of the daemon's layers: may import ``broker.core``, ``broker.mcp``,
 ``broker.federation``, ``broker.config``, ``broker.errors``, ``app_client.wire``. Never

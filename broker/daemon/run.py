@@ -120,7 +120,8 @@ async def _run_daemon(
             settings, token, call_log,
             federation=FederationState(broker_id),
             addresses=addresses,
-            admin_handlers={admin.TOOLS_COMMAND: admin.admin_tools, **(extra_admin or {})},
+            admin_handlers={admin.TOOLS_COMMAND: admin.admin_tools, admin.STOP_COMMAND: admin.stop_handler(shutdown),
+                            **(extra_admin or {})},
         )
         agent_handler, http_server = install_mcp(core)
         # Built now, started below (its name was checked by uplink_options before binding).

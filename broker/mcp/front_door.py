@@ -5,11 +5,12 @@ Theory of operation
 :func:`install` is called once by ``run_daemon`` (``broker.daemon.run``, which imports this
 module; this module never imports it back: the port helpers ``http`` needs are in
 ``broker.config.net``). It builds the :class:`McpServer` every session shares and returns two
-things, patching nothing: the agent handler, which ``run_daemon`` gives the core
+things: the agent handler, which ``run_daemon`` gives the core
 (``BrokerCore.attach``) so that ``agentConnect`` connections (from the ``toolbridge stdio``
 relay, a client program in ``broker.cli.stdio_relay``) go to :func:`serve_agent`, and the
 Streamable HTTP server function for the daemon to start with
-``nursery.start(http_server, core, host, port)``.
+``nursery.start(http_server, core, host, port)``. It also serves the ``agents`` admin command
+(the open sessions, for ``toolbridge status``), added to the core's admin handlers.
 
 An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent
 (in discovery mode when its ``agentConnect`` says ``discovery: true``): its session lives
@@ -38,7 +39,20 @@ from .session import McpServer, open_session
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["install", "serve_agent", "ConnectionOutbox"]
+__all__ = ["AGENTS_COMMAND", "install", "serve_agent", "ConnectionOutbox"]
+
+#: The admin command that lists the agents' open sessions (``toolbridge status``).
+AGENTS_COMMAND = "agents"
+
+
+async def _agents(server: McpServer) -> list[dict[str, Any]]:
+    """Each stateful MCP session open now: stdio relays and handshake-era HTTP sessions."""
+    await trio.lowlevel.checkpoint()
+    return sorted(
+        ({"session": s.label, "transport": s.transport, "client": s.client_name, "clientVersion": s.client_version,
+          "protocolVersion": s.protocol_version, "discovery": s.discovery} for s in server.open_sessions),
+        key=lambda row: str(row["session"]),
+    )
 
 
 class ConnectionOutbox:
@@ -101,6 +115,7 @@ def install(core: BrokerCore) -> tuple[AgentHandler, HttpServer]:
     """Build the MCP front door on ``core``: return its agent handler (for
     ``BrokerCore.attach``) and its HTTP server (for ``run_daemon`` to start)."""
     server = McpServer(core)
+    core.admin_handlers.setdefault(AGENTS_COMMAND, lambda core, request: _agents(server))
 
     async def agent_handler(core: BrokerCore, conn: Connection, hello: AgentConnect) -> None:
         await serve_agent(server, conn, hello)

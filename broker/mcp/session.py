@@ -248,6 +248,8 @@ class McpServer:
         core.registry.on_change(self._drop_snapshot)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
+        #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
+        self.open_sessions: set[Session] = set()
 
     def next_label(self, transport: str) -> str:
         return f"{transport}-{next(self._session_labels)}"
@@ -735,9 +737,11 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
+            server.open_sessions.add(session)
         try:
             yield session
         finally:
+            server.open_sessions.discard(session)
             session.closed.set()
             session.end_calls()
             nursery.cancel_scope.cancel()
