@@ -14,7 +14,7 @@ timers, authentication and policy stay with the owner; the rules are here:
     then ``REGISTERED`` once ``registered`` is sent), ``agentConnect`` (``AGENT``: MCP lines
     from then on) or ``admin`` (``ADMIN``: one answer). A first line that is not one of those,
     or not a valid message at all, raises :class:`RemoteProtocolError`: fatal, the owner sends
-    it as a fatal ``error`` and closes. Once registered, a bad line is a :class:`BadLine`
+    it as a fatal ``error`` (which moves the machine to ``CLOSED``) and closes. Once registered, a bad line is a :class:`BadLine`
     (answered, the link goes on); a second ``register`` or a message an app never sends is a
     :class:`BadLine` too (``already_registered``, ``unexpected_message``). The machine
     remembers the correlation id of every ``toolInvocation`` sent over *this* connection until
@@ -259,7 +259,6 @@ class BrokerConnection:
         Raises RemoteProtocolError (fatal: send it with ``fatal`` and close) for the first line.
         """
         if self.phase is Phase.FIRST:
-            self.phase = Phase.CLOSED
             raise RemoteProtocolError(error.code, error.message + _FIRST_MUST_BE_REGISTER) from error
         return BadLine(error)
 
@@ -280,7 +279,6 @@ class BrokerConnection:
             elif isinstance(message, AdminRequest):
                 self.phase = Phase.ADMIN
             else:
-                self.phase = Phase.CLOSED
                 raise RemoteProtocolError(
                     "not_registered", f"the first message must be register, not {type(message).__name__}"
                 )
