@@ -82,8 +82,10 @@ __all__ = [
     "NEED_DATA",
     "AgentLinkClient",
     "AppConnection",
+    "AppEvent",
     "BadLine",
     "BrokerConnection",
+    "BrokerEvent",
     "Ignored",
     "NeedData",
     "Phase",
@@ -186,7 +188,9 @@ class Unexpected:
     message: Message
 
 
+#: What :meth:`BrokerConnection.receive_message` returns.
 BrokerEvent = Union[Message, BadLine]
+#: What :meth:`AppConnection.receive_message` returns.
 AppEvent = Union[Message, BadLine, Ignored, Rejected, Replaced, UpdateAnswered]
 
 
@@ -291,6 +295,11 @@ class BrokerConnection:
                 return message
             return BadLine(RemoteProtocolError(
                 "unexpected_message", f"{type(message).__name__} messages are not accepted from an app"))
+        if phase is Phase.REGISTERING:  # an app answers the broker's pings before `registered`
+            if isinstance(message, Pong):
+                return message
+            return BadLine(RemoteProtocolError(
+                "unexpected_message", f"{type(message).__name__} messages are not accepted before registered"))
         raise LocalProtocolError("unexpected_message", f"no message is read in phase {phase.value}")
 
     @staticmethod
