@@ -3,6 +3,8 @@ connection to the app port is: app, agent or admin), app links, the per-connecti
 writer, the Unix socket, the loop-stall watchdog, and ``admin`` (the ``tools`` admin handler).
 
 The top of the daemon's layers: may import ``broker.core``, ``broker.mcp``,
-``broker.federation``, ``broker.config``, ``broker.errors``, ``app_client.wire``. Never
-``broker.cli`` (the admin handlers it serves live here).
+``broker.federation``, ``broker.config``, ``broker.errors``, ``app_client.protocol`` (the
+protocol's messages and rules: each connection's ``BrokerConnection`` machine) and
+``app_client.channel`` (the line channel). Never ``broker.cli`` (the admin handlers it serves
+live here).
 """

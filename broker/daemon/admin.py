@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from app_client.wire import AdminRequest
+from app_client.protocol import AdminRequest
 
 if TYPE_CHECKING:
     from .broker_core import BrokerCore
