@@ -31,6 +31,7 @@ import trio
 
 from app_client.channel import LineChannel
 from app_client.protocol import (
+    LARGE_LINE,
     BadLine,
     BrokerConnection,
     ConnectionClosed,
@@ -38,6 +39,7 @@ from app_client.protocol import (
     Message,
     Phase,
     RemoteProtocolError,
+    decode_message,
     decode_message_in_steps,
 )
 
@@ -73,7 +75,10 @@ class Connection(LineChannel):
     async def receive_message(self) -> Message:
         """The next wire message, decoded (a large line in steps). Raises RemoteProtocolError
         for a bad line, or PeerClosed. The protocol's rules are not applied: see next_event."""
-        steps = decode_message_in_steps(await self.receive_line())
+        line = await self.receive_line()
+        if len(line) < LARGE_LINE:
+            return decode_message(line)  # the common case, without a generator
+        steps = decode_message_in_steps(line)
         try:
             while True:
                 next(steps)
