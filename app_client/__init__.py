@@ -58,7 +58,7 @@ from .threaded import AppThread, tk_executor
 from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
 from .transport import connect_daemon
-from .wire import ToolResult
+from .protocol import ToolResult
 
 __all__ = [
     "App",

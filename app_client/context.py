@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable
 
 import trio
 
-from .wire import ToolProgress
+from .protocol import ToolProgress
 
 __all__ = ["ToolContext"]
 

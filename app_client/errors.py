@@ -10,9 +10,8 @@ travel in ``error`` messages, see protocol.md).
 
 from __future__ import annotations
 
-
 # The protocol's errors are defined with the protocol (the same class objects, re-exported).
-from .protocol._errors import (  # noqa: E402
+from .protocol._errors import (
     ConnectionClosed as ConnectionClosed,
     LocalProtocolError as LocalProtocolError,
     ProtocolError as ProtocolError,

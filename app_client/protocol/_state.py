@@ -14,8 +14,10 @@ timers, authentication and policy stay with the owner; the rules are here:
     then ``REGISTERED`` once ``registered`` is sent), ``agentConnect`` (``AGENT``: MCP lines
     from then on) or ``admin`` (``ADMIN``: one answer). A first line that is not one of those,
     or not a valid message at all, raises :class:`RemoteProtocolError`: fatal, the owner sends
-    it as a fatal ``error`` (which moves the machine to ``CLOSED``) and closes. Once registered, a bad line is a :class:`BadLine`
-    (answered, the link goes on); a second ``register`` or a message an app never sends is a
+    it as a fatal ``error`` (which moves the machine to ``CLOSED``) and closes. Between
+    ``register`` and ``registered`` only a ``pong`` is read (an app answers pings before it
+    is registered). Once registered, a bad line is a :class:`BadLine` (answered, the link
+    goes on); a second ``register`` or a message an app never sends is a
     :class:`BadLine` too (``already_registered``, ``unexpected_message``). The machine
     remembers the correlation id of every ``toolInvocation`` sent over *this* connection until
     the call ends (a ``toolCancel`` sent, or :meth:`~BrokerConnection.call_ended`):
