@@ -6,7 +6,7 @@ Both ends of toolbridge's NDJSON links (the daemon's accepted connections, an ap
 the daemon, the CLI's link to the daemon, the fake broker in :mod:`app_client.testing`) read and
 write lines the same way; this module is the one copy of that code.
 
-Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``,
+Reading goes through a :class:`~app_client.protocol.LineFramer` capped at ``max_line_bytes``,
 fed :data:`READ_SIZE` bytes at a time. A line over the cap raises
 :class:`~app_client.errors.RemoteProtocolError` (``line_too_long``) once and the channel stays
 usable (the rest of that line is discarded unbuffered); end of stream, or a broken stream,
@@ -36,8 +36,7 @@ from typing import Final
 import structlog
 import trio
 
-from .errors import ConnectionClosed
-from .wire import DEFAULT_MAX_LINE_BYTES, LineFramer
+from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer
 
 __all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel"]
 

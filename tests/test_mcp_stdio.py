@@ -238,3 +238,35 @@ async def _wait_for_call_log(home: Path) -> None:
     with trio.fail_after(10):
         while not (home / "calls.sqlite3-wal").exists():
             await trio.sleep(0.05)
+
+
+async def test_the_relay_and_the_cli_share_one_connect_timeout_and_one_limit_for_daemon_lines(tmp_path: Path) -> None:
+    """One CONNECT_TIMEOUT (5 s) and one limit for lines from the daemon (64 MiB) for the CLI and
+    the relay: the relay's agent link takes a line the CLI takes (it refused over 16 MiB)."""
+    import trio.testing
+
+    from app_client.protocol import AgentConnect, AgentConnected, decode_message, encode_message
+    from broker.cli import daemon_client, stdio_relay
+
+    assert stdio_relay.CONNECT_TIMEOUT is daemon_client.CONNECT_TIMEOUT == 5.0
+    assert daemon_client.DAEMON_LINE_LIMIT == 64 * 1024 * 1024
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / home_files.TOKEN_FILE).write_text("tok")
+    relay_end, daemon_end = trio.testing.memory_stream_pair()
+    big = b'{"jsonrpc": "2.0", "id": 1, "result": {"blob": "' + b"x" * (20 * 1024 * 1024) + b'"}}'
+
+    async def daemon() -> None:
+        line = b""
+        while not line.endswith(b"\n"):
+            line += await daemon_end.receive_some()
+        assert decode_message(line[:-1]) == AgentConnect(token="tok")
+        await daemon_end.send_all(encode_message(AgentConnected()) + big + b"\n")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(daemon)
+        _, framer = await stdio_relay.Relay(home, auto_start=False)._hello(relay_end)  # noqa: SLF001
+    assert framer.max_line_bytes == daemon_client.DAEMON_LINE_LIMIT
+    while (line := framer.next_line()) is None:
+        framer.receive_data(await relay_end.receive_some())
+    assert line == big

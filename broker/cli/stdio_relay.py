@@ -50,23 +50,22 @@ import trio
 from app_client.channel import READ_SIZE as _READ_SIZE
 from app_client.channel import LineChannel
 from app_client.discovery import ENV_HOME
-from app_client.errors import RemoteProtocolError
-from app_client.wire import LineFramer
+from app_client.protocol import LineFramer, RemoteProtocolError
 
 from ..config import home as home_files
 from ..errors import BrokerError
 from ._common import SubParsers, add_home, home_from
-from .daemon_client import DaemonUnavailable, agent_connect
+from .daemon_client import CONNECT_TIMEOUT, DAEMON_LINE_LIMIT, DaemonUnavailable, agent_connect
 from ..config.tls import open_runtime_stream
 
 log = structlog.get_logger("toolbridge.stdio")
 
 __all__ = ["Relay", "DaemonUnavailable", "run_relay", "start_daemon", "cmd_stdio", "register"]
 
+#: The longest line accepted from the agent (stdin); lines from the daemon: DAEMON_LINE_LIMIT.
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 #: How long to wait for a daemon we started (or found starting) to answer.
 START_TIMEOUT: Final = 20.0
-CONNECT_TIMEOUT: Final = 5.0
 LOG_FILE: Final = "daemon.log"
 SERVER_ERROR: Final = -32000
 _REINIT_PREFIX: Final = "toolbridge-relay-reinit-"
@@ -534,7 +533,7 @@ class Relay:
             token = (self.home / home_files.TOKEN_FILE).read_text().strip()
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
-        channel = LineChannel(stream, max_line_bytes=MAX_LINE_BYTES)
+        channel = LineChannel(stream, max_line_bytes=DAEMON_LINE_LIMIT)
         await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT)
         # From here on _read_link reads the stream itself (its loop is tuned for throughput);
         # it takes over the channel's framer, so lines the daemon sent right after

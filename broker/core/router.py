@@ -39,7 +39,7 @@ import attrs
 import structlog
 import trio
 
-from app_client.wire import ToolCancel, ToolInvocation, ToolResult
+from app_client.protocol import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
 from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback

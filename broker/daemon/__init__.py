@@ -4,6 +4,8 @@ writer, the Unix socket, the loop-stall watchdog, and ``admin`` (the ``tools`` a
 admin handlers; ``broker.mcp.front_door`` adds ``agents``).
 
 The top of the daemon's layers: may import ``broker.core``, ``broker.mcp``,
-``broker.federation``, ``broker.config``, ``broker.errors``, ``app_client.wire``. Never
-``broker.cli`` (the admin handlers it serves live here).
+``broker.federation``, ``broker.config``, ``broker.errors``, ``app_client.protocol`` (the
+protocol's messages and rules: each connection's ``BrokerConnection`` machine) and
+``app_client.channel`` (the line channel). Never ``broker.cli`` (the admin handlers it serves
+live here).
 """

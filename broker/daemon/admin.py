@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 import trio
 
-from app_client.wire import AdminRequest
+from app_client.protocol import AdminRequest
 
 if TYPE_CHECKING:
     from .broker_core import BrokerCore

@@ -36,9 +36,8 @@ import attrs
 import structlog
 import trio
 
-from app_client.errors import RemoteProtocolError
+from app_client.protocol import AdminRequest, AdminResponse, AgentConnect, BadLine, Error, Message, Register, RemoteProtocolError
 from app_client.transport import is_unix_stream
-from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
 from ..core.calls import CorrelationMap
 from ..core.outcome import OutcomeKind
@@ -194,21 +193,19 @@ class BrokerCore:
 
     async def _serve(self, conn: Connection) -> None:
         first = await self._first_message(conn)
-        if first is None:
-            return
+        # Anything but these three was refused by the connection's protocol machine already.
         if isinstance(first, Register):
             await self.app_links.serve_app(conn, first)
         elif isinstance(first, AgentConnect):
             await self._serve_agent(conn, first)
         elif isinstance(first, AdminRequest):
             await self._serve_admin(conn, first)
-        else:
-            await conn.send(
-                Error("not_registered", f"the first message must be register, not {type(first).__name__}", fatal=True)
-            )
 
-    async def _first_message(self, conn: Connection) -> Any:
+    async def _first_message(self, conn: Connection) -> Message | BadLine | None:
         """The connection's first message; None if it did not come (the peer was told why).
+
+        ``conn.protocol`` judges it: a bad line, or a message other than ``register``,
+        ``agentConnect`` or ``admin``, is refused with a fatal error.
 
         See the module docstring: the connection waits among at most
         ``max_unregistered_connections`` others, evicting the oldest silent one when they are
@@ -228,13 +225,12 @@ class BrokerCore:
                     else settings.register_timeout
                 with trio.CancelScope(deadline=start + timeout) as waiter.scope:
                     try:
-                        return await conn.receive_message()
+                        return await conn.next_event()
                     except PeerClosed:
                         return None
-                    except RemoteProtocolError as exc:
+                    except RemoteProtocolError as exc:  # fatal: the machine worded it
                         log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
-                        await conn.send(Error(exc.code, exc.message + "; the first message must be register",
-                                              fatal=True))
+                        await conn.send(Error(exc.code, exc.message, fatal=True))
                         return None
                 if waiter.evicted:
                     break

@@ -28,8 +28,8 @@ from typing import Any
 import structlog
 import trio
 
-from app_client.errors import RemoteProtocolError
-from app_client.wire import AgentConnect, AgentConnected
+from app_client.protocol import RemoteProtocolError
+from app_client.protocol import AgentConnect, AgentConnected
 
 from ..daemon.connection import Connection, PeerClosed
 from ..daemon.broker_core import AgentHandler, BrokerCore
