@@ -23,7 +23,7 @@ from broker.cli.help_text import HELP
 from broker.config import home as home_files
 from broker.config.settings_file import env_deprecations, load_settings
 from broker.version import VERSION
-from mcp_testkit import ScriptedApp, relay_command, running_daemon
+from mcp_testkit import ScriptedApp, end_process, relay_command, running_daemon
 
 TOOLBRIDGE = [sys.executable, "-m", "broker"]
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -64,13 +64,7 @@ async def serve_process(home: Path, *args: str, env: dict[str, str] | None = Non
     try:
         yield process
     finally:
-        if process.returncode is None:
-            process.terminate()
-            with trio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:  # pragma: no cover - only when a test failed
-                process.kill()
-                await process.wait()
+        await end_process(process)
 
 
 async def stop_any(home: Path) -> None:

@@ -19,7 +19,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from broker.config import home as home_files
 from broker.config.settings import Settings
 from broker.daemon.run import DaemonInfo, run_daemon
-from mcp_testkit import ScriptedApp, relay_command, relay_env, running_daemon
+from mcp_testkit import ScriptedApp, end_process, relay_command, relay_env, running_daemon
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -56,11 +56,7 @@ async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, Li
         assert process.stdout is not None
         yield process, Lines(process.stdout)
     finally:
-        with trio.move_on_after(10):
-            await process.wait()
-        if process.returncode is None:  # pragma: no cover - only when a test failed
-            process.kill()
-            await process.wait()
+        await end_process(process, terminate=False)
 
 
 async def write(process: trio.Process, *messages: dict[str, Any]) -> None:

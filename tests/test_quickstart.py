@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from mcp_testkit import end_process
+
 ROOT = Path(__file__).resolve().parent.parent
 #: The README's `python3`: the interpreter under our venv (a shim on PATH may need the real HOME).
 PYTHON3 = getattr(sys, "_base_executable", sys.executable)
@@ -71,10 +73,4 @@ async def test_the_quick_start_works_as_written_on_a_fresh_clone(tmp_path: Path)
         with trio.fail_after(20):
             assert await serve.wait() == 0
     finally:
-        if serve.returncode is None:
-            serve.terminate()
-            with trio.move_on_after(10):
-                await serve.wait()
-            if serve.returncode is None:  # pragma: no cover - only when a test failed
-                serve.kill()
-                await serve.wait()
+        await end_process(serve)

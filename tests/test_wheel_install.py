@@ -22,6 +22,7 @@ import pytest
 import trio
 
 from broker.version import VERSION
+from mcp_testkit import end_process
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = "Scripts" if os.name == "nt" else "bin"
@@ -94,9 +95,4 @@ async def test_the_wheel_gives_a_working_toolbridge_command(tmp_path: Path) -> N
         assert answer.strip() == "echo: hi"
     finally:
         for process in reversed(processes):
-            process.terminate()
-            with trio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:  # pragma: no cover - only when a test failed
-                process.kill()
-                await process.wait()
+            await end_process(process)
