@@ -42,7 +42,7 @@ from app_client.transport import is_unix_stream
 from ..core.calls import CorrelationMap
 from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed
-from .links import AppLink, AppLinks
+from .links import AppLink, AppLinks, LinkEnd
 from ..core.registry import Registry
 from ..core.router import Router
 from ..config.tokens import Authenticator
@@ -173,29 +173,29 @@ class BrokerCore:
             max_overflow=settings.max_pending_calls,
             write_timeout=settings.write_timeout,
         )
+        ended = LinkEnd()  # an app link's grace period, run once the connection is closed
         try:
             try:
                 with conn.scope:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(conn.writer_loop)
                         try:
-                            await self._serve(conn)
+                            await self._serve(conn, ended)
                         finally:
                             conn.finish_sending()
             finally:
                 await conn.close()
-            if conn.after_close is not None:
-                await conn.after_close()
+            await self.app_links.grace(ended)
         except Exception:
             # A bug met by one connection ends that connection, never the daemon
             # (trio.serve_listeners would pass the exception on to the daemon's nursery).
             log.exception("connection_failed", conn_id=conn.id)
 
-    async def _serve(self, conn: Connection) -> None:
+    async def _serve(self, conn: Connection, ended: LinkEnd) -> None:
         first = await self._first_message(conn)
         # Anything but these three was refused by the connection's protocol machine already.
         if isinstance(first, Register):
-            await self.app_links.serve_app(conn, first)
+            await self.app_links.serve_app(conn, first, ended)
         elif isinstance(first, AgentConnect):
             await self._serve_agent(conn, first)
         elif isinstance(first, AdminRequest):
