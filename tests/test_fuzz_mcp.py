@@ -188,7 +188,7 @@ async def run_session(messages: list[Any]) -> list[tuple[Any, Collect]]:
     core.registry.register(_DeadLink(), app_name="Fuzz", instance_id=None,  # type: ignore[arg-type]
                            tools=[ToolSpec("echo", input_schema={"type": "object", "properties": {"text": {"type": "string"}}})],
                            max_concurrency=4, app_version=None)
-    server = McpServer(core)
+    server = McpServer.of(core)
     notify = Collect()
     outboxes: list[tuple[Any, Collect]] = []
     cancelled: set[Any] = set()

@@ -74,7 +74,7 @@ def core(tmp_path: Path) -> BrokerCore:
 @asynccontextmanager
 async def session_for(core: BrokerCore, **kwargs: Any) -> AsyncIterator[tuple[Session, Outbox]]:
     outbox = Outbox()
-    server = McpServer(core, **kwargs)
+    server = McpServer.of(core, **kwargs)
     async with open_session(server, transport="stdio", label="test", notify=outbox, reinitialize=True) as session:
         yield session, outbox
 
@@ -320,7 +320,7 @@ async def start_call(session: Session, outbox: Outbox, link: FakeLink, request_i
 async def test_a_response_with_no_room_waits_for_room(core: BrokerCore) -> None:
     link = linked_app(core)
     outbox = TightOutbox()
-    async with open_session(McpServer(core), transport="stdio", label="t", reinitialize=True) as session:
+    async with open_session(McpServer.of(core), transport="stdio", label="t", reinitialize=True) as session:
         invocation = await start_call(session, outbox, link, 7)
         assert session.in_flight == 1
         call = core.calls.get(invocation.correlation_id)

@@ -56,7 +56,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("toolbridge.core")
 
-AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None]]
+#: Serves one ``agentConnect`` connection (``broker.mcp.front_door.install`` makes it).
+AgentHandler = Callable[[Connection, AgentConnect], Awaitable[None]]
 AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
 
 
@@ -147,12 +148,16 @@ class BrokerCore:
     def upstream(self) -> tuple[str, ...]:
         return self.federation.upstream
 
-    def attach(self, *, agent_handler: AgentHandler | None = None, uplink: Any = None) -> None:
+    def attach(self, *, agent_handler: AgentHandler | None = None, uplink: Any = None,
+               admin_handlers: Mapping[str, AdminHandler] | None = None) -> None:
         """Take the parts that are built from the core itself: the MCP front door's agent
-        handler (``broker.mcp.front_door.install``) and the uplink. ``run_daemon`` calls this
-        once, before it serves anything."""
+        handler and admin commands (``broker.mcp.front_door.install``; a command the
+        constructor was given already keeps its handler) and the uplink. ``run_daemon`` calls
+        this once, before it serves anything."""
         if agent_handler is not None:
             self.agent_handler = agent_handler
+        for name, handler in (admin_handlers or {}).items():
+            self.admin_handlers.setdefault(name, handler)
         if uplink is not None:
             self.uplink = uplink
 
@@ -276,7 +281,7 @@ class BrokerCore:
         self.agent_sessions += 1
         self.changed.pulse()
         try:
-            await self.agent_handler(self, conn, hello)
+            await self.agent_handler(conn, hello)
         finally:
             self.agent_sessions -= 1
             self.changed.pulse()

@@ -79,11 +79,14 @@ from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 _entry_encoder: Final = msgspec.json.Encoder()
 
 if TYPE_CHECKING:
-    from ..daemon.broker_core import BrokerCore
+    from ..config.settings import Settings
+    from ..config.tokens import Authenticator
+    from ..core.router import Router
+    from ..core.registry import Registry
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["Outbox", "McpServer", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
+__all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
 
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
@@ -226,30 +229,72 @@ class _ToolCall:
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
 
 
-class McpServer:
-    """What every session shares: the core, our identity, the tool list and its cache."""
+class CoreParts(Protocol):
+    """The parts of the daemon's core an :class:`McpServer` is built from (``BrokerCore`` has
+    them all: ``McpServer.of(core)``). Structural, so this package never imports the daemon."""
 
-    def __init__(self, core: BrokerCore, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> None:
-        self.core = core
-        self.router = core.router
-        self.registry = core.registry
+    @property
+    def router(self) -> Router: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def auth(self) -> Authenticator: ...
+
+    @property
+    def shutdown_started(self) -> trio.Event: ...
+
+
+class McpServer:
+    """What every session shares: the core's parts it uses, our identity, the tool list and its cache.
+
+    ``router`` runs the calls, ``registry`` holds the tools, ``settings`` and ``auth`` serve the
+    HTTP front door (TLS, allowed hosts, bearer tokens), ``shutdown`` is set when a graceful stop
+    begins (long-lived streams end).
+    """
+
+    def __init__(
+        self,
+        *,
+        router: Router,
+        registry: Registry,
+        settings: Settings,
+        auth: Authenticator,
+        shutdown: trio.Event,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        coalesce: float = 0.05,
+    ) -> None:
+        self.router = router
+        self.registry = registry
+        self.settings = settings
+        self.auth = auth
         self.page_size = page_size
         self.coalesce = coalesce
         self.server_info: dict[str, Any] = {"name": "toolbridge", "version": VERSION}
-        self.shutdown = core.shutdown_started
+        self.shutdown = shutdown
         self._tools: tuple[int, list[str], list[Any]] | None = None
         # Weak keys: a tool the registry dropped takes its encoded entry with it.
         self._encoded_entries: weakref.WeakKeyDictionary[RegisteredTool, msgspec.Raw] = weakref.WeakKeyDictionary()
         self._session_labels = itertools.count(1)
         #: Discovery mode's search index, shared by every session.
-        self.meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
+        self.meta = MetaTools(registry, rerank=settings.discovery_rerank)
         # The list is rebuilt lazily (at the next tools/list), but dropped at once when the registry
         # changes: a departed app's encoded tools (their schemas) must not outlive it.
-        core.registry.on_change(self._drop_snapshot)
+        registry.on_change(self._drop_snapshot)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
         #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
         self.open_sessions: set[Session] = set()
+
+    @classmethod
+    def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
+        """The server for a core that has every part (the daemon's ``BrokerCore``)."""
+        return cls(router=core.router, registry=core.registry, settings=core.settings, auth=core.auth,
+                   shutdown=core.shutdown_started, page_size=page_size, coalesce=coalesce)
 
     def next_label(self, transport: str) -> str:
         return f"{transport}-{next(self._session_labels)}"
