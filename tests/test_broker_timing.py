@@ -493,7 +493,7 @@ async def test_a_call_being_checked_can_be_cancelled_or_time_out(checking_harnes
     assert inv["parameters"] == {"text": "after"}
     await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
     assert (await harness.outcome("after")).kind == "ok"
-    assert len(harness.core.router._live) == 0
+    assert len(harness.core.calls) == 0
 
 
 async def test_calls_of_a_tool_with_a_slow_pattern_are_checked_off_the_loop(checking_harness: Harness) -> None:

@@ -317,7 +317,7 @@ class BrokerCore:
             "uptimeSeconds": round(time.time() - self.started_at, 1),
             "apps": self.registry.summary(),
             "tools": len(self.registry.tools()),
-            "callsInFlight": len(self.calls),
+            "callsInFlight": self.calls.sent,
             "agentSessions": self.agent_sessions,
             "brokerId": self.broker_id,
             "upstream": list(self.upstream),
