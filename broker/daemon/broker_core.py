@@ -128,7 +128,8 @@ class BrokerCore:
         #: Admin commands other than ``status``, by name (``broker.daemon.admin``).
         self.admin_handlers: dict[str, AdminHandler] = dict(admin_handlers or {})
         self.agent_sessions = 0
-        #: Pulsed when calls, the registry or ``agent_sessions`` change (``core.signals``):
+        #: Pulsed when calls, the registry, ``agent_sessions`` or the connections waiting to
+        #: send their first message change (``core.signals``):
         #: ``await core.changed.wait_until(predicate)`` waits for a state of the core.
         self.changed = self.registry.changed
         #: Connections that have not sent their first message yet, oldest first: one set for
@@ -222,6 +223,7 @@ class BrokerCore:
         if waiting and len(waiting) >= settings.max_unregistered_connections:
             self._evict_one(waiting)
         waiter = waiting[conn.id] = _Waiter(conn)
+        self.changed.pulse()  # the waiters changed (tests wait for a count of them)
         start = trio.current_time()
         try:
             while not waiter.evicted:
@@ -249,6 +251,7 @@ class BrokerCore:
                 return None
         finally:
             waiting.pop(conn.id, None)
+            self.changed.pulse()
         log.warning("connection_evicted", conn_id=conn.id, silent=conn.bytes_received == 0)
         await conn.send(Error(
             "too_many_connections",
@@ -264,6 +267,7 @@ class BrokerCore:
         del waiting[victim.conn.id]
         victim.evicted = True
         victim.scope.cancel()
+        self.changed.pulse()
 
     async def _serve_agent(self, conn: Connection, hello: AgentConnect) -> None:
         grant = self.auth.check(hello.token)
