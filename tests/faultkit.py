@@ -152,6 +152,7 @@ class DaemonProcess:
             self.process = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                             env=child_env())
         with trio.fail_after(timeout):
+            # Polled, not awaited: the daemon is another process; its runtime.json is its signal.
             while True:
                 if self.process.poll() is not None:
                     raise AssertionError(f"daemon exited: {self.log_path.read_text()[-2000:]}")

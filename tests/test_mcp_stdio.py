@@ -174,6 +174,7 @@ async def test_the_relay_starts_a_daemon_when_none_runs(tmp_path: Path) -> None:
         if runtime is not None:
             os.kill(runtime["pid"], signal.SIGTERM)
             with trio.fail_after(10):
+                # Polled: the relay's daemon is another process, not our child (nothing to wait() on).
                 while home_files.read_runtime(home) is not None:  # removed by the daemon on its way out
                     await trio.sleep(0.05)
 
@@ -207,6 +208,7 @@ async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_
         if runtime is not None:
             os.kill(runtime["pid"], signal.SIGTERM)
             with trio.fail_after(10):
+                # Polled: the relay's daemon is another process, not our child (nothing to wait() on).
                 while home_files.read_runtime(home) is not None:
                     await trio.sleep(0.05)
 
@@ -232,6 +234,7 @@ async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:
 async def _wait_for_call_log(home: Path) -> None:
     """The call log's -wal file exists once the writer has written (flush interval 0.5 s)."""
     with trio.fail_after(10):
+        # Polled: the writer is in another process (the daemon the relay started).
         while not (home / "calls.sqlite3-wal").exists():
             await trio.sleep(0.05)
 

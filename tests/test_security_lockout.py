@@ -32,6 +32,7 @@ from mcp import Client, StdioServerParameters
 from app_client import App
 from app_client.discovery import DaemonAddress, find_daemon
 from app_client.transport import connect_daemon
+from broker.daemon.broker_core import BrokerCore
 from broker.daemon import local_socket
 from broker.daemon.run import DaemonInfo
 from broker.cli.daemon_client import admin_request
@@ -87,12 +88,12 @@ async def flooding(port: int) -> AsyncIterator[None]:
         await process.stdout.aclose()
 
 
-async def wait_until(condition: Callable[[], bool], timeout: float = 20) -> None:
-    """Poll a count the daemon keeps while the flood runs. (Not wait_all_tasks_blocked: with a
-    flood arriving, the daemon's tasks in this process may never all be blocked at once.)"""
+async def wait_until(core: BrokerCore, condition: Callable[[], bool], timeout: float = 20) -> None:
+    """Wait for a count the daemon keeps while the flood runs: the core pulses ``changed`` as
+    connections start and stop waiting for their first message. (Not wait_all_tasks_blocked:
+    with a flood arriving, the daemon's tasks in this process may never all be blocked at once.)"""
     with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.005)
+        await core.changed.wait_until(condition)
 
 
 def dead_port() -> int:
@@ -156,7 +157,7 @@ async def test_a_flood_over_tcp_does_not_lock_out_apps_the_cli_or_agents(tmp_pat
         assert "socket" not in json.loads((home / "runtime.json").read_text())
         waiting = info.core._waiting  # noqa: SLF001
         limit = info.core.settings.max_unregistered_connections
-        await wait_until(lambda: len(waiting) >= limit)  # the flood fills every waiting slot
+        await wait_until(info.core, lambda: len(waiting) >= limit)  # the flood fills every waiting slot
         assert await connect_all_three(home, info) == socket.AF_INET
         assert len(waiting) <= limit
 
@@ -172,7 +173,7 @@ async def test_a_flood_on_tcp_cannot_touch_clients_on_the_unix_socket(tmp_path: 
         # From here on TCP leads nowhere: whatever connects, connects over the socket.
         runtime["port"] = dead_port()
         runtime_file.write_text(json.dumps(runtime))
-        await wait_until(lambda: len(info.core._waiting) >= info.core.settings.max_unregistered_connections)  # noqa: SLF001
+        await wait_until(info.core, lambda: len(info.core._waiting) >= info.core.settings.max_unregistered_connections)  # noqa: SLF001
         assert await connect_all_three(home, info) == socket.AF_UNIX
 
 

@@ -15,8 +15,8 @@ The protocol's rules are the sans-IO :class:`app_client.protocol.BrokerConnectio
 (``protocol``): what the first message may be, what an app may send once registered, what the
 broker may send in each phase, which correlation ids belong to this connection.
 :meth:`~Connection.next_event` reads a line and hands it to the machine; every send asks it for
-the bytes. This class adds what the daemon needs on top: a connection number for the logs, and
-``after_close``. Decoding a line builds its Python objects on the loop; for a ``register`` or
+the bytes. This class adds what the daemon needs on top: a connection number for the logs.
+Decoding a line builds its Python objects on the loop; for a ``register`` or
 ``addTools`` of megabytes of schemas that alone took ~80 ms (a 10 MB line), so such a line is
 decoded in steps (:func:`app_client.protocol.decode_message_in_steps`) with a checkpoint
 between steps, so other tasks run between.
@@ -25,7 +25,6 @@ between steps, so other tasks run between.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -67,8 +66,6 @@ class Connection(LineChannel):
         self.id = next(_conn_ids)
         #: The protocol's rules for this connection (sans-IO).
         self.protocol = BrokerConnection(max_line_bytes)
-        #: Work to do once the connection is closed and outside its cancel scope.
-        self.after_close: Callable[[], Awaitable[None]] | None = None
 
     # --- reading -------------------------------------------------------------------------
 

@@ -83,9 +83,29 @@ class AppLinks:
     #: The registered links, from ``registered`` until their reader ends.
     live: dict[int, AppLink] = attrs.Factory(dict)
 
-    async def serve_app(self, conn: Connection, register: Register) -> None:
-        """Run one app link from its ``register`` message until it closes, then its grace period."""
-        await _serve_app(conn, self, register)
+    async def serve_app(self, conn: Connection, register: Register, ended: LinkEnd) -> None:
+        """Run one app link from its ``register`` message until it closes.
+
+        On the way out (however it ends) ``ended.instance`` is set to the instance whose
+        reconnect grace period is to run, if any: the caller awaits :meth:`grace` for it once
+        the connection is closed and outside its cancel scope. (A holder, not a return value:
+        a heartbeat timeout or a stuck write cancels the connection's scope, and the grace
+        period must run then too.)
+        """
+        await _serve_app(conn, self, register, ended)
+
+    async def grace(self, ended: LinkEnd) -> None:
+        """Keep the instance's names for the grace period; drop it if it does not come back."""
+        if ended.instance is not None:
+            await _grace(self.registry, ended.instance)
+
+
+@attrs.define(eq=False)
+class LinkEnd:
+    """What an ended app link leaves to do after its connection closed (see ``serve_app``)."""
+
+    #: The instance whose grace period is to run; None: nothing (never registered, or taken over).
+    instance: Instance | None = None
 
 
 class AppLink:
@@ -114,7 +134,7 @@ class AppLink:
         return self.conn.send_reliable_nowait(message)
 
 
-async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> None:
+async def _serve_app(conn: Connection, links: AppLinks, register: Register, ended: LinkEnd) -> None:
     """:meth:`AppLinks.serve_app`."""
     settings = links.settings
     bound = log.bind(conn_id=conn.id, app=register.app_name)
@@ -207,8 +227,8 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> N
         )
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
         if still_ours:
-            # Runs after the connection's cancel scope has ended (see core.handle_connection).
-            conn.after_close = lambda: _grace(links.registry, instance)
+            # Runs after the connection's cancel scope has ended (``BrokerCore.handle_connection``).
+            ended.instance = instance
 
 
 async def _grace(registry: Registry, instance: Instance) -> None:
