@@ -80,8 +80,8 @@ def _registered(max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Registered:
                       heartbeat_interval_ms=0, max_line_bytes=max_line_bytes)
 
 
-def _broker_registered() -> BrokerConnection:
-    broker = BrokerConnection()
+def _broker_registered(**options: bool) -> BrokerConnection:
+    broker = BrokerConnection(**options)
     assert broker.receive_line(_line(Register(app_name="A", token="t"))) == Register(app_name="A", token="t")
     broker.send(_registered())
     assert broker.phase is Phase.REGISTERED
@@ -338,6 +338,14 @@ def test_a_connection_owns_the_calls_sent_over_it_until_they_end() -> None:
     broker.call_ended(2)  # answered
     broker.call_ended(99)  # unknown: nothing happens
     assert not broker.owns(2) and broker.calls_in_flight == 0
+
+
+def test_a_broker_with_its_own_call_records_keeps_no_second_table() -> None:
+    broker = _broker_registered(track_calls=False)
+    broker.send(ToolInvocation(correlation_id=1, tool="t"))
+    assert broker.calls_in_flight == 0  # nothing remembered: the caller's records say who owns 1
+    with pytest.raises(RuntimeError, match="track_calls"):
+        broker.owns(1)
 
 
 def test_a_replaced_link_sends_nothing_after_its_fatal_error() -> None:

@@ -23,7 +23,9 @@ timers, authentication and policy stay with the owner; the rules are here:
     the call ends (a ``toolCancel`` sent, or :meth:`~BrokerConnection.call_ended`):
     :meth:`~BrokerConnection.owns` says whether an answer is this connection's to give.
     Whether an id not owned is late or another link's is the daemon's question (it has the
-    correlation map).
+    correlation map). A broker that keeps its own record of each call (the daemon: the call
+    record knows the link it was sent on) passes ``track_calls=False``, so no second table
+    of the same ids exists.
 
 :class:`AppConnection` (an app's side)
     ``register`` first (:meth:`~AppConnection.start`); before ``registered`` only a ``ping``
@@ -217,9 +219,10 @@ _BROKER_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
 class BrokerConnection:
     """The broker's side of one connection to its app port (see the module docstring)."""
 
-    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, *, track_calls: bool = True) -> None:
         self.phase = Phase.FIRST
         self._framer = LineFramer(max_line_bytes)
+        self._track_calls = track_calls
         #: Correlation ids of the invocations sent over this connection and not ended.
         self._owned: set[int] = set()
 
@@ -323,7 +326,8 @@ class BrokerConnection:
             raise _refuse_send("the broker", message, self.phase)
         data = encode_message(message)
         if isinstance(message, ToolInvocation):
-            self._owned.add(message.correlation_id)
+            if self._track_calls:
+                self._owned.add(message.correlation_id)
         elif isinstance(message, ToolCancel):
             self._owned.discard(message.correlation_id)  # the call ended when it was cancelled
         elif isinstance(message, Registered):
@@ -336,6 +340,8 @@ class BrokerConnection:
 
     def owns(self, correlation_id: int) -> bool:
         """Whether a call with this id was sent over this very connection and has not ended."""
+        if not self._track_calls:
+            raise RuntimeError("owns() needs track_calls=True; this broker keeps its own call records")
         return correlation_id in self._owned
 
     def call_ended(self, correlation_id: int) -> None:

@@ -65,7 +65,8 @@ class Connection(LineChannel):
                          max_overflow=max_overflow, write_timeout=write_timeout)
         self.id = next(_conn_ids)
         #: The protocol's rules for this connection (sans-IO).
-        self.protocol = BrokerConnection(max_line_bytes)
+        # The daemon's call records know which link each call was sent on: no second table.
+        self.protocol = BrokerConnection(max_line_bytes, track_calls=False)
 
     # --- reading -------------------------------------------------------------------------
 

@@ -300,12 +300,9 @@ def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:
     exc = bad.error
     log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
     link.conn.send_nowait(bad.reply())
-    cid = exc.correlation_id
-    if cid is not None and link.conn.protocol.owns(cid):
-        call = links.calls.get(cid)
-        if call is not None:
-            links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
-        link.conn.protocol.call_ended(cid)
+    call = links.calls.get(exc.correlation_id) if exc.correlation_id is not None else None
+    if call is not None and call.link is link:
+        links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
 def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
@@ -317,7 +314,6 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         call = _own_call(link, links, message.correlation_id, "toolResponse")
         if call is not None:
             links.router.resolve(call, message.result)
-            conn.protocol.call_ended(message.correlation_id)
     elif isinstance(message, ToolProgress):
         call = _own_call(link, links, message.correlation_id, "toolProgress")
         if call is not None:
@@ -339,7 +335,6 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
             if call is not None:
                 links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",
                                  log_message=app_text_for_log(message.message))
-                conn.protocol.call_ended(message.correlation_id)
 
 
 async def _add_tools(link: AppLink, links: AppLinks, message: AddTools) -> None:
@@ -364,13 +359,11 @@ def _heard_from(link: AppLink) -> None:
 def _own_call(link: AppLink, links: AppLinks, correlation_id: int, what: str) -> Call | None:
     """The pending call ``correlation_id`` if it was sent over ``link``; else log, tell the app, None.
 
-    Whether the id is this link's is the protocol's answer (``conn.protocol.owns``); whether an
-    id that is not is late or another link's is the correlation map's (only for the log).
+    The call record is the one table: it knows the link it was sent on. (The protocol machine's
+    own tracking is off for the daemon's connections, ``track_calls=False``.)
     """
-    protocol = link.conn.protocol
     call = links.calls.get(correlation_id)
     if call is None:
-        protocol.call_ended(correlation_id)  # ended without this link's knowledge (a shutdown, say)
         log.info("late_or_unknown_correlation_id", conn_id=link.id, label=link.label, kind=what,
                  correlation_id=correlation_id)
         link.conn.send_nowait(
@@ -378,7 +371,7 @@ def _own_call(link: AppLink, links: AppLinks, correlation_id: int, what: str) ->
                   correlation_id=correlation_id)
         )
         return None
-    if not protocol.owns(correlation_id):
+    if call.link is not link:
         log.warning("foreign_correlation_id", conn_id=link.id, label=link.label, kind=what,
                     correlation_id=correlation_id)
         link.conn.send_nowait(
