@@ -264,8 +264,6 @@ async def test_the_relay_and_the_cli_share_one_connect_timeout_and_one_limit_for
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(daemon)
-        _, framer = await stdio_relay.Relay(home, auto_start=False)._hello(relay_end)  # noqa: SLF001
-    assert framer.max_line_bytes == daemon_client.DAEMON_LINE_LIMIT
-    while (line := framer.next_line()) is None:
-        framer.receive_data(await relay_end.receive_some())
-    assert line == big
+        channel = await stdio_relay.Relay(home, auto_start=False)._hello(relay_end)  # noqa: SLF001
+    assert channel.framer.max_line_bytes == daemon_client.DAEMON_LINE_LIMIT
+    assert await channel.receive_batch() == [big]

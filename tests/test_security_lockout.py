@@ -131,8 +131,8 @@ async def connect_all_three(home: Path, info: DaemonInfo) -> socket.AddressFamil
         family = probe.link.conn.stream.socket.family
         relay = Relay(home, auto_start=False)
         with trio.fail_after(LIVENESS):
-            stream, _ = await relay._connect()  # noqa: SLF001 - agentConnect, as `toolbridge stdio` sends it
-        await stream.aclose()
+            channel = await relay._connect()  # noqa: SLF001 - agentConnect, as `toolbridge stdio` sends it
+        await channel.stream.aclose()
         # And the real processes (their start-up is not what is timed here).
         cli = await trio.run_process([sys.executable, "-m", "broker", "status", "--home", str(home)],
                                      capture_stdout=True, capture_stderr=True, check=False)

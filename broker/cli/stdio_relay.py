@@ -48,9 +48,9 @@ import structlog
 import trio
 
 from app_client.channel import READ_SIZE as _READ_SIZE
-from app_client.channel import LineChannel
+from app_client.channel import LineChannel, LineReader
 from app_client.discovery import ENV_HOME
-from app_client.protocol import LineFramer, RemoteProtocolError
+from app_client.protocol import ConnectionClosed, RemoteProtocolError
 
 from ..config import home as home_files
 from ..errors import BrokerError
@@ -161,10 +161,12 @@ class _Link:
 
     _ids = itertools.count(1)
 
-    def __init__(self, stream: trio.abc.Stream, framer: LineFramer) -> None:
+    def __init__(self, channel: LineChannel) -> None:
         self.id = next(self._ids)
-        self.stream = stream
-        self.framer = framer
+        #: Read with ``channel.receive_batch``; written with ``stream.send_all`` under ``lock``
+        #: (the relay's writers batch on their own, so the channel's writer task is not used).
+        self.channel = channel
+        self.stream = channel.stream
         self.lock = trio.Lock()
         self.closed = False
 
@@ -257,29 +259,20 @@ class Relay:
                     return
 
     async def _read_stdin(self, stdin: trio.abc.ReceiveStream) -> None:
-        framer = LineFramer(MAX_LINE_BYTES)
-        eof = False
-        while not eof:
+        reader = LineReader(stdin, max_line_bytes=MAX_LINE_BYTES)
+        while True:
             try:
-                data = await stdin.receive_some(_READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                data = b""
-            if not data:
-                eof = True
-                data = b"\n"  # a last line without its newline still counts
-            framer.receive_data(data)
+                lines = await reader.receive_batch(last_line_at_eof=True)
+            except ConnectionClosed:
+                return
             # What one read brought goes to the daemon in one write (a pipelining agent sends
             # many requests at once): one syscall and one wake-up of the daemon, not one each.
             batch: list[bytes] = []
             batch_link: _Link | None = None
-            while True:
-                try:
-                    line = framer.next_line()
-                except RemoteProtocolError as exc:
-                    await self._emit_error(None, -32600, f"Invalid Request: {exc.message}")
+            for line in lines:
+                if isinstance(line, RemoteProtocolError):
+                    await self._emit_error(None, -32600, f"Invalid Request: {line.message}")
                     continue
-                if line is None:
-                    break
                 link = await self._from_client(line)
                 if link is None:
                     continue
@@ -341,8 +334,7 @@ class Relay:
         async with self._connect_lock:
             if self._link is not None and not self._link.closed:
                 return self._link
-            stream, framer = await self._connect()
-            link = _Link(stream, framer)
+            link = _Link(await self._connect())
             self._link = link
             assert self._links is not None
             self._links.start_soon(self._read_link, link)
@@ -366,27 +358,19 @@ class Relay:
     async def _read_link(self, link: _Link) -> None:
         try:
             while True:
+                try:
+                    lines = await link.channel.receive_batch()
+                except ConnectionClosed:
+                    return
                 out: list[bytes] = []  # what one read brought goes to stdout in one write
-                while True:
-                    try:
-                        line = link.framer.next_line()
-                    except RemoteProtocolError as exc:
-                        log.warning("daemon_line_too_long", detail=exc.message)
-                        continue
-                    if line is None:
-                        break
-                    if self._from_daemon(line):
+                for line in lines:
+                    if isinstance(line, RemoteProtocolError):
+                        log.warning("daemon_line_too_long", detail=line.message)
+                    elif self._from_daemon(line):
                         out.append(line)
                 if out:
                     out.append(b"")
                     await self._output(b"\n".join(out) if len(out) > 2 else out[0] + b"\n")
-                try:
-                    data = await link.stream.receive_some(_READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    data = b""
-                if not data:
-                    return
-                link.framer.receive_data(data)
         finally:
             if not self._exiting:
                 with trio.move_on_after(5) as cleanup:
@@ -460,7 +444,7 @@ class Relay:
 
     # --- finding (or starting) the daemon ------------------------------------------------
 
-    async def _connect(self) -> tuple[trio.abc.Stream, LineFramer]:
+    async def _connect(self) -> LineChannel:
         stream = await self._open_existing()
         if stream is None:
             if not self.auto_start:
@@ -528,17 +512,16 @@ class Relay:
             + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "") + hint
         )
 
-    async def _hello(self, stream: trio.abc.Stream) -> tuple[trio.abc.Stream, LineFramer]:
+    async def _hello(self, stream: trio.abc.Stream) -> LineChannel:
         try:
             token = (self.home / home_files.TOKEN_FILE).read_text().strip()
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
         channel = LineChannel(stream, max_line_bytes=DAEMON_LINE_LIMIT)
         await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT)
-        # From here on _read_link reads the stream itself (its loop is tuned for throughput);
-        # it takes over the channel's framer, so lines the daemon sent right after
-        # agentConnected, already read with it, are not lost.
-        return stream, channel.framer
+        # The same channel goes on reading (lines the daemon sent right after agentConnected,
+        # already read with it, are not lost).
+        return channel
 
 
 # --- standard streams ----------------------------------------------------------------------
