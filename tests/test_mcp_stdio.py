@@ -20,6 +20,7 @@ from broker.config import home as home_files
 from broker.config.settings import Settings
 from broker.daemon.run import DaemonInfo, run_daemon
 from mcp_testkit import ScriptedApp, end_process, relay_command, relay_env, running_daemon
+from rawapp import JsonLines
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -27,34 +28,15 @@ MODERN_META = {
 }
 
 
-class Lines:
-    """Newline-framed JSON from a process's stdout."""
-
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
-        self._stream = stream
-        self._buffer = b""
-
-    async def next(self, timeout: float = 10) -> dict[str, Any] | None:
-        with trio.fail_after(timeout):
-            while b"\n" not in self._buffer:
-                chunk = await self._stream.receive_some(65536)
-                if not chunk:
-                    return None
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-
 @asynccontextmanager
-async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, Lines]]:
+async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, JsonLines]]:
     process = await trio.lowlevel.open_process(
         relay_command(home, *extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         env={**os.environ, **relay_env()},
     )
     try:
         assert process.stdout is not None
-        yield process, Lines(process.stdout)
+        yield process, JsonLines(process.stdout)
     finally:
         await end_process(process, terminate=False)
 
@@ -215,7 +197,7 @@ async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_
 
 async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:
     assert process.stdin is not None and process.stdout is not None
-    lines = Lines(process.stdout)
+    lines = JsonLines(process.stdout)
     requests = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}},
                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call",  # recorded in the call log
                  "params": {"name": "Nobody__nothing", "arguments": {"secret": "x"}, "_meta": MODERN_META}}]
