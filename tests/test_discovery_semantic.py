@@ -116,7 +116,8 @@ def test_index_reranks_the_best_candidates_and_keeps_the_rest_in_bm25_order() ->
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)  # one scale for every hit
     assert [h.agent_name for h in idx.search(query, 1)] == ["Tempo__Seek"]
-    assert idx.search(query, 5, app="Paint") == []
+    assert [(h.agent_name, h.confidence) for h in idx.search(query, 5, app="Paint")] == [
+        ("Paint__CropImage", "low")]  # no word matches it: the fallback
 
 
 def test_tool_vectors_are_cached_per_tool_and_dropped_with_the_tool() -> None:
@@ -173,7 +174,7 @@ def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, Sem
 def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
     plain = ToolIndex()
     plain.replace_all(MUSIC)
-    assert plain.search("zorp", 5) == []
+    assert plain.prepare("zorp", 5).match == "any"
     idx, _ = hybrid_index(zorp())
     assert idx.search("zorp", 5, app=None) == idx.search("zorp", 5)
     hits = idx.search("zorp", 5)
@@ -186,7 +187,9 @@ def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
     # BM25's own hit still comes first when the query names it
     assert idx.search("seek", 1)[0].agent_name == "Tempo__Seek"
     # dense=0: the re-ranking of BM25's candidates only, which finds nothing here
-    assert hybrid_index(zorp(), dense=0)[0].search("zorp", 5) == []
+    assert hybrid_index(zorp(), dense=0)[0].prepare("zorp", 5).match == "any"
+    prepared = idx.prepare("zorp", 5)
+    assert prepared.finish()[0].confidence == "low" and prepared.match == "semantic"
     assert idx.search("", 5) == [] and idx.search("zorp", 0) == []
 
 

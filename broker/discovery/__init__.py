@@ -19,6 +19,8 @@ Typical use by the MCP front door::
 """
 
 from ._index import (
+    CONFIDENCE_LEVELS,
+    MATCH_KINDS,
     DEFAULT_LIMIT,
     DEFAULT_WEIGHTS,
     MAX_LIMIT,
@@ -53,6 +55,8 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "MATCH_KINDS",
+    "CONFIDENCE_LEVELS",
     "SEARCH_TOOLS",
     "CALL_TOOL",
     "meta_tools",

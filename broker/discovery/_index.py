@@ -53,17 +53,27 @@ import attrs
 
 from app_client.wire import ToolSpec
 
+from ._fuzzy import Vocabulary, light_stem, max_distance
 from ._semantic import Pool, SemanticReranker, tool_text
-from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words
+from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
 from ._thesaurus import rewrite
+from ._thesaurus import words as thesaurus_words
 
 __all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "PreparedSearch", "ToolIndex", "DEFAULT_LIMIT",
-           "MAX_LIMIT"]
+           "MAX_LIMIT", "MATCH_KINDS", "CONFIDENCE_LEVELS"]
 
 DEFAULT_LIMIT: Final = 5
 MAX_LIMIT: Final = 50
 #: Indexed parameter text per tool is cut to this many characters.
 _MAX_PARAM_TEXT: Final = 8000
+#: How an answer's best hits were found, surest first (``PreparedSearch.match``, see _fallback):
+#: the query's words (or their thesaurus words); some words only after typo correction; by
+#: meaning only (the semantic extra's dense candidates); loose matching (word stems as
+#: prefixes, corrections one edit further, raised by the apps they match best); nothing
+#: matched: the most likely tools (read-only first, every app in turn).
+MATCH_KINDS: Final = ("words", "corrected", "semantic", "loose", "any")
+#: A hit's ``confidence``, highest first (see :meth:`ToolIndex._confidence`).
+CONFIDENCE_LEVELS: Final = ("high", "medium", "low")
 
 
 @attrs.frozen
@@ -97,7 +107,8 @@ class IndexedTool:
 
 @attrs.frozen
 class SearchHit:
-    """One search result. ``score`` is relevance, higher is better; compare within one query."""
+    """One search result. ``score`` is relevance, higher is better; compare within one query.
+    ``confidence`` is one of :data:`CONFIDENCE_LEVELS` (None: not rated)."""
 
     agent_name: str
     app: str
@@ -105,6 +116,7 @@ class SearchHit:
     input_schema: dict[str, Any]
     score: float
     title: str | None = None
+    confidence: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ``search_tools`` returns for this hit."""
@@ -113,6 +125,8 @@ class SearchHit:
             out["title"] = self.title
         out["description"] = self.description
         out["inputSchema"] = self.input_schema
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
         return out
 
 
@@ -134,8 +148,8 @@ class _HitFields:
     def text(self) -> str:
         return tool_text(self.name, self.description or "", self.title)
 
-    def hit(self, agent_name: str, score: float) -> SearchHit:
-        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title)
+    def hit(self, agent_name: str, score: float, confidence: str | None = None) -> SearchHit:
+        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title, confidence)
 
 
 class _LabelledInstance(Protocol):
@@ -160,6 +174,8 @@ class _RegistryLike(Protocol):
 
 #: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
 _TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
+#: Whether any tool matches one word (a word FTS5's stemmer knows is not a typo).
+_ANY_TOOL: Final = "SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1"
 #: Each app row matching a query, with its BM25 score (the app prior).
 _APP_SCORES: Final = "SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?"
 
@@ -174,6 +190,24 @@ def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str]:
         spec.description or "",
         schema_text(spec.input_schema)[:_MAX_PARAM_TEXT],
     )
+
+
+def _vocabulary_words(row: tuple[str, ...]) -> list[str]:
+    """The words of a tool's indexed columns (``_row`` without the agent name), for typo correction."""
+    return split_words(" ".join(row[1:]))
+
+
+def _read_only(tool: IndexedTool) -> bool:
+    annotations = tool.spec.annotations
+    return isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+
+
+def _substitute(words: list[str], corrections: Mapping[str, list[str]], *, every: bool) -> list[str]:
+    """``words`` with each corrected word replaced by its corrections (``every``, duplicates
+    dropped) or by the first (keeps positions, for phrase lookup)."""
+    if every:
+        return list(dict.fromkeys(c for w in words for c in corrections.get(w, [w])))
+    return [corrections[w][0] if w in corrections else w for w in words]
 
 
 def _text(tool: IndexedTool) -> str:
@@ -209,6 +243,8 @@ class ToolIndex:
         #: App labels whose row in ``apps`` is out of date (rewritten at the end of replace_all).
         self._stale_apps: set[str] = set()
         self._tools: dict[str, IndexedTool] = {}
+        #: Every word of the indexed text, and the thesaurus's, for typo correction (see _fuzzy).
+        self._vocabulary = Vocabulary(thesaurus_words())
         self._rowids: dict[str, int] = {}
         self._fields: dict[str, _HitFields] = {}
         #: A copy of ``_fields`` that is never changed, handed to hybrid searches (None: stale).
@@ -319,6 +355,7 @@ class ToolIndex:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
         old = self._tools.pop(agent_name, None)
         if old is not None:
+            self._vocabulary.discard(_vocabulary_words(_row(old)))
             self._stale_apps.add(old.app)
             texts = self._app_texts[old.app]
             del texts[agent_name]
@@ -337,6 +374,7 @@ class ToolIndex:
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
         self._tools[tool.agent_name] = tool
+        self._vocabulary.add(_vocabulary_words(row))
         self._stale_apps.add(tool.app)
         self._app_texts.setdefault(tool.app, {})[tool.agent_name] = " ".join(row[1:5])
         self._fields[tool.agent_name] = _HitFields.of(tool)
@@ -345,10 +383,14 @@ class ToolIndex:
     # --- queries ---------------------------------------------------------------------------
 
     def search(self, query: str, limit: int = DEFAULT_LIMIT, *, app: str | None = None) -> list[SearchHit]:
-        """The best ``limit`` tools for ``query``, best first; [] when nothing matches.
+        """The best ``limit`` tools for ``query``, best first.
 
-        ``limit`` is clamped to 0..:data:`MAX_LIMIT` (a non-number means the default);
-        ``app`` keeps only that app label's tools. Never raises for any query text.
+        Never empty for a query with any non-space character while the index holds a tool (of
+        ``app``, if given): when no word matches, looser matching and then the best apps' or
+        the most likely tools answer (see :meth:`prepare`), rated ``"low"``. [] for an empty
+        or blank query, ``limit`` 0 or an empty index. ``limit`` is clamped to
+        0..:data:`MAX_LIMIT` (a non-number means the default); ``app`` keeps only that app
+        label's tools. Never raises for any query text.
         """
         return self.prepare(query, limit, app=app).finish()
 
@@ -356,22 +398,57 @@ class ToolIndex:
         """:meth:`search` up to the semantic ranking, which :meth:`PreparedSearch.finish`
         does: it touches only the re-ranker (thread-safe) and what this step copied (or, for
         the snapshot of every tool's fields, what is never changed), so it may run in a worker
-        thread while the index changes."""
+        thread while the index changes.
+
+        The answer comes from the first of these that finds a tool (``PreparedSearch.match``
+        says which, see :data:`MATCH_KINDS`): the query's words, with unknown words replaced
+        by the index's nearest words (typo correction) and the thesaurus's words at a
+        discount; loose matching (:meth:`_loose`), raised by the apps its words match best;
+        every tool, read-only ones first, taking turns between apps.
+        """
         try:
             limit = max(0, min(int(limit), MAX_LIMIT))
         except (TypeError, ValueError, OverflowError):
             limit = DEFAULT_LIMIT
-        words = query_words(query) if isinstance(query, str) else []
-        if not words or limit == 0 or not self._tools:
+        if not isinstance(query, str):
             return PreparedSearch(query, [], limit)
+        text = query[:MAX_QUERY_CHARS]
+        if not text.strip() or limit == 0 or not self._tools:
+            return PreparedSearch(query, [], limit)
+        typed = query_words(text)
+        all_words = split_words(text)
+        corrections = self._corrections(typed)
+        words = _substitute(typed, corrections, every=True)
+        all_words = _substitute(all_words, corrections, every=False)
         extra: list[str] = []
-        if self.weights.expansion > 0:
-            words, extra = rewrite(words, split_words(query[:MAX_QUERY_CHARS]))
-        scores = self._scores(_TOOL_SCORES, self.weights.columns(), words, extra)
+        if self.weights.expansion > 0 and words:
+            words, extra = rewrite(words, all_words)
+        scores = self._scores(_TOOL_SCORES, self.weights.columns(), words, extra) if words else {}
         if self.weights.app_prior > 0 and scores:
             self._apply_app_prior(scores, words, extra)
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         wanted = limit if self.reranker is None else max(limit, self.reranker.candidates)
+        hits = self._hits(scores, wanted, app)
+        match = "corrected" if corrections else "words"
+        if hits:
+            hits = self._rated(hits, words, match)
+        else:
+            hits, match = self._fallback(typed, wanted, app)
+        if self.reranker is None:
+            return PreparedSearch(query, hits, limit, match=match)
+        # A fallback's hits are no BM25 candidates: the dense ones go first, they come after.
+        bm25_hits = hits if match in ("words", "corrected") else []
+        texts = [_text(self._tools[h.agent_name]) for h in bm25_hits[: self.reranker.candidates]]
+        if self.reranker.dense <= 0:
+            if not bm25_hits:
+                return PreparedSearch(query, hits, limit, match=match)
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match)
+        if self._snapshot is None:
+            self._snapshot = dict(self._fields)
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match)
+
+    def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
+        """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         hits: list[SearchHit] = []
         for name, score in ranked:
             tool = self._tools[name]
@@ -381,16 +458,113 @@ class ToolIndex:
             hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title))
             if len(hits) == wanted:
                 break
-        if self.reranker is None:
-            return PreparedSearch(query, hits, limit)
-        texts = [_text(self._tools[h.agent_name]) for h in hits[: self.reranker.candidates]]
-        if self.reranker.dense <= 0:
-            if not hits:
-                return PreparedSearch(query, hits, limit)
-            return PreparedSearch(query, hits, limit, self.reranker, texts)
-        if self._snapshot is None:
-            self._snapshot = dict(self._fields)
-        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app)
+        return hits
+
+    def _corrections(self, words: list[str], *, loose: bool = False) -> dict[str, list[str]]:
+        """The nearest known words of each query word the index does not know (a typo)."""
+        out: dict[str, list[str]] = {}
+        for word in words:
+            if word in self._vocabulary or not word.isalpha():
+                continue
+            limit = max_distance(word, loose=loose)
+            if not loose and self._knows(word):  # a form FTS5's stemmer matches ("cropping")
+                continue
+            closest = self._vocabulary.closest(word, limit)
+            if closest:
+                out[word] = closest
+        if out and not loose:
+            self._keep_coherent(out, [w for w in words if w not in out])
+        return out
+
+    def _keep_coherent(self, corrections: dict[str, list[str]], rest: list[str]) -> None:
+        """Drop, in place, corrections that no app the rest of the query is about contains.
+
+        A real word the index lacks looks like a typo too ("team" is one edit from "teal",
+        "lunch" from "launch"); a correction the query's other words agree with (an app that
+        matches them, within half the best app's score, has the corrected word) is likely
+        right, one they do not is likely a different word. With no other word, all stay.
+        """
+        prior = self._bm25(_APP_SCORES, (), rest, 1.0)
+        best = max(prior.values(), default=0.0)
+        if best <= 0:
+            return
+        apps = {label for label, score in prior.items() if score >= 0.5 * best}
+        for word in list(corrections):
+            kept = [c for c in corrections[word] if apps & self._bm25(_APP_SCORES, (), [c], 1.0).keys()]
+            if kept:
+                corrections[word] = kept
+            else:
+                del corrections[word]
+
+    def _knows(self, word: str) -> bool:
+        match = match_expression([word])
+        return match is not None and self._db.execute(_ANY_TOOL, (match,)).fetchone() is not None
+
+    def _rated(self, hits: list[SearchHit], words: list[str], match: str) -> list[SearchHit]:
+        """``hits`` with their ``confidence``: how many of the query's words (after typo
+        correction, idioms replaced) the tool's name, title, description and app contain, by
+        light stem. ``high``: at least 60 % of them, a score at least half the best one, and
+        no word corrected; ``medium``: at least 30 %; ``low``: fewer (found through the
+        thesaurus or parameter text)."""
+        stems = {light_stem(w) for w in words}
+        if not stems:
+            return [attrs.evolve(hit, confidence="low") for hit in hits]
+        best = hits[0].score
+        rated: list[SearchHit] = []
+        for hit in hits:
+            own = {light_stem(w) for w in split_words(f"{hit.agent_name} {hit.title or ''} {hit.description}")}
+            share = len(stems & own) / len(stems)
+            if share >= 0.6 and hit.score >= 0.5 * best and match == "words":
+                level = "high"
+            elif share >= 0.3:
+                level = "medium"
+            else:
+                level = "low"
+            rated.append(attrs.evolve(hit, confidence=level))
+        return rated
+
+    def _fallback(self, words: list[str], wanted: int, app: str | None) -> tuple[list[SearchHit], str]:
+        """Hits (all rated ``low``, scores below 0) for a query none of whose words matched."""
+        expression = self._loose(words)
+        if expression is not None:
+            scores = self._bm25_expression(_TOOL_SCORES, self.weights.columns(), expression, 1.0)
+            if self.weights.app_prior > 0 and scores:  # the apps the loose words match best
+                self._raise_by_app(scores, self._bm25_expression(_APP_SCORES, (), expression, 1.0))
+            hits = self._hits(scores, wanted, app)
+            if hits:
+                best = hits[0].score
+                return [attrs.evolve(h, score=h.score / best - 1.0, confidence="low") for h in hits], "loose"
+        return self._most_likely(wanted, app), "any"
+
+    def _loose(self, words: list[str]) -> str | None:
+        """An FTS5 expression for a query whose words matched nothing: each word's light stem
+        (4 letters or more) as a prefix, and its corrections one edit further than usual."""
+        terms = [light_stem(w) for w in words if w.isalpha()]
+        terms = [t for t in terms if len(t) >= 4]
+        for corrections in self._corrections(words, loose=True).values():
+            terms += [light_stem(c) for c in corrections if len(light_stem(c)) >= 3]
+        return prefix_expression(dict.fromkeys(terms))
+
+    def _most_likely(self, wanted: int, app: str | None) -> list[SearchHit]:
+        """Nothing matched at all: read-only tools first (safe to try), apps taking turns."""
+        by_app: dict[str, list[IndexedTool]] = {}
+        for tool in self._tools.values():
+            if app is None or tool.app == app:
+                by_app.setdefault(tool.app, []).append(tool)
+        queues = [sorted(tools, key=lambda t: (not _read_only(t), t.agent_name))
+                  for _, tools in sorted(by_app.items())]
+        out: list[SearchHit] = []
+        turn = 0
+        while len(out) < wanted and any(turn < len(q) for q in queues):
+            for queue in queues:
+                if turn < len(queue):
+                    out.append(self._fallback_hit(queue[turn], -3.0 - len(out) / 1000))
+            turn += 1
+        return out[:wanted]
+
+    def _fallback_hit(self, tool: IndexedTool, score: float) -> SearchHit:
+        spec = tool.spec
+        return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low")
 
     def _apply_app_prior(self, scores: dict[str, float], words: list[str], extra: list[str]) -> None:
         """Raise each hit by how well the query matches its app as a whole, in place.
@@ -401,7 +575,9 @@ class ToolIndex:
         ``1 + app_prior * app_score / best_app_score``, so only tools that matched are moved,
         and most of all within the app the query is about.
         """
-        prior = self._scores(_APP_SCORES, (), words, extra)
+        self._raise_by_app(scores, self._scores(_APP_SCORES, (), words, extra))
+
+    def _raise_by_app(self, scores: dict[str, float], prior: Mapping[str, float]) -> None:
         best = max(prior.values(), default=0.0)
         if best <= 0:
             return
@@ -421,6 +597,9 @@ class ToolIndex:
         match = match_expression(words)
         if match is None:
             return {}
+        return self._bm25_expression(sql, columns, match, factor)
+
+    def _bm25_expression(self, sql: str, columns: tuple[float, ...], match: str, factor: float) -> dict[str, float]:
         try:
             rows = self._db.execute(sql, (*columns, match)).fetchall()
         except sqlite3.Error:  # pragma: no cover - quoting makes this unreachable
@@ -445,6 +624,9 @@ class PreparedSearch:
     bm25: dict[str, float] = attrs.Factory(dict)
     #: ...and the app label asked for (dense candidates are filtered by it too).
     app: str | None = None
+    #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
+    #: to ``"semantic"`` when a tool found by meaning alone comes first).
+    match: str = "words"
 
     @property
     def needs_rerank(self) -> bool:
@@ -467,12 +649,17 @@ class PreparedSearch:
                 hit = by_name.get(name)
                 if hit is not None:
                     ranked.append(attrs.evolve(hit, score=blended))
-                elif self.pool is not None:
-                    ranked.append(self.pool[name].hit(name, blended))
+                elif self.pool is not None:  # by meaning alone: no query word in the tool
+                    ranked.append(self.pool[name].hit(name, blended, "low"))
             taken = {name for name, _ in order}
-            ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
+            # A fallback's hits (no BM25 candidates) only stand in when the dense step found none.
+            if self.texts or not order:
+                ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
             # stable: a candidate before a BM25-only hit of the same score, as before the merge
             hits = sorted(ranked, key=lambda h: -h.score)
+            lexical = by_name if self.texts else {}  # a fallback's hits matched no word
+            if hits and hits[0].agent_name not in lexical:
+                self.match = "semantic"
         return hits[: self.limit]
 
     def _pool_lookup(self) -> Pool:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["GROUPS", "BROADER", "PHRASES", "expand", "rewrite"]
+__all__ = ["GROUPS", "BROADER", "PHRASES", "expand", "rewrite", "words"]
 
 GROUPS: Final[tuple[str, ...]] = (
     # files and storage
@@ -556,3 +556,15 @@ def expand(words: Iterable[str], all_words: list[str] | None = None) -> list[str
     ``all_words`` is the query's full word sequence (stop words included) for phrase lookup.
     """
     return rewrite(words, all_words)[1]
+
+
+def words() -> frozenset[str]:
+    """Every word the thesaurus knows (group members, broader terms, phrase words), for the
+    index's typo correction: a misspelt query word may be one only the thesaurus has."""
+    known: set[str] = set(_RELATED)
+    for related in _RELATED.values():
+        known.update(related)
+    for key, meaning in PHRASES.items():
+        known.update(part for part in key.split() if part != "~")
+        known.update(meaning)
+    return frozenset(w for w in known if w.isalpha())

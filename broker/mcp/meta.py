@@ -138,9 +138,9 @@ class MetaTools:
         return self.index.prepare(arguments["query"], int(arguments.get("limit", DEFAULT_LIMIT)))
 
     def _answer(self, prepared: PreparedSearch, hits: list[SearchHit], session: str | None) -> dict[str, Any]:
-        structured = search_result(hits)
+        structured = search_result(hits, prepared.match if hits else None)
         log.info("TOOL_SEARCH", session=session, query_chars=len(prepared.query), limit=prepared.limit,
-                 hits=[hit.agent_name for hit in hits])
+                 hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None)
         return {
             "content": [{"type": "text", "text": _encoder.encode(structured).decode()}],
             "structuredContent": structured,
