@@ -88,9 +88,10 @@ class Weights:
     params: float = 1.0
     expansion: float = 0.8
     app_prior: float = 1.0
+    action: float = 6.0
 
-    def columns(self) -> tuple[float, float, float, float, float]:
-        return (self.name, self.app, self.title, self.description, self.params)
+    def columns(self) -> tuple[float, float, float, float, float, float]:
+        return (self.name, self.app, self.title, self.description, self.params, self.action)
 
 
 DEFAULT_WEIGHTS: Final = Weights()
@@ -173,23 +174,31 @@ class _RegistryLike(Protocol):
 
 
 #: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
-_TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
+_TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
 #: Whether any tool matches one word (a word FTS5's stemmer knows is not a typo).
 _ANY_TOOL: Final = "SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1"
 #: Each app row matching a query, with its BM25 score (the app prior).
 _APP_SCORES: Final = "SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?"
 
 
-def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str]:
+def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str, str]:
     spec = tool.spec
+    name = split_words(spec.name)
     return (
         tool.agent_name,
-        " ".join(split_words(spec.name)),
+        " ".join(name),
         " ".join(split_words(tool.app)),
         spec.title or "",
         spec.description or "",
         schema_text(spec.input_schema)[:_MAX_PARAM_TEXT],
+        _action(name),
     )
+
+
+def _action(name: list[str]) -> str:
+    """What a tool does, by the convention of verb-first tool names: the first word of its
+    name (``CreateEvent`` -> ``create``, ``list_files`` -> ``list``)."""
+    return name[0] if name else ""
 
 
 def _vocabulary_words(row: tuple[str, ...]) -> list[str]:
@@ -229,7 +238,7 @@ class ToolIndex:
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.execute(
             "CREATE VIRTUAL TABLE tools USING fts5("
-            "agent_name UNINDEXED, name, app, title, description, params, "
+            "agent_name UNINDEXED, name, app, title, description, params, action, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
         # One row per app label: all its tools' names, titles and descriptions (see _apply_app_prior).
@@ -369,7 +378,8 @@ class ToolIndex:
     def _insert(self, tool: IndexedTool) -> None:
         row = _row(tool)
         cursor = self._db.execute(
-            "INSERT INTO tools (agent_name, name, app, title, description, params) VALUES (?, ?, ?, ?, ?, ?)", row
+            "INSERT INTO tools (agent_name, name, app, title, description, params, action) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", row
         )
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
