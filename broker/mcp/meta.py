@@ -42,9 +42,11 @@ from ..discovery import (
     PreparedSearch,
     SearchHit,
     SemanticReranker,
+    SemanticUnavailable,
     ToolIndex,
     meta_tools,
     search_result,
+    semantic_available,
 )
 from ..core.validation import compile_schema
 from .results import error_result
@@ -79,14 +81,20 @@ class MetaTools:
     """The search index every session shares, and the ``search_tools`` answer."""
 
     def __init__(self, registry: Registry, *, rerank: str = "off", reranker: SemanticReranker | None = None) -> None:
-        """``rerank``: the ``discovery_rerank`` setting ("off" or "semantic"); ``reranker``: one
-        to use instead (tests give one with their own embedder)."""
+        """``rerank``: the ``discovery_rerank`` setting ("off", "semantic" or "auto": semantic
+        when the extra is installed); ``reranker``: one to use instead (tests give one with
+        their own embedder)."""
         self.registry = registry
         self._index: ToolIndex | None = None
         self._reranker = reranker
+        #: "auto" chose semantic: a model that fails to load means BM25 only, not an error.
+        self._optional = False
+        #: Embedding runs in worker threads, one search at a time (the model has one lock anyway).
+        self._limiter: trio.CapacityLimiter | None = None
         # Syncing (adding) is lazy, at search time; letting go of departed tools is not.
         registry.on_change(self._forget_departed)
-        if rerank == "semantic" and reranker is None:
+        if reranker is None and (rerank == "semantic" or (rerank == "auto" and semantic_available())):
+            self._optional = rerank == "auto"
             self._reranker = SemanticReranker(background=True)
             self._reranker.warm_up_in_background()
 
@@ -126,7 +134,21 @@ class MetaTools:
         prepared = self._prepare(arguments)
         if isinstance(prepared, dict):
             return prepared
-        hits = await trio.to_thread.run_sync(prepared.finish) if prepared.needs_rerank else prepared.finish()
+        if not prepared.needs_rerank:
+            return self._answer(prepared, prepared.finish(), session)
+        if self._limiter is None:
+            self._limiter = trio.CapacityLimiter(1)
+        try:
+            hits = await trio.to_thread.run_sync(prepared.finish, limiter=self._limiter)
+        except SemanticUnavailable as exc:
+            if not self._optional:
+                raise
+            # "auto" found the extra but its model does not load: BM25 from now on.
+            log.warning("semantic_search_off", reason=str(exc))
+            self._reranker = None
+            if self._index is not None:
+                self._index.reranker = None
+            hits = prepared.hits[: prepared.limit]
         return self._answer(prepared, hits, session)
 
     def _prepare(self, arguments: Any) -> PreparedSearch | dict[str, Any]:
