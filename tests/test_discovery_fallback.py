@@ -174,3 +174,43 @@ def test_never_empty_on_the_bench_queries_with_typos(corpus: ToolIndex) -> None:
     bench = load_bench()
     queries = [bench.typo(q, i) for i, (q, _) in enumerate(bench.load_queries(bench.QUERIES))]
     assert all(corpus.search(q, 5) for q in queries)
+
+
+# --- off the event loop ----------------------------------------------------------------------
+
+
+async def test_the_daemon_searches_in_a_worker_thread_and_the_loop_keeps_running(tmp_path: Path) -> None:
+    import threading
+
+    import trio
+
+    from broker.config.settings import Settings
+    from broker.daemon.broker_core import BrokerCore
+    from broker.mcp.meta import MetaTools
+
+    core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
+    meta = MetaTools(core.registry, rerank="off")
+    core.registry.register(
+        object(),  # type: ignore[arg-type]  # the registry only keeps the link
+        app_name="Tempo", instance_id=None, max_concurrency=1, app_version=None,
+        tools=[spec("Pause", "Pause playback"), spec("Seek", "Jump to a time")],
+    )
+    assert meta.threaded
+    result: dict[str, Any] = {}
+
+    async def search() -> None:
+        result.update(await meta.search_tools_async({"query": "paus the playbak", "limit": 2}))
+
+    meta._lock.acquire()  # as if a search held the index: the next one must wait in its thread
+    ticks = 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(search)
+        while ticks < 50:  # the event loop runs on meanwhile (no await would come back if it did not)
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+        assert not result  # still waiting for the index, in its worker thread
+        meta._forget_departed()  # never waits on the loop: skipped while a search holds the index
+        meta._lock.release()
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Pause"
+    assert result["structuredContent"]["match"] == "corrected"
+    assert threading.current_thread() is threading.main_thread()

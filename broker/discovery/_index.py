@@ -352,11 +352,16 @@ class ToolIndex:
         version = registry.version
         if version == self.version:
             return False
-        self.replace_all(IndexedTool(t.agent_name, t.instance.label, t.spec) for t in registry.tools())
+        self.sync_tools(version, [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in registry.tools()])
+        return True
+
+    def sync_tools(self, version: int, tools: Iterable[IndexedTool]) -> None:
+        """:meth:`sync` with the registry's tools read beforehand (by the registry's thread),
+        so the index may be updated in another thread."""
+        self.replace_all(tools)
         self.version = version
         if self.reranker is not None and self.reranker.background:
             self.reranker.schedule((name, _text(tool)) for name, tool in self._tools.items())
-        return True
 
     def _delete(self, agent_name: str) -> None:
         rowid = self._rowids.pop(agent_name, None)
