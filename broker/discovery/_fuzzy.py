@@ -145,9 +145,9 @@ class Vocabulary:
             for other in self._by_gram.get(gram, ()):
                 if abs(len(other) - len(word)) <= limit:
                     shared[other] += 1
-        # A word within `limit` edits shares at least this many of the typo's trigrams
-        # (each edit spoils at most three); a floor of 1 keeps very short words possible.
-        need = max(1, len(word) + 2 - 2 - 3 * limit)
+        # A word within `limit` edits shares at least this many of the typo's len(word)
+        # trigrams (an edit spoils at most three, a swap of neighbours four); a floor of 1.
+        need = max(1, len(word) - 4 * limit)
         found: list[tuple[int, int, str]] = []
         for other, count in shared.items():
             if count < need:

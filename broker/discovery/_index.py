@@ -45,6 +45,7 @@ the index changed since the last search, so the semantic step may run in another
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
@@ -56,7 +57,7 @@ from app_client.wire import ToolSpec
 from ._fuzzy import Vocabulary, light_stem, max_distance
 from ._semantic import Pool, SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
-from ._thesaurus import rewrite
+from ._thesaurus import rewrite, synonyms
 from ._thesaurus import words as thesaurus_words
 
 __all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "PreparedSearch", "ToolIndex", "DEFAULT_LIMIT",
@@ -66,6 +67,9 @@ DEFAULT_LIMIT: Final = 5
 MAX_LIMIT: Final = 50
 #: Indexed parameter text per tool is cut to this many characters.
 _MAX_PARAM_TEXT: Final = 8000
+#: A typo correction must be in an app scoring at least this share of the best app for the
+#: rest of the query (see ToolIndex._keep_coherent).
+_COHERENT: Final = 0.15
 #: How an answer's best hits were found, surest first (``PreparedSearch.match``, see _fallback):
 #: the query's words (or their thesaurus words); some words only after typo correction; by
 #: meaning only (the semantic extra's dense candidates); loose matching (word stems as
@@ -177,6 +181,8 @@ class _RegistryLike(Protocol):
 _TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
 #: Whether any tool matches one word (a word FTS5's stemmer knows is not a typo).
 _ANY_TOOL: Final = "SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1"
+#: The tools that match (read lazily: a caller may stop at the first it wants).
+_TOOL_NAMES: Final = "SELECT agent_name FROM tools WHERE tools MATCH ?"
 #: Each app row matching a query, with its BM25 score (the app prior).
 _APP_SCORES: Final = "SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?"
 
@@ -217,6 +223,17 @@ def _substitute(words: list[str], corrections: Mapping[str, list[str]], *, every
     if every:
         return list(dict.fromkeys(c for w in words for c in corrections.get(w, [w])))
     return [corrections[w][0] if w in corrections else w for w in words]
+
+
+def _corrected(text: str, corrections: Mapping[str, list[str]]) -> str | None:
+    """``text`` with each corrected word replaced by its first correction (None: no typo), for
+    the embedding model, which reads a misspelt word as other sub-words."""
+    if not corrections:
+        return None
+    return _WORD.sub(lambda m: corrections.get(m.group(0).lower(), [m.group(0)])[0], text)
+
+
+_WORD: Final = re.compile(r"[^\W\d_]+")
 
 
 def _text(tool: IndexedTool) -> str:
@@ -456,10 +473,12 @@ class ToolIndex:
         if self.reranker.dense <= 0:
             if not bm25_hits:
                 return PreparedSearch(query, hits, limit, match=match)
-            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match)
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match,
+                                  model_query=_corrected(text, corrections))
         if self._snapshot is None:
             self._snapshot = dict(self._fields)
-        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match)
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match,
+                              model_query=_corrected(text, corrections))
 
     def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
         """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
@@ -488,28 +507,51 @@ class ToolIndex:
             if closest:
                 out[word] = closest
         if out and not loose:
-            self._keep_coherent(out, [w for w in words if w not in out])
+            self._keep_coherent(out, words)
         return out
 
-    def _keep_coherent(self, corrections: dict[str, list[str]], rest: list[str]) -> None:
-        """Drop, in place, corrections that no app the rest of the query is about contains.
+    def _keep_coherent(self, corrections: dict[str, list[str]], words: list[str]) -> None:
+        """Drop, in place, corrections that none of the apps the rest of the query is about has.
 
         A real word the index lacks looks like a typo too ("team" is one edit from "teal",
-        "lunch" from "launch"); a correction the query's other words agree with (an app that
-        matches them, within half the best app's score, has the corrected word) is likely
-        right, one they do not is likely a different word. With no other word, all stay.
+        "lunch" from "launch"); a correction that agrees with the rest of the query is likely
+        right, one that does not is likely a different word. The rest is the query's other
+        words, corrected ("paus the musik": "pause" is checked against "music"); it agrees
+        when an app that matches it within half the best app's score has a tool with the
+        corrected word (see :meth:`_in_apps`). A query with no other word keeps it.
         """
-        prior = self._bm25(_APP_SCORES, (), rest, 1.0)
-        best = max(prior.values(), default=0.0)
-        if best <= 0:
-            return
-        apps = {label for label, score in prior.items() if score >= 0.5 * best}
-        for word in list(corrections):
-            kept = [c for c in corrections[word] if apps & self._bm25(_APP_SCORES, (), [c], 1.0).keys()]
+        apps_of: dict[str, set[str]] = {}
+
+        def apps(terms: list[str]) -> set[str]:
+            key = " ".join(terms)
+            if key not in apps_of:
+                prior = self._scores(_APP_SCORES, (), *rewrite(terms)) if terms else {}
+                best = max(prior.values(), default=0.0)
+                apps_of[key] = {label for label, score in prior.items() if best > 0 and score >= _COHERENT * best}
+            return apps_of[key]
+
+        before = dict(corrections)
+        for word in before:
+            rest = _substitute([w for w in words if w != word], before, every=True)
+            about = apps(rest)
+            if not about:
+                continue
+            kept = [c for c in before[word] if self._in_apps(c, about)]
             if kept:
                 corrections[word] = kept
             else:
                 del corrections[word]
+
+    def _in_apps(self, word: str, apps: set[str]) -> bool:
+        """Whether a tool of ``apps`` has ``word`` (in any column) or, for a word no tool has,
+        a synonym of it from the thesaurus ("photo": image); stops at the first."""
+        match = match_expression([word] if self._knows(word) else list(synonyms(word)))
+        if match is None:
+            return False
+        for (name,) in self._db.execute(_TOOL_NAMES, (match,)):
+            if self._tools[name].app in apps:
+                return True
+        return False
 
     def _knows(self, word: str) -> bool:
         match = match_expression([word])
@@ -642,6 +684,8 @@ class PreparedSearch:
     #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
     #: to ``"semantic"`` when a tool found by meaning alone comes first).
     match: str = "words"
+    #: The query the model embeds: the text with typos corrected (None: ``query`` as it is).
+    model_query: str | None = None
 
     @property
     def needs_rerank(self) -> bool:
@@ -654,7 +698,8 @@ class PreparedSearch:
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
             order = self.reranker.hybrid(
-                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
+                self.model_query or self.query,
+                [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
                 self._pool_lookup() if self.pool is not None else None,
             )
             best = head[0].score if head and head[0].score > 0 else 1.0

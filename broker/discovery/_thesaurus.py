@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["GROUPS", "BROADER", "PHRASES", "expand", "rewrite", "words"]
+__all__ = ["GROUPS", "BROADER", "PHRASES", "expand", "rewrite", "synonyms", "words"]
 
 GROUPS: Final[tuple[str, ...]] = (
     # files and storage
@@ -568,3 +568,22 @@ def words() -> frozenset[str]:
         known.update(part for part in key.split() if part != "~")
         known.update(meaning)
     return frozenset(w for w in known if w.isalpha())
+
+
+def _build_synonyms() -> dict[str, tuple[str, ...]]:
+    related: dict[str, list[str]] = {}
+    for group in GROUPS:
+        members = group.split()
+        for word in members:
+            bucket = related.setdefault(word, [])
+            bucket.extend(m for m in members if m != word and m not in bucket)
+    return {word: tuple(others) for word, others in related.items()}
+
+
+_SYNONYMS: Final = _build_synonyms()
+
+
+def synonyms(word: str) -> tuple[str, ...]:
+    """The other members of ``word``'s groups (not its broader terms: ``teal`` -> ``color``
+    says little about which app a query is about)."""
+    return _SYNONYMS.get(word, ())
