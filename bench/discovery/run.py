@@ -147,6 +147,17 @@ def evaluate(index: ToolIndex, queries: list[tuple[str, str]]) -> Metrics:
     return Metrics(n, hits1 / n, hits5 / n, reciprocal / n, misses)
 
 
+def calibration(index: ToolIndex, queries: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
+    """For each ``confidence`` of the first hit: (queries, of which the first hit is right)."""
+    out: dict[str, tuple[int, int]] = {}
+    for query, expected in queries:
+        hits = index.search(query, limit=1)
+        level = (hits[0].confidence or "none") if hits else "empty"
+        n, right = out.get(level, (0, 0))
+        out[level] = (n + 1, right + (bool(hits) and hits[0].agent_name in expected.split("|")))
+    return out
+
+
 def scaled(tools: list[tuple[str, str, ToolSpec]], size: int) -> list[tuple[str, str, ToolSpec]]:
     """The corpus copied under new app labels (``App2``, ``App3``...) until it has ``size`` tools."""
     out = list(tools)
@@ -308,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
              f"{dense_ms:.2f} ms"),
         ]
     rows.sort(key=lambda row: list(sets).index(row[0]))
+    every = [q for qs in sets.values() for q in qs]
+    rated = calibration(index, every)
 
     full = json_bytes({"tools": [mcp_tool(name, spec) for name, _, spec in tools]})
     discovery = json_bytes({"tools": meta_tools()})
@@ -323,6 +336,13 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|")
     for name, ranking, m in rows:
         print(f"| {name} ({m.queries}) | {ranking} | {m.recall_at_1:.3f} | {m.recall_at_5:.3f} | {m.mrr:.3f} |")
+    print()
+    print(f"| first hit's confidence (BM25 + thesaurus, all {len(every)} queries above) | queries | first hit right |")
+    print("|---|---|---|")
+    for level in ("high", "medium", "low", "none", "empty"):
+        if level in rated:
+            n, right = rated[level]
+            print(f"| {level} | {n} | {right} ({right / n:.0%}) |")
     print()
     print("| cost | value |")
     print("|---|---|")

@@ -34,6 +34,8 @@ __all__ = ["MIN_TYPO_CHARS", "Vocabulary", "light_stem", "max_distance", "edit_d
 MIN_TYPO_CHARS: Final = 4
 #: At most this many corrections per word (the nearest, most used first).
 MAX_CORRECTIONS: Final = 2
+#: At most this many candidates (those sharing the most trigrams) get an edit distance.
+_MAX_CHECKED: Final = 40
 
 
 def max_distance(word: str, *, loose: bool = False) -> int:
@@ -149,9 +151,10 @@ class Vocabulary:
         # trigrams (an edit spoils at most three, a swap of neighbours four); a floor of 1.
         need = max(1, len(word) - 4 * limit)
         found: list[tuple[int, int, str]] = []
-        for other, count in shared.items():
+        # the words sharing the most trigrams first; past _MAX_CHECKED the rest are too far
+        for other, count in shared.most_common(_MAX_CHECKED):
             if count < need:
-                continue
+                break
             distance = edit_distance(word, other, limit)
             if distance <= limit:
                 found.append((distance, -self._counts.get(other, 0), other))

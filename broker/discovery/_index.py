@@ -271,6 +271,8 @@ class ToolIndex:
         self._tools: dict[str, IndexedTool] = {}
         #: Every word of the indexed text, and the thesaurus's, for typo correction (see _fuzzy).
         self._vocabulary = Vocabulary(thesaurus_words())
+        #: Light stems of each rated tool's name, title and description (filled when first rated).
+        self._stems: dict[str, frozenset[str]] = {}
         self._rowids: dict[str, int] = {}
         self._fields: dict[str, _HitFields] = {}
         #: A copy of ``_fields`` that is never changed, handed to hybrid searches (None: stale).
@@ -387,6 +389,7 @@ class ToolIndex:
         old = self._tools.pop(agent_name, None)
         if old is not None:
             self._vocabulary.discard(_vocabulary_words(_row(old)))
+            self._stems.pop(agent_name, None)
             self._stale_apps.add(old.app)
             texts = self._app_texts[old.app]
             del texts[agent_name]
@@ -569,7 +572,10 @@ class ToolIndex:
         best = hits[0].score
         rated: list[SearchHit] = []
         for hit in hits:
-            own = {light_stem(w) for w in split_words(f"{hit.agent_name} {hit.title or ''} {hit.description}")}
+            own = self._stems.get(hit.agent_name)
+            if own is None:
+                text = f"{hit.agent_name} {hit.title or ''} {hit.description}"
+                own = self._stems[hit.agent_name] = frozenset(light_stem(w) for w in split_words(text))
             share = len(stems & own) / len(stems)
             if share >= 0.6 and hit.score >= 0.5 * best and match == "words":
                 level = "high"
