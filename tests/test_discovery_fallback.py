@@ -214,3 +214,26 @@ async def test_the_daemon_searches_in_a_worker_thread_and_the_loop_keeps_running
     assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Pause"
     assert result["structuredContent"]["match"] == "corrected"
     assert threading.current_thread() is threading.main_thread()
+
+
+# --- the benchmark's blind-set mode ------------------------------------------------------------
+
+
+def test_bench_measures_other_query_files_in_aggregate_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    bench = load_bench()
+    queries = {"queries": [
+        {"query": "paus the musik", "expected": "Tempo__Pause", "kind": "typo"},
+        {"query": "pause the music", "expected": ["Tempo__Pause", "Tempo__Play"], "kind": "keyword"},
+        {"query": "a secret query text", "expected": "Tempo__Seek", "kind": "keyword"},
+    ]}
+    path = tmp_path / "blind.json"
+    path.write_text(json.dumps(queries))
+    assert bench.main(["--queries", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "| blind (3) | BM25 + thesaurus |" in out
+    assert "| blind, kind keyword (2) |" in out and "| blind, kind typo (1) |" in out
+    assert "secret" not in out and "paus" not in out  # no query text, no per-query line
+    with pytest.raises(SystemExit):
+        bench.main(["--queries", str(path), "--misses"])

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Each tool is one row of an FTS5 table (SQLite ships with CPython: nothing to download, no
-hand-rolled scorer) with five columns, ranked by FTS5's ``bm25()`` with a weight per column
+hand-rolled scorer) with six columns, ranked by FTS5's ``bm25()`` with a weight per column
 (:class:`Weights`):
 
 * ``name``   - the registered tool name split into words (``ExportAsPDF`` -> ``export as pdf``),
@@ -11,7 +11,10 @@ hand-rolled scorer) with five columns, ranked by FTS5's ``bm25()`` with a weight
 * ``title``  - the tool's title,
 * ``description`` - its description,
 * ``params`` - parameter names (split) with their descriptions and enum values, nested
-  objects and array items included.
+  objects and array items included,
+* ``action`` - what the tool does: the first word of its name, by the convention of verb-first
+  tool names (``CreateEvent`` -> ``create``), so the query's operation is weighed against each
+  neighbour's ("complete the task" vs ``CreateTask`` and ``CompleteTask``).
 
 The ``porter unicode61`` tokenizer lower-cases, folds diacritics and stems (``cropping``
 finds ``crop``). A query is cut into words (``_text``), which are searched in one FTS5 query;
@@ -25,11 +28,22 @@ for the same words over the best app's (a query that says "song" or "slide" favo
 app's tools even when the right tool's text lacks the word). Results are ordered by score,
 ties by agent-facing name, so they are deterministic.
 
+Typo tolerance and never an empty answer (:meth:`ToolIndex.prepare`): a query word that
+neither the index's vocabulary (``_fuzzy``: every indexed word and the thesaurus's) nor
+FTS5's stemmer knows is replaced by its nearest known words, by edit distance, when a tool of
+the apps the rest of the query is about has the correction (a real word the index lacks,
+"team", is not turned into "teal"). When no word matches, the search falls back to word stems
+as prefixes (raised by the app prior), then to the most likely tools (read-only first, every
+app in turn). :attr:`PreparedSearch.match` says which step answered; each hit's
+``confidence`` (high, medium, low) says how many of the query's words its name, title and
+description contain.
+
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every
 registry change; :meth:`ToolIndex.sync` does that when the registry's ``version`` moved.
-Everything is synchronous and quick enough for the trio thread to call directly: about 1.5 ms
-per query for a few hundred tools, 15 ms for 10,000 (BENCHMARKS.md section 6).
+Everything is synchronous: about 1 ms per query for a few hundred tools, ~10 ms for 10,000
+(BENCHMARKS.md section 6), so the daemon searches in a worker thread (``broker.mcp.meta``);
+the index is not thread-safe, its owner serialises access.
 
 Optional semantic ranking (a :class:`~._semantic.SemanticReranker`, off by default) makes
 the search hybrid: BM25's best :data:`~._semantic.CANDIDATES` hits and the

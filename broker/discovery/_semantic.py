@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 BM25 only matches words that occur; "fast forward to 2 minutes" shares none with ``Seek``. With
-``discovery_rerank = "semantic"`` a search is *hybrid*: its candidates are the union of BM25's
+``discovery_rerank = "semantic"``, or ``"auto"`` (the default) when this extra is installed, a
+search is *hybrid*: its candidates are the union of BM25's
 best :data:`CANDIDATES` tools and the :data:`DENSE` tools whose embedding (of
 :func:`tool_text`: the name split into words, the description, the title) is closest to the
 query's, over every tool whose vector is cached. Each candidate's score is

@@ -13,7 +13,8 @@ library search from a full-mode connection.
 ``search_tools`` is answered here, from one :class:`~broker.discovery.ToolIndex` per
 :class:`MetaTools` (one per daemon, shared by every session), brought up to date with the
 registry lazily, at search time, when the registry's version moved. With the setting
-``discovery_rerank = "semantic"`` the search is hybrid (BM25's best hits plus the tools closest
+``discovery_rerank = "semantic"`` (or ``"auto"``, the default, when the extra is installed) the
+search is hybrid (BM25's best hits plus the tools closest
 by embedding, blended) with a small embedding model, which is warmed up in a background thread
 when the first session starts, and which embeds new tools in one after each sync (see
 ``broker.discovery._semantic``). ``call_tool`` is
