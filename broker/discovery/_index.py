@@ -59,7 +59,6 @@ the index changed since the last search, so the semantic step may run in another
 from __future__ import annotations
 
 import math
-import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol
@@ -237,17 +236,6 @@ def _substitute(words: list[str], corrections: Mapping[str, list[str]], *, every
     if every:
         return list(dict.fromkeys(c for w in words for c in corrections.get(w, [w])))
     return [corrections[w][0] if w in corrections else w for w in words]
-
-
-def _corrected(text: str, corrections: Mapping[str, list[str]]) -> str | None:
-    """``text`` with each corrected word replaced by its first correction (None: no typo), for
-    the embedding model, which reads a misspelt word as other sub-words."""
-    if not corrections:
-        return None
-    return _WORD.sub(lambda m: corrections.get(m.group(0).lower(), [m.group(0)])[0], text)
-
-
-_WORD: Final = re.compile(r"[^\W\d_]+")
 
 
 def _text(tool: IndexedTool) -> str:
@@ -490,12 +478,10 @@ class ToolIndex:
         if self.reranker.dense <= 0:
             if not bm25_hits:
                 return PreparedSearch(query, hits, limit, match=match)
-            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match,
-                                  model_query=_corrected(text, corrections))
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match)
         if self._snapshot is None:
             self._snapshot = dict(self._fields)
-        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match,
-                              model_query=_corrected(text, corrections))
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match)
 
     def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
         """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
@@ -704,8 +690,6 @@ class PreparedSearch:
     #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
     #: to ``"semantic"`` when a tool found by meaning alone comes first).
     match: str = "words"
-    #: The query the model embeds: the text with typos corrected (None: ``query`` as it is).
-    model_query: str | None = None
 
     @property
     def needs_rerank(self) -> bool:
@@ -718,8 +702,7 @@ class PreparedSearch:
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
             order = self.reranker.hybrid(
-                self.model_query or self.query,
-                [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
+                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
                 self._pool_lookup() if self.pool is not None else None,
             )
             best = head[0].score if head and head[0].score > 0 else 1.0
