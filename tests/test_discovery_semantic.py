@@ -283,6 +283,17 @@ def test_default_is_semantic_when_the_extra_is_installed(tmp_path: Path) -> None
     assert MetaTools(core.registry, rerank=core.settings.discovery_rerank).reranks
 
 
+def test_the_model_loads_only_once_a_discovery_session_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    warm_ups: list[SemanticReranker] = []
+    monkeypatch.setattr(SemanticReranker, "warm_up_in_background", lambda self: warm_ups.append(self))
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
+    assert meta.index.reranker is not None and warm_ups == []  # a daemon nobody searches loads no model
+    meta.discovery_session_started()
+    meta.discovery_session_started()  # once is enough
+    assert warm_ups == [meta.index.reranker]
+
+
 def test_off_is_bm25_only(tmp_path: Path) -> None:
     core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
     meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)

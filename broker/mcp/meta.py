@@ -16,7 +16,8 @@ registry lazily, at search time, when the registry's version moved. With the set
 ``discovery_rerank = "semantic"`` (or ``"auto"``, the default, when the extra is installed) the
 search is hybrid (BM25's best hits plus the tools closest
 by embedding, blended) with a small embedding model, which is warmed up in a background thread
-when the first session starts, and which embeds new tools in one after each sync (see
+when the first discovery-mode session starts (a daemon nobody searches never loads it), and
+which embeds new tools in one after each sync (see
 ``broker.discovery._semantic``). ``call_tool`` is
 unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
 call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
@@ -105,6 +106,13 @@ class MetaTools:
         if reranker is None and (rerank == "semantic" or (rerank == "auto" and semantic_available())):
             self._optional = rerank == "auto"
             self._reranker = SemanticReranker(background=True)
+        self._warming = False
+
+    def discovery_session_started(self) -> None:
+        """Warm the model (if any) in a background thread, once: only a daemon that serves
+        discovery mode pays its load time and memory, and its first search does not wait."""
+        if self._reranker is not None and not self._warming:
+            self._warming = True
             self._reranker.warm_up_in_background()
 
     @property

@@ -382,6 +382,8 @@ class Session:
         self.server = server
         #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
         self.discovery = discovery
+        if discovery:
+            server.meta.discovery_session_started()
         self._nursery = nursery
         self.transport = transport
         self.label = label
