@@ -1,0 +1,208 @@
+/**
+ * The client against a scripted daemon: garbage, over-long lines, a close mid-line, heartbeats
+ * while a handler is busy, goodbye on close, version negotiation, `replaced`, fatal refusals.
+ */
+import assert from "node:assert/strict";
+import type * as net from "node:net";
+import { test } from "node:test";
+import {
+  App, InstanceReplaced, RegistrationRejected, RemoteProtocolError, type ToolbridgeError,
+} from "../src/index.js";
+import { FakeDaemon, registered } from "./fake.js";
+import { capturingLogger, nextEvent } from "./helpers.js";
+
+function appFor(fake: FakeDaemon, extra: Partial<ConstructorParameters<typeof App>[0]> = {}): App {
+  const app = new App({ name: "Fake", port: fake.port, token: "t", env: {}, logger: capturingLogger(), backoff: { initialMs: 20, capMs: 50 }, ...extra });
+  app.tool<{ text: string }>("echo", {}, async ({ text }) => text);
+  return app;
+}
+
+test("garbage from the daemon is answered with error codes and emitted, and the link goes on", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered());
+  });
+  const app = appFor(fake);
+  const errors: ToolbridgeError[] = [];
+  app.on("error", (err) => errors.push(err));
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    link!.write(Buffer.concat([
+      Buffer.from("this is not json\n"),
+      Buffer.from([0xff, 0xfe, 0x0a]),
+      Buffer.from("[1,2]\n"),
+      Buffer.from(JSON.stringify({ type: "fromTheFuture", x: 1 }) + "\n"),
+      Buffer.from(JSON.stringify({ type: "toolInvocation", tool: "echo" }) + "\n"),
+      Buffer.from(JSON.stringify({ type: "register", appName: "x" }) + "\n"),
+      Buffer.from("x".repeat(1001) + "\n"), // one byte over the negotiated maxLineBytes
+      Buffer.from("y".repeat(5000)), // a longer one, arriving in pieces
+      Buffer.from("y".repeat(5000) + "\n"),
+      Buffer.from(JSON.stringify({ type: "ping", id: 7, futureField: true }) + "\n"),
+    ]));
+    await fake.waitFor((m) => m.type === "pong" && m.id === 7);
+    const codes = fake.received.filter((m) => m.type === "error").map((m) => m.code);
+    assert.deepEqual(codes, ["invalid_json", "invalid_utf8", "not_an_object", "unknown_type", "invalid_message",
+      "unexpected_message", "line_too_long", "line_too_long"]);
+    assert.deepEqual(errors.map((e) => (e as RemoteProtocolError).code),
+      ["invalid_json", "invalid_utf8", "not_an_object", "unknown_type", "invalid_message", "line_too_long", "line_too_long"]);
+    assert.ok(errors.every((e) => e instanceof RemoteProtocolError));
+    // Exactly at the limit is fine: a 1000-byte line is read (a ping padded with an unknown field).
+    const base = JSON.stringify({ type: "ping", id: 8, pad: "" });
+    link!.write(JSON.stringify({ type: "ping", id: 8, pad: "p".repeat(1000 - base.length) }) + "\n");
+    await fake.waitFor((m) => m.type === "pong" && m.id === 8);
+    assert.equal(app.state, "connected");
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
+
+test("a close in the middle of a line is an error event, then the app reconnects", async () => {
+  let count = 0;
+  const fake = await FakeDaemon.start((socket) => {
+    count += 1;
+    socket.write(registered());
+    if (count === 1) socket.end('{"type":"toolInvocation","correlationId":1,"tool":"ec');
+  });
+  const app = appFor(fake);
+  const error = nextEvent<[ToolbridgeError]>(app, "error");
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    const [err] = await error;
+    assert.equal((err as RemoteProtocolError).code, "truncated_line");
+    await nextEvent(app, "connected");
+    assert.equal(fake.connections, 2);
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
+
+test("without an 'error' listener garbage never throws out of the library", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered());
+  });
+  const logger = capturingLogger();
+  const app = appFor(fake, { logger });
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    link!.write("garbage\n" + JSON.stringify({ type: "ping", id: 1 }) + "\n");
+    await fake.waitFor((m) => m.type === "pong");
+    assert.ok(logger.lines.some((l) => l.level === "warn" && l.message.includes("not valid JSON")));
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
+
+test("pings are answered while a handler keeps the call busy; close sends goodbye and aborts the call", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered({ heartbeatIntervalMs: 100 }));
+  });
+  const app = appFor(fake);
+  let aborted: unknown;
+  const started = new Promise<void>((resolve) => {
+    app.tool("busy", {}, async (_args, ctx) => {
+      resolve();
+      await new Promise<void>((done) => ctx.signal.addEventListener("abort", () => done()));
+      aborted = ctx.signal.reason;
+      return "late";
+    });
+  });
+  await app.connect({ timeoutMs: 5000 });
+  link!.write(JSON.stringify({ type: "toolInvocation", correlationId: 5, tool: "busy", parameters: {}, timeoutMs: 30000 }) + "\n");
+  await started;
+  for (let id = 1; id <= 3; id += 1) {
+    link!.write(JSON.stringify({ type: "ping", id }) + "\n");
+    await fake.waitFor((m) => m.type === "pong" && m.id === id);
+  }
+  await app.close();
+  await fake.waitClosed();
+  assert.equal(app.state, "disconnected");
+  const sent = fake.received.map((m) => m.type);
+  assert.equal(sent.at(-1), "goodbye");
+  assert.ok(!fake.received.some((m) => m.type === "toolResponse"), "no response after close");
+  assert.ok(aborted instanceof Error && aborted.name === "ConnectionClosed");
+  await fake.close();
+});
+
+test("register carries protocolVersion 1; an answer of another version is refused for good", async () => {
+  const fake = await FakeDaemon.start((socket) => socket.write(registered({ protocolVersion: 2 })));
+  const app = appFor(fake);
+  try {
+    await assert.rejects(app.connect({ timeoutMs: 5000 }),
+      (err: unknown) => err instanceof RegistrationRejected && err.code === "unsupported_version");
+    assert.equal(fake.received[0]!.protocolVersion, 1);
+    assert.equal(app.state, "failed");
+  } finally {
+    await fake.close();
+  }
+});
+
+test("a fatal registration code stops the app; unauthorized is retried", async () => {
+  let count = 0;
+  const fake = await FakeDaemon.start((socket) => {
+    count += 1;
+    const error = count === 1 ? { code: "unauthorized", message: "wrong token" } : { code: "invalid_tool", message: "echo: bad schema" };
+    socket.end(JSON.stringify({ type: "error", fatal: true, ...error }) + "\n");
+  });
+  const app = appFor(fake);
+  const states: string[] = [];
+  app.on("state", (state) => states.push(state));
+  try {
+    await assert.rejects(app.connect({ timeoutMs: 5000 }),
+      (err: unknown) => err instanceof RegistrationRejected && err.code === "invalid_tool");
+    assert.deepEqual(states, ["connecting", "unauthorized", "failed"]);
+    assert.equal(count, 2);
+  } finally {
+    await fake.close();
+  }
+});
+
+test("'replaced' on a live link stops the app with InstanceReplaced (emitted as 'error')", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered());
+  });
+  const app = appFor(fake, { instanceId: "shared-id" });
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    assert.equal(fake.received[0]!.instanceId, "shared-id");
+    const error = nextEvent<[ToolbridgeError]>(app, "error");
+    link!.end(JSON.stringify({ type: "error", code: "replaced", message: "another connection registered", fatal: true }) + "\n");
+    const [err] = await error;
+    assert.ok(err instanceof InstanceReplaced);
+    assert.equal(app.state, "failed");
+    assert.equal(fake.connections, 1);
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
+
+test("a result over the daemon's line limit becomes a clear failure", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered());
+  });
+  const app = appFor(fake);
+  app.tool("big", {}, async () => "z".repeat(2000));
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    link!.write(JSON.stringify({ type: "toolInvocation", correlationId: 9, tool: "big", parameters: {} }) + "\n");
+    const response = await fake.waitFor((m) => m.type === "toolResponse");
+    const result = response.result as { success: boolean; error: string };
+    assert.equal(result.success, false);
+    assert.match(result.error, /big failed: its result is too large/);
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
