@@ -53,10 +53,15 @@ import { PROTOCOL_VERSION, type Registered } from "./wire.js";
 
 /** Milliseconds allowed for opening the stream plus the register / registered exchange. */
 export const CONNECT_TIMEOUT_MS = 10_000;
-/** Registration error codes that stop the app: the registration itself is invalid. */
+/**
+ * Registration error codes that stop the app (protocol.md §2, "Retrying a registration"): the
+ * same `register` would be refused again. Every other code (`unauthorized`, `forbidden`,
+ * `register_timeout`, `too_many_connections`, the budgets, codes added later) is retried.
+ */
 export const FATAL_REGISTRATION_CODES: ReadonlySet<string> = new Set([
   "invalid_app_name", "invalid_register", "invalid_tool", "duplicate_tool", "too_many_tools",
-  "unsupported_version", "invalid_message", "line_too_long", "forbidden",
+  "unsupported_version", "invalid_message", "invalid_json", "invalid_utf8", "not_an_object",
+  "line_too_long", "not_registered",
 ]);
 export const ENV_INSTANCE_ID = "TOOLBRIDGE_INSTANCE_ID";
 
@@ -83,6 +88,12 @@ export interface AppOptions {
   logger?: Partial<Logger>;
   /** `z.toJSONSchema`, for tools declared with zod schemas. */
   toJSONSchema?: ToJsonSchema;
+  /**
+   * Send `goodbye` on {@link App.close} (default true), so the daemon frees this instance's
+   * names at once. `false` suits a program with a stable `instanceId` that restarts at once and
+   * wants the grace period to keep its names.
+   */
+  goodbye?: boolean;
   /** The environment to read TOOLBRIDGE_* from (default process.env). */
   env?: Record<string, string | undefined>;
 }
@@ -337,7 +348,7 @@ export class App extends EventEmitter<AppEvents> {
     const loop = this.loop;
     if (loop === undefined) return;
     this.stop?.abort();
-    await this.session?.goodbye();
+    await this.session?.goodbye(this.options.goodbye ?? true);
     await loop;
   }
 

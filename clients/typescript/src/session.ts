@@ -514,17 +514,18 @@ export class Session {
   }
 
   /**
-   * Quit on purpose: abort running calls (no responses), send `goodbye` so the daemon releases
-   * this instance's names at once, close our side and wait (bounded) for the daemon to close.
+   * Quit on purpose: abort running calls (no responses), send `goodbye` (unless `sayGoodbye` is
+   * false) so the daemon releases this instance's names at once, close our side and wait
+   * (bounded) for the daemon to close.
    */
-  async goodbye(waitMs = 2000): Promise<void> {
+  async goodbye(sayGoodbye = true, waitMs = 2000): Promise<void> {
     if (this.phase === "ended") return;
     this.closing = true;
     for (const call of [...this.calls.values()]) {
       this.finish(call);
       call.controller.abort(new ConnectionClosed("the app is closing"));
     }
-    if (this.phase === "serving") this.trySend({ type: "goodbye" });
+    if (this.phase === "serving" && sayGoodbye) this.trySend({ type: "goodbye" });
     const closed = new Promise<void>((resolve) => {
       if (this.socket.destroyed) resolve();
       else this.socket.once("close", () => resolve());

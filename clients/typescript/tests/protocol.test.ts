@@ -144,24 +144,37 @@ test("register carries protocolVersion 1; an answer of another version is refuse
   }
 });
 
-test("a fatal registration code stops the app; unauthorized is retried", async () => {
+test("refusals follow protocol.md's retry rules: unauthorized and forbidden are retried, not_registered is not", async () => {
+  const refusals = [
+    { code: "unauthorized", message: "wrong token" },
+    { code: "forbidden", message: "the token may not register this name" },
+    { code: "not_registered", message: "another message came first" },
+  ];
   let count = 0;
   const fake = await FakeDaemon.start((socket) => {
-    count += 1;
-    const error = count === 1 ? { code: "unauthorized", message: "wrong token" } : { code: "invalid_tool", message: "echo: bad schema" };
-    socket.end(JSON.stringify({ type: "error", fatal: true, ...error }) + "\n");
+    socket.end(JSON.stringify({ type: "error", fatal: true, ...refusals[count++] }) + "\n");
   });
   const app = appFor(fake);
   const states: string[] = [];
   app.on("state", (state) => states.push(state));
   try {
     await assert.rejects(app.connect({ timeoutMs: 5000 }),
-      (err: unknown) => err instanceof RegistrationRejected && err.code === "invalid_tool");
-    assert.deepEqual(states, ["connecting", "unauthorized", "failed"]);
-    assert.equal(count, 2);
+      (err: unknown) => err instanceof RegistrationRejected && err.code === "not_registered");
+    assert.deepEqual(states, ["connecting", "unauthorized", "reconnecting", "failed"]);
+    assert.equal(count, 3);
   } finally {
     await fake.close();
   }
+});
+
+test("goodbye: false closes without goodbye (for stable-id programs that restart at once)", async () => {
+  const fake = await FakeDaemon.start((socket) => socket.write(registered()));
+  const app = appFor(fake, { goodbye: false, instanceId: "doc-1" });
+  await app.connect({ timeoutMs: 5000 });
+  await app.close();
+  await fake.waitClosed();
+  assert.deepEqual(fake.received.map((m) => m.type), ["register"]);
+  await fake.close();
 });
 
 test("'replaced' on a live link stops the app with InstanceReplaced (emitted as 'error')", async () => {
