@@ -236,8 +236,10 @@ export class Session {
         if (line === null) return;
         message = decodeMessage(line);
       } catch (err) {
-        if (!(err instanceof RemoteProtocolError)) throw err;
-        this.onBadLine(err);
+        // Only RemoteProtocolError is expected; anything else is still the peer's bad line, and
+        // must never escape into the socket's event handler (that would crash the host app).
+        this.onBadLine(err instanceof RemoteProtocolError ? err
+          : new RemoteProtocolError("invalid_message", `the line could not be read (${String(err)})`));
         if (this.isEnded()) return;
         continue;
       }
@@ -373,8 +375,13 @@ export class Session {
       timeRemaining: () => (deadline === undefined ? Infinity : deadline - Date.now()),
       reportProgress: (progress, total, message) => session.progress(call, progress, total, message),
     };
-    void this.runCall(call, ctx, () => {
+    this.runCall(call, ctx, () => {
       started = true;
+    }).catch((err: unknown) => {
+      // A bug (or a throwing user-supplied parser): fail the call rather than leave it hanging,
+      // and never leave an unhandled rejection behind.
+      this.hooks.log.error("toolbridge: running a call failed", { tool: invocation.tool, error: String(err) });
+      this.respond(call, failure(`${invocation.tool} failed: internal error in the app's toolbridge client`));
     });
   }
 

@@ -34,6 +34,9 @@ function waitConnected(socket: net.Socket, event: string, signal: AbortSignal): 
     };
     const onOk = (): void => {
       cleanup();
+      // Until the session attaches its own listener, an error must not go unheard: Node throws
+      // an 'error' event nobody listens to, which would crash the host app.
+      socket.on("error", () => undefined);
       resolve(socket);
     };
     const onError = (err: Error): void => {

@@ -6,7 +6,7 @@
  * The Python interpreter is `$TOOLBRIDGE_PYTHON` (the pytest wrapper sets it), else the
  * repository's `.venv` made by `python3 dev.py test`, else `python3`.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import * as net from "node:net";
 import { tmpdir } from "node:os";
@@ -58,9 +58,9 @@ export class Daemon {
   }
 
   /** Start a daemon on `home` (a new temp home by default); resolves once it listens. */
-  static start(home: string = tempHome(), timeoutMs = 30_000): Promise<Daemon> {
+  static start(home: string = tempHome(), extraArgs: string[] = [], timeoutMs = 30_000): Promise<Daemon> {
     const child = spawn(pythonCommand(), ["-m", "broker", "serve", "--home", home, "--port", "0", "--no-http",
-      "--log-format", "json", "--log-level", "info"], { cwd: REPO_ROOT, env: cleanEnv(), stdio: ["ignore", "ignore", "pipe"] });
+      "--log-format", "json", "--log-level", "info", ...extraArgs], { cwd: REPO_ROOT, env: cleanEnv(), stdio: ["ignore", "ignore", "pipe"] });
     const log: string[] = [];
     return new Promise((resolvePromise, reject) => {
       const timer = setTimeout(() => {
@@ -235,4 +235,24 @@ export async function until(predicate: () => boolean | Promise<boolean>, timeout
     if (Date.now() > end) throw new Error(`condition not met within ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
+}
+
+/**
+ * A test CA and a server certificate for 127.0.0.1 / localhost signed by it (made with Python's
+ * trustme, which the test environment has), plus a second, unrelated CA. Returns file paths.
+ */
+export function makeCertificates(dir: string): { cert: string; key: string; ca: string; otherCa: string } {
+  const paths = { cert: join(dir, "server.pem"), key: join(dir, "server.key"), ca: join(dir, "ca.pem"), otherCa: join(dir, "other.pem") };
+  const script = [
+    "import sys, trustme",
+    "ca = trustme.CA()",
+    "cert = ca.issue_cert('127.0.0.1', 'localhost')",
+    "open(sys.argv[1], 'wb').write(b''.join(b.bytes() for b in cert.cert_chain_pems))",
+    "cert.private_key_pem.write_to_path(sys.argv[2])",
+    "ca.cert_pem.write_to_path(sys.argv[3])",
+    "trustme.CA().cert_pem.write_to_path(sys.argv[4])",
+  ].join("\n");
+  const done = spawnSync(pythonCommand(), ["-c", script, paths.cert, paths.key, paths.ca, paths.otherCa], { encoding: "utf8" });
+  if (done.status !== 0) throw new Error(`cannot make test certificates: ${done.stderr}`);
+  return paths;
 }

@@ -219,3 +219,40 @@ test("a result over the daemon's line limit becomes a clear failure", async () =
     await fake.close();
   }
 });
+
+test("sync throws, non-JSON results and unknown tools each become a clear failure", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered());
+  });
+  const app = appFor(fake);
+  app.tool("sync_throw", {}, () => {
+    throw new RangeError("private detail");
+  });
+  app.tool("bigint", {}, () => 10n);
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    const invoke = (cid: number, tool: string): void => {
+      link!.write(JSON.stringify({ type: "toolInvocation", correlationId: cid, tool, parameters: {} }) + "\n");
+    };
+    invoke(1, "sync_throw");
+    invoke(2, "bigint");
+    invoke(3, "missing");
+    const errors: Record<number, string> = {};
+    for (const cid of [1, 2, 3]) {
+      const response = await fake.waitFor((m) => m.type === "toolResponse" && m.correlationId === cid);
+      const result = response.result as { success: boolean; error: string };
+      assert.equal(result.success, false);
+      errors[cid] = result.error;
+    }
+    assert.deepEqual(errors, {
+      1: "sync_throw failed: RangeError",
+      2: "bigint failed: it returned a value that is not JSON",
+      3: "unknown tool 'missing'",
+    });
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
