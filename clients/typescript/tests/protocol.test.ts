@@ -256,3 +256,64 @@ test("sync throws, non-JSON results and unknown tools each become a clear failur
     await fake.close();
   }
 });
+
+test("a handler that ignores its cancel keeps its slot: the next call times out 'without starting', and nothing goes out for the first", async () => {
+  let link: net.Socket | undefined;
+  const fake = await FakeDaemon.start((socket) => {
+    link = socket;
+    socket.write(registered());
+  });
+  const app = appFor(fake); // maxConcurrency 1
+  let release: () => void = () => undefined;
+  const started = new Promise<void>((resolve) => {
+    app.tool("stubborn", {}, async () => {
+      resolve();
+      await new Promise<void>((done) => (release = done));
+      return "late";
+    });
+  });
+  let secondRan = false;
+  app.tool("second", {}, async () => {
+    secondRan = true;
+    return "ran";
+  });
+  const send = (message: object): void => {
+    link!.write(JSON.stringify(message) + "\n");
+  };
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    send({ type: "toolInvocation", correlationId: 1, tool: "stubborn", parameters: {} });
+    await started;
+    send({ type: "toolCancel", correlationId: 1, reason: "cancelled" });
+    send({ type: "toolInvocation", correlationId: 2, tool: "second", parameters: {}, timeoutMs: 200 });
+    const response = await fake.waitFor((m) => m.type === "toolResponse" && m.correlationId === 2);
+    assert.deepEqual(response.result, {
+      success: false, errorKind: "timeout",
+      error: "second timed out after 0.2 s without starting: the app was still busy with earlier calls (it runs 1 at a time)",
+    });
+    release();
+    send({ type: "ping", id: 99 }); // a round trip after the stubborn handler settled
+    await fake.waitFor((m) => m.type === "pong" && m.id === 99);
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(!fake.received.some((m) => m.correlationId === 1), "nothing for the cancelled call");
+    assert.equal(secondRan, false, "the timed-out call never started late");
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
+
+test("a daemon that goes silent is dropped after three heartbeat intervals, then the app reconnects", async () => {
+  const fake = await FakeDaemon.start((socket) => socket.write(registered({ heartbeatIntervalMs: 100 })));
+  const app = appFor(fake);
+  try {
+    await app.connect({ timeoutMs: 5000 });
+    const [reason] = await nextEvent<[string]>(app, "disconnected");
+    assert.match(reason, /no message from the daemon for 0.3 s \(missed heartbeats\)/);
+    await nextEvent(app, "connected");
+    assert.equal(fake.connections, 2);
+  } finally {
+    await app.close();
+    await fake.close();
+  }
+});
