@@ -14,7 +14,8 @@
  *
  * A zod v4 schema is recognised by duck typing (it has `_zod` and `safeParse`), never by
  * importing zod: its JSON Schema comes from the schema's own `toJSONSchema()` method when it has
- * one, else from the `toJSONSchema` function given to `new App({toJSONSchema: z.toJSONSchema})`.
+ * one (recent zod 4 releases), else from the `toJSONSchema` function given to
+ * `new App({toJSONSchema: z.toJSONSchema})`.
  * Calls of such a tool are parsed with `schema.safeParse`, so the handler receives zod's output
  * (defaults applied, types narrowed); a failed parse answers the call with the issues.
  */
