@@ -102,7 +102,7 @@ test("pings are answered while a handler keeps the call busy; close sends goodby
   let link: net.Socket | undefined;
   const fake = await FakeDaemon.start((socket) => {
     link = socket;
-    socket.write(registered({ heartbeatIntervalMs: 100 }));
+    socket.write(registered());
   });
   const app = appFor(fake);
   let aborted: unknown;
