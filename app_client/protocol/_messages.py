@@ -174,6 +174,8 @@ class AgentConnect(_Base, tag="agentConnect"):
 
     token: str = ""
     discovery: bool = False
+    #: A one-app scope: only the app with this label, its tools under their own names.
+    app: str | None = None
 
 
 class AgentConnected(_Base, tag="agentConnected"):

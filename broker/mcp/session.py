@@ -36,6 +36,12 @@ Discovery mode (``Session.discovery``, chosen by the transport: ``agentConnect``
 session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
+
+One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect`` with
+``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
+under their own names, calls resolve against that app alone (no meta-tools), and
+``list_changed`` is sent only when the scope's list itself changed (its digest, compared after
+each registry change). A scope is never in discovery mode too.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ from .jsonrpc import (
 )
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
+from .scope import AppScopes, scope_instructions, unknown_tool_error
 
 _entry_encoder: Final = msgspec.json.Encoder()
 
@@ -183,6 +190,8 @@ class _ToolRequest:
     via_meta: bool
     #: Set just before the session ends the call itself: ``_CANCELLED`` or ``_ENDED``.
     ending: str | None = None
+    #: The name the agent called it by, when not the agent-facing one (a one-app scope).
+    own_name: str | None = None
 
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
@@ -194,7 +203,7 @@ class _ToolRequest:
 
     def call_done(self, call: Call, outcome: CallOutcome) -> None:
         assert call.request_id is not None
-        self.session.tool_call_done(call.request_id, call.name, self, outcome, call)
+        self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
@@ -260,6 +269,8 @@ class McpServer:
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
         #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
         self.open_sessions: set[Session] = set()
+        #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
+        self.app_scopes = AppScopes(registry)
 
     @classmethod
     def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
@@ -309,6 +320,18 @@ class McpServer:
             result["nextCursor"] = next_cursor
         if modern:
             # Apps come and go at any time, so a cached list is soon wrong: never cache.
+            result.update(self._modern_fields(ttl=True))
+        return result
+
+    def list_app_tools(self, label: str, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        """``tools/list`` in the one-app scope of ``label`` (empty while no app has that label)."""
+        view = self.app_scopes.view(label)
+        entries: list[Any] = view.entries  # encoded entries, as in ``_snapshot``
+        page, next_cursor = list_page(view.names, entries, params.get("cursor"), self.page_size)
+        result: dict[str, Any] = {"tools": page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        if modern:
             result.update(self._modern_fields(ttl=True))
         return result
 
@@ -378,8 +401,11 @@ class Session:
         label: str | None,
         reinitialize: bool,
         discovery: bool = False,
+        app: str | None = None,
     ) -> None:
         self.server = server
+        #: One-app scope: the label of the app whose tools alone are served (see ``scope``).
+        self.app = app
         #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
         self.discovery = discovery
         if discovery:
@@ -394,6 +420,7 @@ class Session:
         self.initialized = trio.Event()
         self.client_ready = False
         self._tools_seen = 0
+        self._scope_seen: bytes | None = None
         #: Requests in flight by id: a task's scope, or the router's record of a ``tools/call``.
         self._in_flight: dict[RequestId, _InFlight | Call] = {}
         self._deadlines: DeadlineQueue | None = None
@@ -611,21 +638,30 @@ class Session:
         self.client_name, self.client_version = protocol.client_identity(request.params.get("clientInfo"))
         if not self.initialized.is_set():
             self._tools_seen = self.server.registry.version
+            self._scope_seen = self._scope_digest()
             self.initialized.set()
         log.info(
             "mcp_initialized", session=self.label, transport=self.transport, requested=requested,
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
-            discovery=self.discovery,
+            discovery=self.discovery, app=self.app,
         )
-        return self.server.initialize_result(self.protocol_version, discovery=self.discovery)
+        result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
+        if self.app is not None:
+            result["instructions"] = scope_instructions(self.app)
+        return result
 
     def _ping(self, request: Request, context: RequestContext) -> dict[str, Any]:
         return {}
 
     def _discover(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        return self.server.discover_result(discovery=self.discovery)
+        result = self.server.discover_result(discovery=self.discovery)
+        if self.app is not None:
+            result["instructions"] = scope_instructions(self.app)
+        return result
 
     def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        if self.app is not None:
+            return self.server.list_app_tools(self.app, request.params, modern=context.modern)
         return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
     def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
@@ -636,6 +672,9 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
+        if self.app is not None:
+            self._start_scoped_call(request, context, outbox, name, arguments)
+            return None
         if name == SEARCH_TOOLS:
             if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
                 search = _InFlight()
@@ -666,6 +705,35 @@ class Session:
         elif not call.done:
             self._in_flight[request.id] = call
         return None
+
+    def _start_scoped_call(
+        self, request: Request, context: RequestContext, outbox: Outbox, name: str, arguments: Any
+    ) -> None:
+        """A ``tools/call`` in a one-app scope: ``name`` is the app's own; the router gets the
+        tool's agent-facing name (and so its whole pipeline). Unknown: a -32602 error."""
+        assert self.app is not None
+        tool = self.server.app_scopes.view(self.app).tools.get(name)
+        if tool is None:
+            raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
+        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name)
+        call = self.server.router.start_call(
+            tool.agent_name,
+            arguments,
+            origin=origin,
+            deadlines=self._deadline_queue(),
+            caller=self._caller(context),
+            timeout=protocol.timeout_of(request.params),
+            request_id=request.id,
+            progress=context.progress_token is not None,
+        )
+        if isinstance(call, CallOutcome):
+            self.tool_call_done(request.id, name, origin, call, None)
+        elif not call.done:
+            self._in_flight[request.id] = call
+
+    def _scope_digest(self) -> bytes | None:
+        """The one-app scope's list digest (None outside a scope): what list_changed follows."""
+        return None if self.app is None else self.server.app_scopes.view(self.app).digest
 
     async def _search_in_thread(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -699,6 +767,7 @@ class Session:
         meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
         server = self.server
         seen = server.registry.version
+        scope_seen = self._scope_digest()
         await outbox.send(
             encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
         )
@@ -708,6 +777,11 @@ class Session:
             if new is None:  # the daemon is stopping: end the subscription gracefully
                 return {"resultType": "complete", "_meta": meta}
             seen = new
+            if self.app is not None:  # a one-app scope: only when its own list changed
+                digest = self._scope_digest()
+                if digest == scope_seen:
+                    continue
+                scope_seen = digest
             if honored:
                 await outbox.send(changed)
 
@@ -717,11 +791,17 @@ class Session:
             return  # the meta-tool list never changes
         await self.initialized.wait()
         seen = self._tools_seen
+        scope_seen = self._scope_seen
         while True:
             new = await self.server.coalesced_change(seen)
             if new is None:
                 return
             seen = new
+            if self.app is not None:  # a one-app scope: only when its own list changed
+                digest = self._scope_digest()
+                if digest == scope_seen:
+                    continue
+                scope_seen = digest
             outbox = self.notify_outbox
             if outbox is not None:
                 outbox.send_nowait(LIST_CHANGED)
@@ -778,16 +858,21 @@ async def open_session(
     stateful: bool = True,
     reinitialize: bool = False,
     discovery: bool = False,
+    app: str | None = None,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
     ``stateful`` sessions (stdio, a legacy HTTP session) watch the tool list for the
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
-    ``discovery`` selects discovery mode (see the module docstring).
+    ``discovery`` selects discovery mode, ``app`` a one-app scope (see the module docstring;
+    not both: the transports refuse that combination before they get here).
     """
+    if discovery and app is not None:
+        raise ValueError("a session is in discovery mode or in a one-app scope, not both")
     async with trio.open_nursery() as nursery:
         session = Session(
-            server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery
+            server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery,
+            app=app,
         )
         session.notify_outbox = notify
         if stateful:
