@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -445,3 +447,44 @@ async def test_forged_bridge_messages_end_the_run(tmp_path: Path, forged: str) -
             assert error_of(result, out)["kind"] == "bridge", out
         await assert_still_serving(client, info)
 
+
+
+async def test_programs_running_at_once_are_bounded(tmp_path: Path) -> None:
+    async with code_agent(tmp_path, code_max_concurrent_runs=1) as (info, apps, client):
+        scope = trio.CancelScope()
+
+        async def first() -> None:
+            with scope:
+                await client.call_tool("run_code", {"code": "await apps.Notes.waitForever();"})
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(first)
+                await apps.waiting.wait()
+                second = await client.call_tool("run_code", {"code": "return 1"})
+                assert second.is_error and (second.meta or {}).get("toolbridge/errorKind") == "busy"
+                assert "code_max_concurrent_runs" in second.content[0].text  # type: ignore[union-attr]
+                scope.cancel()
+            await apps.wait_cancelled.wait()
+            # The slot is free once the killed sandbox is reaped and its folder removed, a moment
+            # after the app hears the cancel; the agent is told to retry, and so does this test.
+            while True:
+                again = await client.call_tool("run_code", {"code": "return 2"})
+                if not again.is_error:
+                    break
+                assert (again.meta or {}).get("toolbridge/errorKind") == "busy"
+                await trio.sleep(0.05)
+        assert again.structured_content is not None and again.structured_content["result"] == 2
+        await assert_still_serving(client, info)
+
+
+def test_benchmark_smoke() -> None:
+    """bench/code_mode.py at a tiny size (numbers well-formed; no timing asserted)."""
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    completed = subprocess.run([sys.executable, str(bench / "code_mode.py"), "--items", "3", "--repeats", "1", "--json"],
+                               capture_output=True, timeout=120, cwd=bench.parent)
+    assert completed.returncode == 0, completed.stderr.decode(errors="replace")[-3000:]
+    result = json.loads(completed.stdout.decode().strip().splitlines()[-1])
+    assert result["scenario"] == "code_mode" and result["items"] == 3
+    for key in ("direct_ms", "code_ms", "direct_bytes", "code_bytes", "empty_run_code_ms", "deno_empty_ms"):
+        assert result[key] > 0, key

@@ -118,3 +118,6 @@ class Settings:
     code_max_heap_mb: int = 512
     code_max_output_bytes: int = 64 * 1024
     code_max_tool_calls: int = 200
+    #: Programs running at once, daemon-wide (each is a process with up to ``code_max_heap_mb``);
+    #: a ``run_code`` beyond that fails at once as busy.
+    code_max_concurrent_runs: int = 4

@@ -122,6 +122,7 @@ class CodeMode:
         self._build_lock = trio.Lock()
         self._runs = itertools.count(1)
         self._limiter = trio.CapacityLimiter(1)
+        self._running = 0
 
     async def bindings(self) -> dict[str, ToolBinding]:
         """Names and declarations of every tool, for the registry's current version."""
@@ -161,6 +162,21 @@ class CodeMode:
         code = arguments["code"]
         if len(code) > MAX_CODE_CHARS:
             return error_result("invalid_arguments", f"the program is longer than {MAX_CODE_CHARS} characters")
+        settings = self._server.core.settings
+        if self._running >= settings.code_max_concurrent_runs:
+            return error_result(
+                "busy", f"{self._running} programs are running already (code_max_concurrent_runs); "
+                "retry when one has ended",
+            )
+        self._running += 1
+        try:
+            return await self._run(code, arguments, caller=caller, session=session, timeout=timeout)
+        finally:
+            self._running -= 1
+
+    async def _run(
+        self, code: str, arguments: dict[str, Any], *, caller: CallerInfo, session: str, timeout: float | None,
+    ) -> dict[str, Any]:
         settings = self._server.core.settings
         limit = settings.code_timeout
         for cap in (timeout, arguments.get("timeoutMs", 0) / 1000 or None):
