@@ -21,6 +21,7 @@ import mcp_types as types
 import pytest
 import trio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from app_client import App, ToolContext, ToolError
 from app_client.results import image, text
@@ -28,7 +29,7 @@ from broker.codemode import SandboxUnavailable, find_deno
 from broker.core.calllog import CALL_LOG_FILE
 from broker.config import home as home_files
 from broker.daemon.run import DaemonInfo
-from mcp_testkit import png_bytes, relay_command, relay_env, running_daemon
+from mcp_testkit import HTTPX_STREAM_WARNINGS, http_client, png_bytes, relay_command, relay_env, running_daemon
 
 
 
@@ -40,7 +41,10 @@ def _has_deno() -> bool:
     return True
 
 
-pytestmark = pytest.mark.skipif(not _has_deno(), reason="needs Deno: pip install 'toolbridge[code]'")
+pytestmark = [
+    pytest.mark.skipif(not _has_deno(), reason="needs Deno: pip install 'toolbridge[code]'"),
+    *(pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS),
+]
 
 
 class Apps:
@@ -93,14 +97,23 @@ class Apps:
 
 
 @asynccontextmanager
-async def code_agent(tmp_path: Path, **settings: Any) -> AsyncIterator[tuple[DaemonInfo, Apps, Client]]:
+async def code_agent(
+    tmp_path: Path, *, transport: str = "stdio", mode: str = "legacy", **settings: Any
+) -> AsyncIterator[tuple[DaemonInfo, Apps, Client]]:
+    """A daemon, the two apps, and the SDK in code mode (``toolbridge stdio --code`` or ``/mcp/code``)."""
     home = tmp_path / "home"
     async with running_daemon(home, **settings) as info:
         apps = Apps(info)
         async with apps.notes.connected(timeout=10), apps.calc.connected(timeout=10):
+            if transport == "http":
+                url = f"http://127.0.0.1:{info.http_port}/mcp/code"
+                async with http_client(info) as http:
+                    async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+                        yield info, apps, client
+                return
             command = relay_command(home, "--no-start", "--code")
             params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
-            async with Client(params, mode="legacy") as client:
+            async with Client(params, mode=mode) as client:
                 yield info, apps, client
 
 
@@ -488,3 +501,31 @@ def test_benchmark_smoke() -> None:
     assert result["scenario"] == "code_mode" and result["items"] == 3
     for key in ("direct_ms", "code_ms", "direct_bytes", "code_bytes", "empty_run_code_ms", "deno_empty_ms"):
         assert result[key] > 0, key
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_code_mode_over_http(tmp_path: Path, mode: str) -> None:
+    """``/mcp/code``: the same two tools, in both protocol eras; cancelling works there too."""
+    async with code_agent(tmp_path, transport="http", mode=mode) as (info, apps, client):
+        listed = await client.list_tools()
+        assert sorted(tool.name for tool in listed.tools) == ["run_code", "search_tools"]
+        found = await client.call_tool("search_tools", {"query": "divide a by b", "limit": 3})
+        assert "apps.Calc.divide(args: CalcDivideArgs)" in found.content[0].text  # type: ignore[union-attr]
+        result, out = await run(client, """
+            const note = (await apps.Notes.getNote({ id: 4 })) as { words: number };
+            return await apps.Calc.divide({ a: note.words, b: 8 });
+        """)
+        assert not result.is_error and out["result"] == 5
+        scope = trio.CancelScope()
+
+        async def call() -> None:
+            with scope:
+                await client.call_tool("run_code", {"code": "await apps.Notes.waitForever();"})
+
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call)
+                await apps.waiting.wait()
+                scope.cancel()
+            await apps.wait_cancelled.wait()
+        await assert_still_serving(client, info)

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A session in *code mode* (``toolbridge stdio --code``) lists two tools. ``search_tools`` is
+A session in *code mode* (``toolbridge stdio --code``, or HTTP at ``/mcp/code``) lists two tools. ``search_tools`` is
 discovery mode's search (``meta``, the same index), with each hit's TypeScript declaration
 from ``broker.codegen`` (:func:`~broker.codegen.typescript_bindings`) added, and the text the
 agent reads made of those declarations. ``run_code`` runs the agent's program in a Deno

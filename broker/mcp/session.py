@@ -37,7 +37,7 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 both modes: meta-tools and app tools can be called by name either way.
 
 Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbridge stdio
---code``) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
+--code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
 cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
 """
