@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from app_client import App, ToolContext, ToolError
 from app_client.results import image, text
 from broker.codemode import SandboxUnavailable, find_deno
+from broker.codemode.sandbox import DATA_HEADROOM_MB
 from broker.core.calllog import CALL_LOG_FILE
 from broker.config import home as home_files
 from broker.daemon.run import DaemonInfo
@@ -254,6 +255,12 @@ async def test_program_cannot_read_files_or_the_token(tmp_path: Path) -> None:
               importAbsolute: async () => await import("/etc/passwd"),
               importToken: async () => await import({json.dumps("file://" + token_file)}, {{ with: {{ type: "json" }} }}),
               importRelative: async () => await import("../../../../etc/passwd"),
+              importLocalhost: async () => await import("file://localhost/etc/passwd"),
+              importUpperCase: async () => await import("FILE:///etc/passwd"),
+              importNoSlashes: async () => await import("file:/etc/passwd"),
+              importFromEval: async () => await eval('import("file:///etc/passwd")'),
+              importInDataModule: async () => await import("data:text/javascript,export * from 'file:///etc/passwd'"),
+              nodeFs: async () => (await import("node:fs")).readFileSync("/etc/passwd", "utf8"),
               fetchFile: async () => await (await fetch("file:///etc/passwd")).text(),
               listDir: async () => [...Deno.readDirSync("/")].length,
               write: async () => Deno.writeTextFileSync("/tmp/toolbridge-code-was-here", "x"),
@@ -397,6 +404,22 @@ async def test_memory_bomb_is_killed_at_the_heap_limit(tmp_path: Path) -> None:
         assert error["kind"] == "memory" and "64 MiB" in error["message"]
         await assert_still_serving(client, info)
 
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the data limit (prlimit) is Linux's")
+async def test_memory_outside_the_heap_is_capped(tmp_path: Path) -> None:
+    """ArrayBuffers live outside the V8 heap: the process's data limit stops them."""
+    async with code_agent(tmp_path, code_max_heap_mb=64) as (info, apps, client):
+        result, out = await run(client, """
+            const kept: Uint8Array[] = [];
+            try {
+              for (let i = 0; i < 100; i++) { const b = new Uint8Array(50 << 20); b.fill(1); kept.push(b); }
+            } catch (e) { return [kept.length, (e as Error).name]; }
+            return [kept.length, "no limit"];
+        """)
+        count, name = out["result"]
+        assert name == "RangeError" and count * 50 < 64 + DATA_HEADROOM_MB
+        await assert_still_serving(client, info)
 
 async def test_flood_of_tool_calls_is_bounded(tmp_path: Path) -> None:
     async with code_agent(tmp_path, code_max_tool_calls=20) as (info, apps, client):

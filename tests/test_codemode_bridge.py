@@ -106,3 +106,16 @@ def test_bindings_use_the_codegen_names() -> None:
     # The same method names as `toolbridge codegen --lang typescript`.
     assert f"  {reserved.method}(" in generate_typescript(tools)
     assert f"  {typed.method}(" in generate_typescript(tools)
+
+
+def test_reader_bounds_the_line_after_a_newline_too() -> None:
+    reader = BridgeReader(100)
+    feed(reader, b'{"t":"log","text":"ok"}\n' + b"x" * 100)
+    with pytest.raises(BridgeViolation, match="longer than 100 bytes"):
+        reader.receive_data(b'{"t":"log","text":"ok"}\n' + b"x" * 101)
+
+
+def test_reader_handles_many_lines_in_one_chunk() -> None:
+    reader = BridgeReader(1000)
+    lines = b"".join(b'{"t":"log","text":"%d"}\n' % i for i in range(5000))
+    assert [m.text for m in feed(reader, lines)] == [str(i) for i in range(5000)]  # type: ignore[attr-defined]

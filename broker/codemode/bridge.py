@@ -71,24 +71,36 @@ class BridgeReader:
     def __init__(self, max_line_bytes: int) -> None:
         self.max_line_bytes = max_line_bytes
         self._buffer = bytearray()
+        #: Where the next line starts in ``_buffer``: consumed lines are dropped once per
+        #: ``receive_data``, not one by one (that would move the buffer for every line).
+        self._start = 0
+        #: Bytes received after the last newline (the line still being received).
+        self._tail = 0
         self._seen_ids: set[int] = set()
         self.finished = False
 
     def receive_data(self, data: bytes | bytearray) -> None:
+        if self._start:
+            del self._buffer[: self._start]
+            self._start = 0
         self._buffer += data
-        # A line may not grow past the limit while we wait for its end.
-        if b"\n" not in data and len(self._buffer) > self.max_line_bytes:
+        # A line may not grow past the limit while we wait for its end: count the bytes after
+        # the last newline (looking only at the new data, so a long line costs linear time).
+        last = data.rfind(b"\n")
+        self._tail = len(data) - last - 1 if last >= 0 else self._tail + len(data)
+        if self._tail > self.max_line_bytes:
             raise BridgeViolation(f"a bridge message is longer than {self.max_line_bytes} bytes")
 
     def next_message(self) -> SandboxMessage | None:
         """The next complete message, or None until more data arrives."""
-        end = self._buffer.find(b"\n")
+        start = self._start
+        end = self._buffer.find(b"\n", start)
         if end < 0:
             return None
-        if end > self.max_line_bytes:
+        if end - start > self.max_line_bytes:
             raise BridgeViolation(f"a bridge message is longer than {self.max_line_bytes} bytes")
-        line = bytes(self._buffer[:end])
-        del self._buffer[: end + 1]
+        line = bytes(self._buffer[start:end])
+        self._start = end + 1
         if self.finished:
             raise BridgeViolation("the program wrote to the bridge after its result")
         try:

@@ -6,7 +6,12 @@ Theory of operation
 ``toolbridge[code]``) in a fresh temporary folder with a minimal environment, no permission
 flags at all (so file system, network, environment, subprocesses and FFI are refused by
 Deno), ``--no-prompt`` (refused, never asked), no config, lock file, npm or remote modules,
-and ``--v8-flags=--max-old-space-size=N`` for the heap. Local files cannot be *imported*
+and ``--v8-flags=--max-old-space-size=N`` for the heap. Memory outside the V8 heap
+(``ArrayBuffer``s) is not bounded by that flag: on Linux the process's data limit
+(``RLIMIT_DATA``, set with ``prlimit`` before the program is sent) caps everything at the heap
+plus :data:`DATA_HEADROOM_MB` (what Deno reserves for itself, ~0.5 GiB, and room), so a larger
+allocation fails with a ``RangeError``; other systems have the heap limit only. Local files
+cannot be *imported*
 either (Deno does not check read permission for module loading): the main module is a
 ``data:`` URL (:mod:`.prelude`) and an import map sends every ``file:`` URL to a remote host
 that ``--no-remote`` refuses.
@@ -48,6 +53,9 @@ __all__ = ["Limits", "RunReport", "CallRecord", "SandboxUnavailable", "find_deno
 
 #: Stderr kept for the error message of a crashed run.
 _STDERR_KEEP: Final = 8 * 1024
+#: On Linux the sandbox's data limit is the heap limit plus this (MiB): Deno reserves ~0.5 GiB
+#: of writable address space at start (measured with Deno 2.9), the rest is room for buffers.
+DATA_HEADROOM_MB: Final = 1024
 #: The import map: every ``file:`` URL goes to a host ``--no-remote`` refuses.
 _IMPORT_MAP: Final = b'{"imports": {"file:///": "https://local-files.invalid/", "file://": "https://local-files.invalid/"}}'
 
@@ -164,6 +172,25 @@ def result_value(outcome: CallOutcome) -> Any:
 
 async def _kill(process: trio.Process) -> None:
     process.kill()
+
+
+def cap_memory(pid: int, heap_mb: int) -> bool:
+    """Limit process ``pid``'s data memory to the heap plus :data:`DATA_HEADROOM_MB` (Linux's
+    ``prlimit``; False where there is none, or it failed)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return False
+    prlimit = getattr(resource, "prlimit", None)  # Linux only
+    if prlimit is None:
+        return False
+    limit = (heap_mb + DATA_HEADROOM_MB) * 1024 * 1024
+    try:
+        prlimit(pid, resource.RLIMIT_DATA, (limit, limit))
+    except (OSError, ValueError) as exc:
+        log.warning("code_memory_cap_failed", error=str(exc))
+        return False
+    return True
 
 
 class _Run:
@@ -306,6 +333,8 @@ async def run_program(
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                     env=_environment(folder), cwd=folder, check=False, deliver_cancel=_kill,
                 ))
+                # Before the program is sent: nothing of it has run yet.
+                cap_memory(process.pid, limits.heap_mb)
                 nursery.start_soon(run.drain_stderr, process)
                 nursery.start_soon(run.read_bridge, process, nursery)
                 await run.write(process, encode_start(code, apps, limits.max_output_bytes))
