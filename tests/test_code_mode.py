@@ -552,3 +552,18 @@ async def test_code_mode_over_http(tmp_path: Path, mode: str) -> None:
                 scope.cancel()
             await apps.wait_cancelled.wait()
         await assert_still_serving(client, info)
+
+
+async def test_without_deno_run_code_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOOLBRIDGE_DENO", str(tmp_path / "no-deno-here"))
+    find_deno.cache_clear()
+    try:
+        async with code_agent(tmp_path) as (info, apps, client):
+            result = await client.call_tool("run_code", {"code": "return 1"})
+            assert result.is_error and (result.meta or {}).get("toolbridge/errorKind") == "unavailable"
+            assert "TOOLBRIDGE_DENO" in result.content[0].text  # type: ignore[union-attr]
+            monkeypatch.delenv("TOOLBRIDGE_DENO")
+            find_deno.cache_clear()
+            await assert_still_serving(client, info)  # found now, without a restart
+    finally:
+        find_deno.cache_clear()

@@ -99,10 +99,17 @@ class RunReport:
     startup_ms: float | None = None
 
 
+@functools.cache
 def find_deno() -> str:
-    """The path of the Deno binary (``TOOLBRIDGE_DENO`` overrides), or SandboxUnavailable."""
+    """The path of the Deno binary (``TOOLBRIDGE_DENO`` overrides), or SandboxUnavailable.
+
+    Looked up once per process (a failure is not cached: installing the extra and retrying
+    works without a restart)."""
     override = os.environ.get("TOOLBRIDGE_DENO")
     if override:
+        if not os.path.isfile(override):
+            raise SandboxUnavailable(f"TOOLBRIDGE_DENO names {override!r}, which is not a file: "
+                                     "point it at a deno binary, or unset it")
         return override
     try:
         from deno import find_deno_bin  # type: ignore[import-not-found,import-untyped,unused-ignore]
@@ -112,12 +119,17 @@ def find_deno() -> str:
             return found
         raise SandboxUnavailable(
             "code mode needs Deno: install it with pip install 'toolbridge[code]' (PyPI's deno package "
-            "ships the binary), then restart the daemon"
+            "ships the binary) in the daemon's environment, then run the program again"
         ) from None
     try:
         return str(find_deno_bin())
     except FileNotFoundError as exc:
         raise SandboxUnavailable(f"the deno package is installed but its binary is missing ({exc})") from exc
+
+
+@functools.cache
+def _prelude_url() -> str:
+    return "data:application/javascript;charset=utf-8," + quote(prelude_source(), safe="")
 
 
 def deno_argv(deno: str, folder: str, heap_mb: int) -> list[str]:
@@ -128,7 +140,7 @@ def deno_argv(deno: str, folder: str, heap_mb: int) -> list[str]:
         "--deny-import", "--no-code-cache", "--quiet",
         f"--v8-flags=--max-old-space-size={heap_mb}",
         f"--import-map={os.path.join(folder, 'import_map.json')}",
-        "data:application/javascript;charset=utf-8," + quote(prelude_source(), safe=""),
+        _prelude_url(),
     ]
 
 
