@@ -31,6 +31,8 @@ from typing import Any, Final, Union
 
 import msgspec
 
+from ..errors import BrokerError
+
 __all__ = [
     "BridgeReader", "BridgeViolation", "CallMessage", "LogMessage", "DoneMessage", "SandboxMessage",
     "encode_start", "encode_reply", "MAX_CALL_ID",
@@ -40,7 +42,7 @@ __all__ = [
 MAX_CALL_ID: Final = 2**53 - 1
 
 
-class BridgeViolation(Exception):
+class BridgeViolation(BrokerError):
     """The sandbox wrote something that is not a valid bridge message; the run is ended."""
 
 

@@ -44,6 +44,7 @@ import structlog
 import trio
 
 from ..core.outcome import CallOutcome, OutcomeKind
+from ..errors import BrokerError
 from .bridge import BridgeReader, BridgeViolation, CallMessage, DoneMessage, LogMessage, encode_reply, encode_start
 from .prelude import prelude_source
 
@@ -62,7 +63,7 @@ _IMPORT_MAP: Final = b'{"imports": {"file:///": "https://local-files.invalid/", 
 ToolCaller = Callable[[str, Any], Awaitable[CallOutcome]]
 
 
-class SandboxUnavailable(Exception):
+class SandboxUnavailable(BrokerError):
     """No Deno binary: code mode needs ``pip install 'toolbridge[code]'``."""
 
 
