@@ -567,3 +567,20 @@ async def test_without_deno_run_code_says_what_to_install(tmp_path: Path, monkey
             await assert_still_serving(client, info)  # found now, without a restart
     finally:
         find_deno.cache_clear()
+
+
+async def test_code_mode_keeps_no_server_alive(tmp_path: Path) -> None:
+    """The per-server code-mode state must not keep its McpServer (and its caches) alive."""
+    import gc
+    import weakref
+
+    from broker.mcp.code import code_mode
+    from broker.mcp.session import McpServer
+
+    async with running_daemon(tmp_path / "home") as info:
+        server = McpServer(info.core)
+        assert code_mode(server) is code_mode(server)
+        ref = weakref.ref(server)
+        del server
+        gc.collect()
+        assert ref() is None

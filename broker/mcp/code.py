@@ -117,12 +117,21 @@ class CodeMode:
     """What code-mode sessions share: the bindings cache and the run counter."""
 
     def __init__(self, server: McpServer) -> None:
-        self._server = server
+        # Weak: ``_modes`` maps the server to this object, and a value that held its key
+        # strongly would keep every server (and its caches) alive for good.
+        self._server_ref = weakref.ref(server)
         self._bindings: tuple[int, dict[str, ToolBinding]] | None = None
         self._build_lock = trio.Lock()
         self._runs = itertools.count(1)
         self._limiter = trio.CapacityLimiter(1)
         self._running = 0
+
+    @property
+    def _server(self) -> McpServer:
+        server = self._server_ref()
+        if server is None:  # pragma: no cover - sessions hold their server
+            raise RuntimeError("the MCP server is gone")
+        return server
 
     async def bindings(self) -> dict[str, ToolBinding]:
         """Names and declarations of every tool, for the registry's current version."""
