@@ -159,7 +159,9 @@ async def test_agent_searches_then_runs_a_typescript_program_over_two_apps(tmp_p
 
         program = """
             interface Note { id: number; title: string; words: number }
-            const { ids } = (await apps.Notes.listNotes()) as { ids: number[] };
+            // The program can search too: the hit's name calls the tool.
+            const [lister] = await searchTools("list the ids of all notes", 1);
+            const { ids } = (await callTool(lister.name, {})) as { ids: number[] };
             let total: number = 0;
             const titles: string[] = [];
             for (const id of ids) {
@@ -191,14 +193,14 @@ async def test_agent_searches_then_runs_a_typescript_program_over_two_apps(tmp_p
         assert len(images) == 1 and images[0].mime_type == "image/png"
         assert "ToolImage(image/png" in out["console"] and len(out["console"]) < 200
         tools = [call["tool"] for call in out["calls"]]
-        assert tools == ["Notes__list_notes", *["Notes__get_note"] * 5, "Calc__divide", "Calc__add", "Notes__screenshot"]
+        assert tools == ["search_tools", "Notes__list_notes", *["Notes__get_note"] * 5, "Calc__divide", "Calc__add", "Notes__screenshot"]
         assert [call["outcome"] for call in out["calls"]].count("app_error") == 1
         assert apps.note_reads == 5
 
         # The call log: one run_code row, and every inner call's row points at its run.
         core = info.core
         assert core.call_log is not None
-        await core.call_log.wait_written(10)
+        await core.call_log.wait_written(10)  # the search is not an app call: no row
         with sqlite3.connect(info.core.settings.home / CALL_LOG_FILE) as db:
             rows = db.execute("SELECT tool, session, result, error_kind FROM calls ORDER BY id").fetchall()
         run_rows = [row for row in rows if row[0] == "run_code"]
@@ -206,7 +208,7 @@ async def test_agent_searches_then_runs_a_typescript_program_over_two_apps(tmp_p
         run_id = json.loads(run_rows[0][2])["data"]["run"]
         assert run_id == out["run"] and run_id.startswith(run_rows[0][1] + "/run-")
         inner = [row for row in rows if row[1] == run_id]
-        assert [row[0] for row in inner] == tools
+        assert [row[0] for row in inner] == tools[1:]
         await assert_still_serving(client, info)
 
 
@@ -437,12 +439,12 @@ async def test_flood_of_tool_calls_is_bounded(tmp_path: Path) -> None:
 
 
 async def test_program_can_only_call_app_tools(tmp_path: Path) -> None:
-    """Inside the sandbox only app tools exist: not run_code (no nested sandboxes), not the
-    meta-tools, not a name no app offers; each is ToolNotFound and never reaches an app."""
+    """Inside the sandbox only app tools exist (and searchTools): not run_code (no nested
+    sandboxes), not call_tool, not a name no app offers; each is ToolNotFound, never an app call."""
     async with code_agent(tmp_path) as (info, apps, client):
         program = """
             const out: string[] = [];
-            for (const name of ["run_code", "search_tools", "call_tool", "Nobody__nothing", "Notes__"]) {
+            for (const name of ["run_code", "call_tool", "Nobody__nothing", "Notes__"]) {
               try { await callTool(name, { code: "return 1" }); out.push("CALLED"); }
               catch (e) { out.push((e as Error).name); }
             }
@@ -452,7 +454,7 @@ async def test_program_can_only_call_app_tools(tmp_path: Path) -> None:
         """
         result, out = await run(client, program)
         assert not result.is_error, out
-        assert out["result"] == ["ToolNotFound"] * 6 + ["ToolInvalidArguments"]
+        assert out["result"] == ["ToolNotFound"] * 5 + ["ToolInvalidArguments"]
         await assert_still_serving(client, info)
 
 

@@ -5,7 +5,7 @@ Theory of operation
 Deno starts this module (as a ``data:`` URL, so no file of ours is ever a module the program
 could reach relative to). It reads the ``start`` message from stdin, defines the globals a
 program sees — ``apps.<App>.<tool>(args)`` (names from ``broker.codegen``), ``callTool(name,
-args)``, ``ToolError`` and its subclasses, ``ToolImage`` — routes ``console.*`` to ``log``
+args)``, ``searchTools(query, limit?)``, ``ToolError`` and its subclasses, ``ToolImage`` — routes ``console.*`` to ``log``
 messages (bounded here as well as in the daemon), then imports the program as a TypeScript
 ``data:`` module wrapping it in an async function, so top-level ``await`` and ``return`` work,
 and reports its result or error with one ``done`` message. Replies are matched by id; a reply
@@ -103,7 +103,9 @@ const apps = new Proxy(appsTable, {
     return Object.hasOwn(target, key) ? target[key] : appProxy(key, {});
   },
 });
-Object.assign(globalThis, { apps, callTool, ToolError, ToolTimeout, ToolNotFound, ToolInvalidArguments, ToolBusy, ToolImage });
+const searchTools = async (query, limit) =>
+  (await callTool("search_tools", limit === undefined ? { query } : { query, limit })).tools;
+Object.assign(globalThis, { apps, callTool, searchTools, ToolError, ToolTimeout, ToolNotFound, ToolInvalidArguments, ToolBusy, ToolImage });
 
 (async () => {
   for await (const line of lines) {

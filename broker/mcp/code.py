@@ -8,7 +8,8 @@ from ``broker.codegen`` (:func:`~broker.codegen.typescript_bindings`) added, and
 agent reads made of those declarations. ``run_code`` runs the agent's program in a Deno
 sandbox (``broker.codemode``): ``apps.<App>.<tool>(args)`` there is one call through the
 router's pipeline — validation, guards, admission, deadlines, audit, call log — as the agent,
-with the caller's session ``<session>/run-<n>``; the ``run_code`` call itself is one call-log
+with the caller's session ``<session>/run-<n>``, and ``searchTools(query)`` there is
+``search_tools`` (the hits, with their declarations); the ``run_code`` call itself is one call-log
 row (tool ``run_code``, session ``<session>``) whose result names that run id, so each inner
 row points at its run. Limits come from the settings (``code_*``); the wall time is also
 capped by the request's own deadline (``timeoutMs`` argument, ``_meta`` timeout).
@@ -69,7 +70,7 @@ CODE_INSTRUCTIONS: Final = (
     f"TypeScript program and run it with {RUN_CODE}: inside it every tool is an async function "
     "apps.<App>.<tool>(args), so one program can call many tools, loop, filter and combine "
     f"results, and return only what you need. Find tools and their TypeScript signatures with "
-    f"{SEARCH_TOOLS}. A failed call throws ToolError (subclasses ToolTimeout, ToolNotFound, "
+    f"{SEARCH_TOOLS} (also inside a program: await searchTools(query, limit?)). A failed call throws ToolError (subclasses ToolTimeout, ToolNotFound, "
     "ToolInvalidArguments, ToolBusy; .kind says which); images come back as ToolImage objects "
     "(return them to see them). The program's `return` value, its console output and the calls "
     "it made come back as the result. No file system, network or environment inside the sandbox."
@@ -206,6 +207,11 @@ class CodeMode:
         async def call_tool(name: str, args: Any) -> CallOutcome:
             if not isinstance(args, dict):
                 return CallOutcome(OutcomeKind.INVALID_ARGUMENTS, f"arguments for {name} must be an object")
+            if name == SEARCH_TOOLS:  # searchTools() in the program: read-only, not an app call
+                found = await self.search(args, session=run_id)
+                if found.get("isError"):
+                    return CallOutcome(OutcomeKind.INVALID_ARGUMENTS, str(found["content"][0]["text"]))
+                return CallOutcome(OutcomeKind.OK, result=ToolResult(data=found["structuredContent"]))
             return await router.call_tool(name, args, caller=inner)
 
         started = time.perf_counter()
