@@ -65,7 +65,7 @@ from .state import ConnectionState
 from .threaded import AppThread
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool
 from .transport import connect_daemon, connect_tcp, describe
-from .wire import AddTools, Register, Registered, RemoveTools, ToolSpec
+from .protocol import FATAL_REGISTRATION_CODES, AddTools, Register, Registered, RemoveTools, ToolSpec
 
 __all__ = [
     "APP_NAME_PATTERN",
@@ -83,19 +83,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 CONNECT_TIMEOUT: Final = 10.0
 #: While connection attempts keep failing, at most one log line per this many seconds.
 FAILURE_LOG_INTERVAL: Final = 60.0
-#: Registration error codes that end :meth:`App.run`: the registration itself is invalid.
-FATAL_REGISTRATION_CODES: Final = frozenset(
-    {
-        "invalid_app_name",
-        "invalid_register",
-        "invalid_tool",
-        "duplicate_tool",
-        "too_many_tools",
-        "unsupported_version",
-        "invalid_message",
-        "line_too_long",
-    }
-)
 #: App names protocol.md allows (plus: no ``__``, not ``toolbridge``).
 APP_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}")
 UNAUTHORIZED: Final = "unauthorized"

@@ -36,7 +36,7 @@ from typing import Any
 
 import trio
 
-from .wire import ToolProgress
+from .protocol import ToolProgress
 
 __all__ = ["ToolContext"]
 

@@ -50,7 +50,7 @@ import msgspec
 
 from .context import ToolContext
 from .errors import InvalidArguments, ToolDefinitionError  # InvalidArguments: re-exported (defined here before)
-from .wire import ToolSpec
+from .protocol import ToolSpec
 
 __all__ = [
     "TOOL_NAME_PATTERN",

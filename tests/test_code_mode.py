@@ -580,7 +580,7 @@ async def test_code_mode_keeps_no_server_alive(tmp_path: Path) -> None:
     from broker.mcp.session import McpServer
 
     async with running_daemon(tmp_path / "home") as info:
-        server = McpServer(info.core)
+        server = McpServer.of(info.core)
         assert code_mode(server) is code_mode(server)
         ref = weakref.ref(server)
         del server

@@ -44,13 +44,34 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+async def _status_and_agents(home: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    status: dict[str, Any] = await admin_request(home, "status")
     try:
-        status = trio.run(admin_request, home_from(args), "status")
+        agents: list[dict[str, Any]] | None = await admin_request(home, "agents")
+    except DaemonUnavailable:  # a daemon from before the ``agents`` command
+        agents = None
+    return status, agents
+
+
+def mcp_url(home: Path, http_port: int, host: str = "127.0.0.1") -> str:
+    """The daemon's MCP endpoint over HTTP (https when runtime.json says its ports speak TLS)."""
+    from ..config import home as home_files
+
+    runtime = home_files.read_runtime(home) or {}
+    scheme = "https" if runtime.get("tls") else "http"
+    host = str(runtime.get("host") or host)  # runtime.json's is one to connect to (not 0.0.0.0)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{http_port}/mcp"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    home = home_from(args)
+    try:
+        status, agents = trio.run(_status_and_agents, home)
     except DaemonUnavailable as exc:
         return _down(exc)
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps(status if agents is None else {**status, "agents": agents}, indent=2))
         return 0
     http = f", MCP over HTTP on port {status['httpPort']}" if status.get("httpPort") else ""
     print(
@@ -58,6 +79,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"apps on {status['host']}:{status['port']}{http}"
     )
     print(f"home: {status['home']}")
+    if status.get("httpPort"):
+        print(f"MCP URL: {mcp_url(home, status['httpPort'], status['host'])} (header 'Authorization: Bearer "
+              "<token>', see `toolbridge token`)")
     uplink = status.get("uplink")
     if uplink:
         error = f" ({uplink['lastError']})" if uplink.get("lastError") else ""
@@ -74,10 +98,20 @@ def cmd_status(args: argparse.Namespace) -> int:
               "late (includes waiting for a busy machine)")
     for app in apps:
         state = "connected" if app["connected"] else "reconnecting"
+        # The label is the app's name unless two instances share it (``Notes_2``): name it then.
+        name = app["label"] if app["label"] == app["app"] else f"{app['label']} ({app['app']})"
         print(
-            f"  {app['label']:<24} {app['app']} (instance {app['instance']}): {state}, {app['tools']} tools, "
+            f"  {name:<24} instance {app['instance']}: {state}, {app['tools']} tools, "
             f"{app['inFlight']} running, {app['queued']} queued"
         )
+    if agents is not None:
+        print(f"agents: {len(agents)} session(s) open (stdio relays and HTTP sessions; "
+              "2026-07-28 HTTP requests are stateless and not listed)")
+        for agent in agents:
+            client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
+            mode = ", discovery mode" if agent.get("discovery") else ""
+            print(f"  {agent['session']:<24} {client} over {agent['transport']}"
+                  f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     return 0
 
 

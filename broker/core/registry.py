@@ -35,7 +35,7 @@ import msgspec
 import structlog
 import trio
 
-from app_client.wire import ToolSpec
+from app_client.protocol import ToolSpec
 
 from . import names
 from .admission import Admission

@@ -41,16 +41,16 @@ from ..discovery import SEARCH_TOOLS, meta_tools
 from .results import error_result
 
 if TYPE_CHECKING:
+    from ..config.settings import Settings
     from ..core.registry import Registry
     from ..core.router import Router
-    from ..daemon.broker_core import BrokerCore
     from .meta import MetaTools
 
 
 class McpServer(Protocol):
     """What code mode uses of ``session.McpServer`` (not imported: session imports this module)."""
 
-    core: BrokerCore
+    settings: Settings
     router: Router
     registry: Registry
     meta: MetaTools
@@ -172,7 +172,7 @@ class CodeMode:
         code = arguments["code"]
         if len(code) > MAX_CODE_CHARS:
             return error_result("invalid_arguments", f"the program is longer than {MAX_CODE_CHARS} characters")
-        settings = self._server.core.settings
+        settings = self._server.settings
         if self._running >= settings.code_max_concurrent_runs:
             return error_result(
                 "busy", f"{self._running} programs are running already (code_max_concurrent_runs); "
@@ -187,7 +187,7 @@ class CodeMode:
     async def _run(
         self, code: str, arguments: dict[str, Any], *, caller: CallerInfo, session: str, timeout: float | None,
     ) -> dict[str, Any]:
-        settings = self._server.core.settings
+        settings = self._server.settings
         limit = settings.code_timeout
         for cap in (timeout, arguments.get("timeoutMs", 0) / 1000 or None):
             if cap is not None:
@@ -231,7 +231,7 @@ class CodeMode:
     def _record(self, caller: CallerInfo, session: str, code: str, run_id: str, started: float,
                 report: RunReport | None) -> None:
         """The ``run_code`` row of the call log; its result names the run id of its inner rows."""
-        call_log = self._server.core.call_log
+        call_log = self._server.router.call_log
         if call_log is None:
             return
         summary = {"run": run_id, "calls": len(report.calls) if report else 0}
