@@ -586,3 +586,13 @@ async def test_code_mode_keeps_no_server_alive(tmp_path: Path) -> None:
         del server
         gc.collect()
         assert ref() is None
+
+
+def test_agent_config_offers_code_mode(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "broker", "agent-config", "claude-desktop", "--home", str(tmp_path / "h"), "--code"],
+        capture_output=True, timeout=60, env={**relay_env(), "HOME": str(tmp_path)},
+    )
+    assert completed.returncode == 0, completed.stderr.decode(errors="replace")
+    entry = json.loads(completed.stdout)["mcpServers"]["toolbridge"]
+    assert entry["args"][-4:] == ["stdio", "--home", str((tmp_path / "h").absolute()), "--code"]
