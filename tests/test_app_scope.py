@@ -294,6 +294,7 @@ async def test_bad_app_names_at_agent_connect_are_refused_clearly(tmp_path: Path
         for fields, says in [
             ({"app": "../etc"}, "not an app label"), ({"app": "x" * 65}, "at most 64"), ({"app": ""}, "name the app"),
             ({"app": "Demo", "discovery": True}, "cannot be combined"),
+            ({"app": "Demo", "code": True}, "cannot be combined"),
         ]:
             conn = await RawApp.connect(info.port)
             await conn.send(encode_message(AgentConnect(token=info.token, **fields)))
@@ -317,6 +318,7 @@ async def test_bad_app_names_at_agent_connect_are_refused_clearly(tmp_path: Path
     (["--app", "../x"], "not an app label"),
     (["--app", "y" * 65], "at most 64"),
     (["--app", "Demo", "--discovery"], "cannot be combined"),
+    (["--app", "Demo", "--code"], "cannot be combined"),
 ])
 def test_stdio_refuses_a_bad_app_before_connecting(tmp_path: Path, args: list[str], says: str) -> None:
     done = subprocess.run(
@@ -345,7 +347,7 @@ async def test_an_agent_token_scoped_to_an_app_opens_only_that_apps_scope(tmp_pa
             base = mcp_url(info)
             assert await status(scope_url(info, "Demo"), demo_only) == 200
             assert await status(scope_url(info, "Demo_2"), demo_only) == 200  # the pattern's other copies
-            for url in (base, base + "/discovery", scope_url(info, "Other"), scope_url(info, "demo")):
+            for url in (base, base + "/discovery", base + "/code", scope_url(info, "Other"), scope_url(info, "demo")):
                 assert await status(url, demo_only) == 403, url
             assert await status(scope_url(info, "Other"), full) == 200  # plain agent: any scope
             assert await status(scope_url(info, "Demo"), app_token) == 403  # an app's token connects no agents

@@ -6,7 +6,8 @@ The relay speaks no MCP itself. It finds the daemon through the home directory
 (``runtime.json`` for the port, ``token`` for the secret), opens a connection (its Unix socket
 when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
 ``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``,
-``"app":NAME`` for ``--app NAME``, one app's tools under their own names), waits
+``"code":true`` for ``--code``, ``"app":NAME`` for ``--app NAME``: one app's tools under
+their own names), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr, starting
 with the home used and where it came from (``--home``, ``TOOLBRIDGE_HOME`` or the default: MCP
@@ -176,13 +177,16 @@ class _Link:
 class Relay:
     def __init__(
         self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False,
-        serve_args: Sequence[str] = (), app: str | None = None,
+        serve_args: Sequence[str] = (),
+        code: bool = False, app: str | None = None,
     ) -> None:
         self.home = home
         #: Ask the daemon for the one-app scope of this label (``broker.mcp.scope``).
         self.app = app
         #: Passed on to ``toolbridge serve`` when the relay starts the daemon (``--port`` ...).
         self.serve_args = tuple(serve_args)
+        #: Ask the daemon for code mode (search_tools and run_code are listed).
+        self.code = code
         #: Ask the daemon for discovery mode (only the meta-tools are listed).
         self.discovery = discovery
         self.auto_start = auto_start
@@ -522,7 +526,8 @@ class Relay:
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
         channel = LineChannel(stream, max_line_bytes=DAEMON_LINE_LIMIT)
-        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT, app=self.app)
+        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT, code=self.code,
+                            app=self.app)
         # The same channel goes on reading (lines the daemon sent right after agentConnected,
         # already read with it, are not lost).
         return channel
@@ -585,12 +590,12 @@ def _stdout() -> trio.abc.SendStream:
 
 async def run_relay(
     home: Path, auto_start: bool = True, discovery: bool = False, serve_args: Sequence[str] = (),
-    app: str | None = None,
+    code: bool = False, app: str | None = None,
 ) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
-        await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args, app=app).run(
-            stdin, stdout)
+        await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args,
+                    code=code, app=app).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -606,8 +611,9 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     app: str | None = getattr(args, "app", None)
     if app is not None:  # refused here, before any daemon is started or joined
         problem = check_app_name(app)
-        if problem is None and args.discovery:
-            problem = ("--app and --discovery cannot be combined: an app's scope already lists only "
+        if problem is None and (args.discovery or args.code):
+            mode = "--discovery" if args.discovery else "--code"
+            problem = (f"--app and {mode} cannot be combined: an app's scope already lists only "
                        "its tools; use one or the other")
         if problem is not None:
             print(f"toolbridge stdio: --app: {problem}", file=sys.stderr)
@@ -625,7 +631,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
         serve_args += ["--port", str(args.port)]
     if args.http_port is not None:
         serve_args += ["--http-port", str(args.http_port)]
-    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args, app)
+    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args, args.code, app)
     return 0
 
 
@@ -648,8 +654,13 @@ def add_parser(sub: SubParsers) -> None:
         help="discovery mode: list only search_tools and call_tool instead of every app tool",
     )
     parser.add_argument(
+        "--code", action="store_true",
+        help="code mode: list search_tools and run_code (programs that call app tools in a Deno sandbox; "
+        "needs pip install 'toolbridge[code]')",
+    )
+    parser.add_argument(
         "--app", metavar="NAME",
         help="only the app labelled NAME (as `toolbridge status` shows it, case-sensitive), its tools "
-        "under their own names; not with --discovery",
+        "under their own names; not with --discovery or --code",
     )
     parser.set_defaults(func=cmd_stdio)

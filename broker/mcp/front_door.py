@@ -113,9 +113,10 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
     """Serve one ``toolbridge stdio`` relay connection until it closes."""
     if hello.app is not None:
         problem = check_app_name(hello.app)
-        if problem is None and hello.discovery:
-            problem = ("discovery mode and a one-app scope cannot be combined: an app's scope already "
-                       "lists only its tools (drop --discovery or --app)")
+        if problem is None and (hello.discovery or hello.code):
+            mode = "discovery" if hello.discovery else "code"
+            problem = (f"{mode} mode and a one-app scope cannot be combined: an app's scope already "
+                       f"lists only its tools (drop --{mode} or --app)")
         if problem is not None:
             log.warning("agent_rejected", conn_id=conn.id, reason="app")
             await conn.send(Error("invalid_agent_connect", f"agentConnect: {problem}", fatal=True))
@@ -123,10 +124,11 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
     await conn.send(AgentConnected())
     outbox = ConnectionOutbox(conn)
     label = server.next_label("stdio")
-    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, app=hello.app)
+    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,
+             app=hello.app)
     async with open_session(
         server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery,
-        app=hello.app,
+        code=hello.code, app=hello.app,
     ) as session:
         while True:
             try:

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 Every request passes the same gate first, in this order: ``Host`` must be a loopback name
-or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` or
-``/mcp/discovery`` (404; the second serves discovery mode, see ``session``), a present
+or configured (421 otherwise: DNS rebinding), the path must be ``/mcp``,
+``/mcp/discovery`` or ``/mcp/code`` (404; the others serve discovery mode and code mode, see
+``session``), a present
 ``Origin`` must be loopback or configured (403), and ``Authorization: Bearer <token>`` must
 be the daemon's token or a named token with the ``agent`` scope (401 for an unknown token,
 403 for one without that scope; checked by ``tokens.Authenticator``, in constant time, on
@@ -40,6 +41,7 @@ by the HTTP server, so nothing outlives it; idle ones expire.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
@@ -79,6 +81,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 PATH: Final = "/mcp"
 #: The same endpoint in discovery mode: tools/list holds only search_tools and call_tool.
 DISCOVERY_PATH: Final = "/mcp/discovery"
+#: The same endpoint in code mode: tools/list holds search_tools and run_code (``code``).
+CODE_PATH: Final = "/mcp/code"
 #: A request silent for this long switches to SSE, and SSE streams get a comment this often.
 SSE_AFTER_SECONDS: Final = 15.0
 #: Legacy sessions with nothing in flight and no GET stream are dropped after this long.
@@ -232,10 +236,11 @@ class HttpApp:
                          "(add other names to allowed_hosts in the daemon's config)")
         path = scope["path"].rstrip("/")
         app = _app_of(scope["path"])
-        if path not in (PATH, DISCOVERY_PATH) and app is None:
+        if path not in (PATH, DISCOVERY_PATH, CODE_PATH) and app is None:
             raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode, "
-                         f"{APPS_PATH_PREFIX}<app label> for one app's tools)")
+                         f"{CODE_PATH} for code mode, {APPS_PATH_PREFIX}<app label> for one app's tools)")
         discovery = path == DISCOVERY_PATH
+        code = path == CODE_PATH
         if not origin_allowed(headers.get("origin"), settings.allowed_origins):
             log.warning("http_rejected", reason="origin", origin=headers.get("origin"))
             raise _Reply(403, "Forbidden: requests from this Origin are not allowed "
@@ -255,7 +260,7 @@ class HttpApp:
                          + f" (its scopes: {grant.describe()})", SERVER_ERROR)
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, receive, send, discovery, app)
+            await self._post(headers, receive, send, discovery, code=code, app=app)
         elif method == "GET":
             await self._get(headers, receive, send, app)
         elif method == "DELETE":
@@ -294,9 +299,8 @@ class HttpApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _post(
-        self, headers: Headers, receive: Receive, send: Send, discovery: bool, app: str | None = None
-    ) -> None:
+    async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool, *,
+                    code: bool = False, app: str | None = None) -> None:
         if "application/json" not in media_types(headers.get("content-type")):
             raise _Reply(415, "Unsupported Media Type: the body must be application/json")
         wants_json, wants_sse = accepts(headers.get("accept"))
@@ -316,13 +320,12 @@ class HttpApp:
             isinstance(message, Request) and protocol.modern_version_of(message.params) is not None
         )
         if modern:
-            await self._post_modern(headers, message, receive, send, discovery, app)
+            await self._post_modern(headers, message, receive, send, discovery, code=code, app=app)
         else:
-            await self._post_legacy(headers, message, receive, send, discovery, app)
+            await self._post_legacy(headers, message, receive, send, discovery, code=code, app=app)
 
-    async def _post_modern(
-        self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, app: str | None = None
-    ) -> None:
+    async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
+                           code: bool = False, app: str | None = None) -> None:
         if not isinstance(message, Request):
             # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
             await _send_empty(send, 202)
@@ -331,24 +334,23 @@ class HttpApp:
             envelope = protocol.read_envelope(message.params, check_version=False)
             # A discovery-mode client never saw app tools' schemas in tools/list, so it cannot
             # mirror their x-mcp-header arguments: only the routing headers are checked there.
-            schema = None if discovery else self._input_schema(message, app)
+            schema = None if discovery or code else self._input_schema(message, app)
             check_modern_headers(headers, message, envelope.protocol_version, schema)
             protocol.check_modern_version(envelope.protocol_version)
         except RpcError as exc:
             raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
                          request_id=message.id, data=exc.data) from None
         async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                app=app) as session:
+                                code=code, app=app) as session:
             await self._exchange(session, message, receive, send, modern=True)
 
-    async def _post_legacy(
-        self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, app: str | None = None
-    ) -> None:
+    async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
+                           code: bool = False, app: str | None = None) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             if isinstance(message, Request) and message.method == "initialize":
                 # The session keeps the mode of the path it was started at.
-                await self._initialize(message, receive, send, discovery, app)
+                await self._initialize(message, receive, send, discovery, code=code, app=app)
                 return
             raise _Reply(
                 400, "Bad Request: missing Mcp-Session-Id header. Start a session with initialize "
@@ -384,14 +386,14 @@ class HttpApp:
             raise _Reply(404, "Not Found: unknown or expired Mcp-Session-Id; start a new session with initialize")
         return entry
 
-    async def _initialize(
-        self, request: Request, receive: Receive, send: Send, discovery: bool, app: str | None = None
-    ) -> None:
+    async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool, *,
+                          code: bool = False, app: str | None = None) -> None:
         if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
             raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
                          SERVER_ERROR, request_id=request.id)
         session_id = secrets.token_urlsafe(24)
-        session: Session = await self._nursery.start(self._run_session, session_id, discovery, app)
+        session: Session = await self._nursery.start(
+            functools.partial(self._run_session, session_id, discovery, code=code, app=app))
         try:
             await self._exchange(session, request, receive, send, modern=False,
                                  session_header=session_id.encode())
@@ -402,12 +404,13 @@ class HttpApp:
             log.info("http_session_started", session=session.label, sessions=len(self._sessions))
 
     async def _run_session(
-        self, session_id: str, discovery: bool, app: str | None = None, *, task_status: trio.TaskStatus[Session]
+        self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session], code: bool = False,
+        app: str | None = None,
     ) -> None:
         label = self.server.next_label("http")
         try:
             async with open_session(
-                self.server, transport="http", label=label, stateful=True, discovery=discovery, app=app
+                self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code, app=app
             ) as session:
                 self._sessions[session_id] = _HttpSession(session_id, session)
                 task_status.started(session)

@@ -37,11 +37,16 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
 
+Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbridge stdio
+--code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
+signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
+cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
+
 One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect`` with
 ``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
 under their own names, calls resolve against that app alone (no meta-tools), and
 ``list_changed`` is sent only when the scope's list itself changed (its digest, compared after
-each registry change). A scope is never in discovery mode too.
+each registry change). A scope is never in discovery or code mode too.
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ from .jsonrpc import (
     encode_result,
     is_request_id,
 )
+from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 from .scope import AppScopes, scope_instructions, unknown_tool_error
@@ -402,13 +408,17 @@ class Session:
         reinitialize: bool,
         discovery: bool = False,
         app: str | None = None,
+        code: bool = False,
     ) -> None:
         self.server = server
         #: One-app scope: the label of the app whose tools alone are served (see ``scope``).
         self.app = app
+        #: Code mode: tools/list holds search_tools and run_code (see the module docstring).
+        self.code = code
         #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
-        self.discovery = discovery
-        if discovery:
+        #: Code mode behaves as discovery mode (a fixed list) apart from its tools.
+        self.discovery = discovery or code
+        if self.discovery:  # both search: warm the model (if any) now
             server.meta.discovery_session_started()
         self._nursery = nursery
         self.transport = transport
@@ -648,6 +658,8 @@ class Session:
         result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
+        if self.code:
+            result["instructions"] = CODE_INSTRUCTIONS
         return result
 
     def _ping(self, request: Request, context: RequestContext) -> dict[str, Any]:
@@ -657,11 +669,18 @@ class Session:
         result = self.server.discover_result(discovery=self.discovery)
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
+        if self.code:
+            result["instructions"] = CODE_INSTRUCTIONS
         return result
 
     def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
         if self.app is not None:
             return self.server.list_app_tools(self.app, request.params, modern=context.modern)
+        if self.code:
+            listed: dict[str, Any] = {"tools": code_tools()}
+            if context.modern:  # the same fields as any modern tools/list
+                listed.update(self.server._modern_fields(ttl=True))
+            return listed
         return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
     def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
@@ -674,6 +693,11 @@ class Session:
         arguments = params.get("arguments")
         if self.app is not None:
             self._start_scoped_call(request, context, outbox, name, arguments)
+            return None
+        if self.code and name in CODE_TOOL_NAMES:  # answered by broker.mcp.code, in a task
+            task = _InFlight()
+            self._in_flight[request.id] = task
+            self._nursery.start_soon(self._run, Session._code_tool, request, context, outbox, task, name=f"mcp {name}")
             return None
         if name == SEARCH_TOOLS:
             if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
@@ -734,6 +758,18 @@ class Session:
     def _scope_digest(self) -> bytes | None:
         """The one-app scope's list digest (None outside a scope): what list_changed follows."""
         return None if self.app is None else self.server.app_scopes.view(self.app).digest
+
+    async def _code_tool(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        mode = code_mode(self.server)
+        arguments = request.params.get("arguments")
+        if request.params.get("name") == RUN_CODE:
+            result = await mode.run(arguments, caller=self._caller(context), session=self.label or "session",
+                                    timeout=protocol.timeout_of(request.params))
+        else:
+            result = await mode.search(arguments, session=self.label)
+        return _completed(result, context.modern)
 
     async def _search_in_thread(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -859,20 +895,22 @@ async def open_session(
     reinitialize: bool = False,
     discovery: bool = False,
     app: str | None = None,
+    code: bool = False,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
     ``stateful`` sessions (stdio, a legacy HTTP session) watch the tool list for the
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
-    ``discovery`` selects discovery mode, ``app`` a one-app scope (see the module docstring;
-    not both: the transports refuse that combination before they get here).
+    ``discovery`` selects discovery mode, ``code`` code mode, ``app`` a one-app scope (see the
+    module docstring; a scope is neither of the others: the transports refuse that before they
+    get here).
     """
-    if discovery and app is not None:
-        raise ValueError("a session is in discovery mode or in a one-app scope, not both")
+    if (discovery or code) and app is not None:
+        raise ValueError("a session is in discovery mode, code mode or a one-app scope, not two of them")
     async with trio.open_nursery() as nursery:
         session = Session(
             server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery,
-            app=app,
+            app=app, code=code,
         )
         session.notify_outbox = notify
         if stateful:
