@@ -124,6 +124,24 @@ async def test_one_app_under_its_own_names_through_the_whole_pipeline(
             assert invalid.is_error and (invalid.meta or {}).get(KIND) == "invalid_arguments"
             late = await client.call_tool("hang", {})  # the tool's deadline (300 ms)
             assert late.is_error and (late.meta or {}).get(KIND) == "timeout"
+            seen: list[tuple[float, float | None, str | None]] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                seen.append((progress, total, message))
+
+            assert text_of(await client.call_tool("progress", {}, progress_callback=on_progress)) == "done"
+            assert seen == [(1, 2, "step 1"), (2, 2, "step 2")]
+            async with trio.open_nursery() as calls:  # cancelling reaches the app
+                cancel = trio.CancelScope()
+
+                async def slow() -> None:
+                    with cancel:
+                        await client.call_tool("slow", {})
+
+                calls.start_soon(slow)
+                await demo.until(lambda: any(i.tool == "slow" for i in demo.invocations))
+                cancel.cancel()
+            await demo.until(lambda: len(demo.cancels) == 1)
 
             for wrong in ("secret", "Demo__echo", "Other__secret"):  # another app's, or agent-facing names
                 with pytest.raises(MCPError) as unknown:
@@ -131,11 +149,11 @@ async def test_one_app_under_its_own_names_through_the_whole_pipeline(
                 assert unknown.value.error.code == -32602
                 assert "'Demo' has no tool by that name" in unknown.value.error.message
         assert info.core.call_log is not None
-        await info.core.call_log.wait_written(3)
+        await info.core.call_log.wait_written(5)
         # The call log (and the audit) name the real tool: its agent-facing name.
         assert logged_tools(home) == [("Demo__echo", "ok"), ("Demo__echo", "invalid_arguments"),
-                                      ("Demo__hang", "timeout")]
-        assert [i.tool for i in demo.invocations] == ["echo", "hang"] and not other.invocations
+                                      ("Demo__hang", "timeout"), ("Demo__progress", "ok"), ("Demo__slow", "cancelled")]
+        assert [i.tool for i in demo.invocations] == ["echo", "hang", "progress", "slow"] and not other.invocations
         await demo.close()
         await other.close()
 
