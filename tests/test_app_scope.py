@@ -253,6 +253,31 @@ async def test_a_second_instance_is_addressed_by_its_label(tmp_path: Path) -> No
         await second.close()
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_restarted_app_stays_in_its_scope_while_its_old_copy_waits_out_the_grace(
+    tmp_path: Path, mode: str
+) -> None:
+    """A new process of the app comes back as Demo_2 while Demo waits out its reconnect grace:
+    the scope Demo serves the connected copy at once, and keeps it once the grace ends."""
+    home = tmp_path / "home"
+    async with running_daemon(home, reconnect_grace=0.5) as info, trio.open_nursery() as nursery:
+        old = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("one", "", OBJECT)]).start(nursery)
+        async with scoped_agent("http", mode, info, home, "Demo") as client:
+            assert names_of(await client.list_tools()) == ["one"]
+            await old.close()  # the process quits; its instance waits out the grace
+            new = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("one", "", OBJECT)]).start(nursery)
+            assert new.registered is not None and new.registered.app_label == "Demo_2"
+            assert (await client.call_tool("one", {})).structured_content == {"tool": "one"}
+            assert [i.tool for i in new.invocations] == ["one"]
+            with trio.fail_after(10):  # the old copy's grace ends: Demo_2 is still served as Demo
+                while any(i.label == "Demo" for i in info.core.registry.instances()):
+                    await info.core.registry.wait_changed(info.core.registry.version)
+            assert names_of(await client.list_tools()) == ["one"]
+            assert (await client.call_tool("one", {})).structured_content == {"tool": "one"}
+            assert len(new.invocations) == 2 and not old.invocations
+            await new.close()
+
+
 # --- bad names, the gate, and token scopes --------------------------------------------------
 
 

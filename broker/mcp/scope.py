@@ -11,6 +11,16 @@ shows). The match is exact and case-sensitive, like the labels themselves: ``Dem
 refused before a session exists. A name that is valid but belongs to no connected app is
 accepted: the app may start later.
 
+A restarted app (a new process: a new instance) comes back while its old instance still waits
+out the reconnect grace, so it gets the next label (``WatchTower_2``) and the old label goes
+with the grace. So that the scope does not lose the app then, ``NAME`` resolves to the first
+of these that is connected: the instance labelled ``NAME``, then the instances whose *first*
+label (what their ``appName`` makes with no other copy running) is ``NAME``, in label order;
+when none is connected, the instance labelled ``NAME`` while it waits out its grace (calls wait
+for it, as on ``/mcp``). ``WatchTower_2`` itself names exactly that label. Since the list's
+digest covers only what is listed, moving to a restarted copy with the same tools is
+invisible to the agent (no ``list_changed``); its calls go to the connected copy.
+
 In such a session ``tools/list`` holds the app's tools under the names the app registered
 (``export_pdf``, not ``WatchTower__export_pdf``), sorted by that name, without the
 meta-tools; while no app has that label the list is empty. A ``tools/call`` is resolved
@@ -39,7 +49,7 @@ from typing import TYPE_CHECKING, Final
 import attrs
 import msgspec
 
-from ..core.names import near_names
+from ..core.names import make_label, near_names
 from .jsonrpc import INVALID_PARAMS, RpcError
 from .results import tool_entry
 
@@ -121,6 +131,8 @@ class AppScopes:
         self._registry = registry
         self._version = -1
         self._labels: dict[str, Instance] = {}
+        #: First label (``names.make_label`` with nothing taken) -> its instances, by label.
+        self._bases: dict[str, list[Instance]] = {}
         self._views: dict[str, ScopeView] = {}
         # Dropped at once on a change, so a departed app's schemas do not outlive it here.
         registry.on_change(self._drop)
@@ -128,25 +140,42 @@ class AppScopes:
     def _drop(self) -> None:
         self._views = {}
         self._labels = {}
+        self._bases = {}
         self._version = -1
 
     def view(self, label: str) -> ScopeView:
         registry = self._registry
         if self._version != registry.version:
             self._views = {}
-            self._labels = {instance.label: instance for instance in registry.instances()}
+            instances = registry.instances()  # sorted by label
+            self._labels = {instance.label: instance for instance in instances}
+            self._bases = {}
+            for each in instances:
+                self._bases.setdefault(make_label(each.app_name, ()), []).append(each)
             self._version = registry.version
         view = self._views.get(label)
         if view is not None:
             return view
-        instance = self._labels.get(label)
-        if instance is None:
+        found = self._resolve(label)
+        if found is None:
             return _absent(label)
+        instance = found
         tools = dict(sorted(instance.tools.items()))
         entries = [_entry(tool) for tool in tools.values()]
         digest = hashlib.sha256(b"\n".join(bytes(entry) for entry in entries)).digest()
         view = self._views[label] = ScopeView(label, instance, list(tools), entries, tools, digest)
         return view
+
+    def _resolve(self, label: str) -> Instance | None:
+        """The instance the scope ``label`` serves now (see the module docstring)."""
+        return _first_connected(self._labels.get(label), self._bases.get(label, []))
+
+
+def _first_connected(exact: Instance | None, others: list[Instance]) -> Instance | None:
+    for candidate in (exact, *others):
+        if candidate is not None and candidate.link is not None:
+            return candidate
+    return exact
 
 
 def unknown_tool_error(view: ScopeView, name: str) -> RpcError:
