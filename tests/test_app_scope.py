@@ -27,6 +27,7 @@ from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import AgentConnect, ToolInvocation, ToolResponse, ToolResult, ToolSpec, encode_message
+from broker.cli.daemon_client import admin_request
 from broker.config import tokens
 from broker.config.settings import Settings
 from broker.daemon.broker_core import BrokerCore
@@ -246,6 +247,8 @@ async def test_a_second_instance_is_addressed_by_its_label(tmp_path: Path) -> No
         async with scoped_agent("http", "legacy", info, home, "Demo_2") as client:
             assert names_of(await client.list_tools()) == ["two"]
             assert (await client.call_tool("two", {})).structured_content == {"tool": "two"}
+            agents = await admin_request(home, "agents")  # toolbridge status shows the scope
+            assert [(a["transport"], a["app"]) for a in agents] == [("http", "Demo_2")]
         async with scoped_agent("http", "auto", info, home, "demo") as client:  # labels are case-sensitive
             assert names_of(await client.list_tools()) == []
         assert [i.tool for i in second.invocations] == ["two"] and not first.invocations
