@@ -505,3 +505,22 @@ async def test_a_scope_hears_only_of_its_own_apps_changes(
         await session.handle(rpc({"id": 3, "method": "tools/list", "params": meta}), outbox)
         assert (await outbox.next())["result"]["tools"] == []
         session.close()
+
+
+async def test_a_scope_lists_in_pages_by_own_name(tmp_path: Path) -> None:
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    server = McpServer.of(core, page_size=2)
+    add_app(core, "Writer", ["c.tool", "a tool", "b_tool"])
+    add_app(core, "Reader", ["a", "b"])
+    outbox = Outbox()
+    async with open_session(server, transport="http", stateful=False, app="Writer") as session:
+        listed: list[str] = []
+        cursor: str | None = None
+        for request_id in (1, 2):
+            params: dict[str, Any] = {"_meta": MODERN_META, **({"cursor": cursor} if cursor else {})}
+            await session.handle(rpc({"id": request_id, "method": "tools/list", "params": params}), outbox)
+            result = (await outbox.next())["result"]
+            listed += [tool["name"] for tool in result["tools"]]
+            cursor = result.get("nextCursor")
+        assert listed == ["a tool", "b_tool", "c.tool"] and cursor is None
+        session.close()
