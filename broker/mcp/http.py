@@ -6,8 +6,8 @@ Every request passes the same gate first, in this order: ``Host`` must be a loop
 or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` or
 ``/mcp/discovery`` (404; the second serves discovery mode, see ``session``), a present
 ``Origin`` must be loopback or configured (403), and ``Authorization: Bearer <token>`` must
-be the daemon's token or a named token with the ``agent`` scope (401 for an unknown token,
-403 for one without that scope; checked by ``tokens.Authenticator``, in constant time, on
+be the daemon's token or a named token with the ``agent`` scope (403 for a missing or unknown
+token, never 401, which MCP clients take as "start OAuth"; 403 for one without that scope; checked by ``tokens.Authenticator``, in constant time, on
 every request, so a revoked token stops working at once). With ``tls_cert`` / ``tls_key``
 hypercorn serves HTTPS. Then:
 
@@ -233,14 +233,16 @@ class HttpApp:
             log.warning("http_rejected", reason="origin", origin=headers.get("origin"))
             raise _Reply(403, "Forbidden: requests from this Origin are not allowed "
                          "(add it to allowed_origins in the daemon's config)")
-        grant = self._grant(headers.get("authorization"))
+        authorization = headers.get("authorization")
+        grant = self._grant(authorization)
         if grant is None:
             log.warning("http_rejected", reason="token")
-            raise _Reply(
-                401, "Unauthorized: send the header 'Authorization: Bearer <token>' with the token "
-                "printed by `toolbridge token`", SERVER_ERROR,
-                headers=[(b"www-authenticate", b'Bearer realm="toolbridge"')],
-            )
+            # 403, not 401: to an MCP client a 401 means "do OAuth" (the spec's authorization
+            # section), whatever its WWW-Authenticate says, so OAuth-capable clients (the SDKs,
+            # Claude Code) would start discovery and registration and show *their* failure
+            # instead of this message. toolbridge's token is a static key set in the client's
+            # config; a 403 without a challenge reaches the user as this JSON-RPC error.
+            raise _Reply(403, no_token_message(authorization), SERVER_ERROR)
         if not grant.allows_agent:
             log.warning("http_rejected", reason="token scope", token=grant.name)
             raise _Reply(403, f"Forbidden: the token {grant.name!r} may not connect agents "
@@ -544,6 +546,14 @@ class HttpApp:
         entry.session.close()
         log.info("http_session_closed", session=entry.session.label)
         await _send_empty(send, 200)
+
+
+def no_token_message(authorization: str | None) -> str:
+    """Why a request without a valid token is refused, and what to do (see ``_route``)."""
+    what = "no 'Authorization' header" if authorization is None else "the 'Authorization' header holds no valid token"
+    return (f"Forbidden: {what}. toolbridge does not use OAuth: configure your MCP client to send the header "
+            "'Authorization: Bearer <token>' with the token printed by `toolbridge token` (it changes when "
+            "the token is rotated).")
 
 
 class _Disconnected(BrokerError):
