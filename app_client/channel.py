@@ -69,8 +69,9 @@ class LineChannel:
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
         self.last_received = trio.current_time()
-        #: Bytes read so far.
+        #: Bytes read so far, and written so far.
         self.bytes_received = 0
+        self.bytes_sent = 0
         #: Cancelled by :meth:`abort`; the owner runs the connection's tasks inside it.
         self.scope = trio.CancelScope()
         self.closed_reason: str | None = None
@@ -223,6 +224,7 @@ class LineChannel:
                     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                         self._write_failed(exc)
                         return
+                    self.bytes_sent += size
                 if timeout.cancelled_caught:
                     _log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
                     self.abort(f"the peer did not read for {self._write_timeout:g} s")

@@ -21,7 +21,7 @@ import trio
 from ..config.logsetup import configure_logging
 from ..errors import BrokerError
 from ..version import VERSION
-from . import client_commands, codegen_command, logs_command, stdio_relay
+from . import client_commands, codegen_command, logs_command, open_command, stdio_relay
 from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers, add_home, home_from
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "add_home", "build_parser", "home_from", "main"]
@@ -110,6 +110,7 @@ COMMANDS: tuple[Callable[[SubParsers], None], ...] = (
     logs_command.add_parser,  # logs
     client_commands.add_parser,  # status, tools, call
     stdio_relay.add_parser,  # stdio
+    open_command.add_parser,  # open (the status page)
 )
 
 

@@ -1,5 +1,7 @@
 """MCP over Streamable HTTP: an ASGI app at ``/mcp`` served by hypercorn's trio worker.
 
+The same port serves the status page and ``/metrics`` (``status_page``), after the Host check.
+
 Theory of operation
 -------------------
 Every request passes the same gate first, in this order: ``Host`` must be a loopback name
@@ -61,6 +63,7 @@ from .jsonrpc import (
     encode_error,
 )
 from .session import McpServer, Session, open_session
+from .status_page import StatusPages
 
 log = structlog.get_logger("toolbridge.http")
 
@@ -196,6 +199,8 @@ class HttpApp:
         self.settings = server.core.settings
         self._nursery = nursery
         self._sessions: dict[str, _HttpSession] = {}
+        #: Everything on this port but /mcp: the status page and /metrics (``status_page``).
+        self.pages = StatusPages(server, self._grant)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -227,6 +232,8 @@ class HttpApp:
                          "(add other names to allowed_hosts in the daemon's config)")
         path = scope["path"].rstrip("/")
         if path not in (PATH, DISCOVERY_PATH):
+            if await self.pages.serve(scope, headers, receive, send):  # the status page, /metrics
+                return
             raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode)")
         discovery = path == DISCOVERY_PATH
         if not origin_allowed(headers.get("origin"), settings.allowed_origins):

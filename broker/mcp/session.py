@@ -241,6 +241,8 @@ class McpServer:
         # Weak keys: a tool the registry dropped takes its encoded entry with it.
         self._encoded_entries: weakref.WeakKeyDictionary[RegisteredTool, msgspec.Raw] = weakref.WeakKeyDictionary()
         self._session_labels = itertools.count(1)
+        #: The sessions open now, of every transport (the status page lists them).
+        self.sessions: set[Session] = set()
         #: Discovery mode's search index, shared by every session.
         self.meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
         # The list is rebuilt lazily (at the next tools/list), but dropped at once when the registry
@@ -735,9 +737,11 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
+        server.sessions.add(session)
         try:
             yield session
         finally:
+            server.sessions.discard(session)
             session.closed.set()
             session.end_calls()
             nursery.cancel_scope.cancel()
