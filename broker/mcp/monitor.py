@@ -8,12 +8,14 @@ status page): connected apps and their admission queues from the registry, calls
 from the correlation map, sessions from the :class:`~broker.mcp.session.McpServer`. That costs
 nothing per call. What cannot be read later is counted as it happens, through two hooks:
 
-* :meth:`call_ended`, one of the router's ``observers``, runs at every call's end: it bumps a
-  counter and a latency histogram (``prometheus_client`` children cached per app, tool and
-  outcome kind, so a call costs two dict-free updates, see BENCHMARKS.md), a small per-tool
-  summary for the page, and a ring of the last :data:`RECENT_CALLS` calls (names, duration,
+* :meth:`call_ended`, one of the router's ``observers``, runs at every call's end: plain
+  arithmetic on one list per (app, tool, outcome kind) — calls, seconds, the longest, a count
+  per latency bucket — and a ring of the last :data:`RECENT_CALLS` calls (names, duration,
   outcome kind; an error message only when the daemon composed it from names and numbers,
-  never an argument value or an app's text).
+  never an argument value or an app's text). ``prometheus_client``'s own ``Counter`` and
+  ``Histogram`` take a lock per update and cost ~4x as much per call (BENCHMARKS.md), so the
+  scrape turns these lists into its metric families instead (the library's custom-collector
+  pattern); the text format is still the library's.
 * :meth:`registry_changed`, a registry listener, notices app links that appear (registrations)
   and go (disconnects) and folds a departed link's byte counts into the running totals, so
   ``toolbridge_app_bytes_total`` is a true counter across reconnects.
@@ -26,14 +28,16 @@ an unknown tool counts under ``tool=""``, so an agent cannot grow the series wit
 
 from __future__ import annotations
 
+import bisect
 import collections
+import itertools
 import os
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
@@ -52,8 +56,10 @@ RECENT_CALLS: Final = 50
 #: Latency buckets in seconds: local tools answer in milliseconds, exports take minutes.
 LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                           10.0, 30.0, 60.0, 300.0)
-#: Label sets cached per (app, tool, kind) before the cache is cleared (apps come and go).
-_MAX_CACHED_SERIES: Final = 10_000
+#: Series (app, tool, kind) kept before those of tools no longer registered are dropped.
+_MAX_SERIES: Final = 10_000
+#: Where a series' bucket counts start (after calls, seconds and the longest in ms).
+_FIRST_BUCKET: Final = 3
 
 
 class Monitor:
@@ -62,19 +68,13 @@ class Monitor:
     def __init__(self, server: McpServer) -> None:
         self.server = server
         self.core: BrokerCore = server.core
-        self.registry = CollectorRegistry(auto_describe=True)
-        self._calls = Counter("toolbridge_calls", "Tool calls ended, by app, tool and outcome kind",
-                              ["app", "tool", "outcome"], registry=self.registry)
-        self._latency = Histogram("toolbridge_call_duration_seconds",
-                                  "Time from a call's arrival to its outcome, by app and tool",
-                                  ["app", "tool"], buckets=LATENCY_BUCKETS, registry=self.registry)
-        self._series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self.registry = CollectorRegistry()
+        #: Per (app, tool, outcome kind): [calls, seconds, max ms, one count per latency bucket].
+        self._series: dict[tuple[str, str, str], list[float]] = {}
         self.registry.register(_StateCollector(self))
         #: The last calls, newest last: (unix time, tool, app label, agent, session, ms, kind, message).
         self.recent: collections.deque[tuple[float, str, str, str | None, str | None, float, str, str | None]] = (
             collections.deque(maxlen=RECENT_CALLS))
-        #: Per agent-facing tool name: [calls, failures, total ms, max ms].
-        self.per_tool: dict[str, list[float]] = {}
         self.registrations = 0
         self.disconnects = 0
         #: Bytes read from and written to app links that have gone (live ones are read at scrape).
@@ -88,30 +88,31 @@ class Monitor:
 
     def call_ended(self, name: str, tool: RegisteredTool | None, caller: CallerInfo, duration_ms: float,
                    outcome: CallOutcome) -> None:
-        """A router observer: count one finished call."""
+        """A router observer: count one finished call (plain arithmetic; see the module docstring)."""
         kind = outcome.kind
-        app = tool.instance.app_name if tool is not None else ""
-        key = (app, name if tool is not None else "", kind.value)
-        children = self._series.get(key)
-        if children is None:
-            if len(self._series) >= _MAX_CACHED_SERIES:
-                self._series.clear()
-            children = self._series[key] = (self._calls.labels(*key), self._latency.labels(key[0], key[1]))
-        children[0].inc()
-        children[1].observe(duration_ms / 1000)
-        failed = kind is not OutcomeKind.OK
-        stats = self.per_tool.get(name) if tool is not None else None
-        if stats is None and tool is not None:
-            stats = self.per_tool[name] = [0, 0, 0.0, 0.0]
-        if stats is not None:
-            stats[0] += 1
-            stats[1] += failed
-            stats[2] += duration_ms
-            if duration_ms > stats[3]:
-                stats[3] = duration_ms
-        message = outcome.message if failed and kind.value_free and outcome.result is None else None
-        self.recent.append((time.time(), name, tool.instance.label if tool is not None else "", caller.agent,
-                            caller.session, duration_ms, kind.value, message))
+        if tool is not None:
+            key = (tool.instance.app_name, name, kind.value)
+            label = tool.instance.label
+        else:
+            key, label = ("", "", kind.value), ""
+        series = self._series.get(key)
+        if series is None:
+            series = self._new_series(key)
+        seconds = duration_ms / 1000
+        series[0] += 1
+        series[1] += seconds
+        if duration_ms > series[2]:
+            series[2] = duration_ms
+        series[_FIRST_BUCKET + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        message = outcome.message if kind is not OutcomeKind.OK and kind.value_free and outcome.result is None else None
+        self.recent.append((time.time(), name, label, caller.agent, caller.session, duration_ms, kind.value, message))
+
+    def _new_series(self, key: tuple[str, str, str]) -> list[float]:
+        if len(self._series) >= _MAX_SERIES:  # keep the tools still registered; the rest restart at 0
+            registry = self.core.registry
+            self._series = {k: v for k, v in self._series.items() if not k[1] or registry.lookup(k[1])}
+        series = self._series[key] = [0, 0.0, 0.0] + [0] * (len(LATENCY_BUCKETS) + 1)
+        return series
 
     def registry_changed(self) -> None:
         """Notice app links that came (registered) and went (disconnected).
@@ -181,10 +182,18 @@ class Monitor:
              "outcome": kind, "message": message}
             for at, tool, app, agent, session, ms, kind, message in reversed(self.recent)
         ]
+        per_tool: dict[str, list[float]] = {}  # calls, failures, seconds, max ms
+        for (_, name, kind), series in self._series.items():
+            if name:
+                entry = per_tool.setdefault(name, [0, 0, 0.0, 0.0])
+                entry[0] += series[0]
+                entry[1] += series[0] if kind != OutcomeKind.OK else 0
+                entry[2] += series[1]
+                entry[3] = max(entry[3], series[2])
         tools = [
-            {"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total / n, 1) if n else None,
+            {"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total * 1000 / n, 1),
              "maxMs": round(worst, 1)}
-            for name, (n, failed, total, worst) in sorted(self.per_tool.items())
+            for name, (n, failed, total, worst) in sorted(per_tool.items())
         ]
         return {
             "daemon": {"version": VERSION, "pid": os.getpid(), "uptimeSeconds": round(time.time() - core.started_at),
@@ -221,6 +230,23 @@ class _StateCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         monitor = self._monitor
         core = monitor.core
+        calls = CounterMetricFamily("toolbridge_calls", "Tool calls ended, by app, tool and outcome kind",
+                                    labels=["app", "tool", "outcome"])
+        latency: dict[tuple[str, str], list[float]] = {}
+        for (app, tool, kind), series in sorted(monitor._series.items()):
+            calls.add_metric([app, tool, kind], series[0])
+            merged = latency.setdefault((app, tool), [0.0] * len(series))
+            for i, value in enumerate(series):
+                merged[i] += value
+        yield calls
+        histogram = HistogramMetricFamily("toolbridge_call_duration_seconds",
+                                          "Time from a call's arrival to its outcome, by app and tool",
+                                          labels=["app", "tool"])
+        bounds = [*(str(b) for b in LATENCY_BUCKETS), "+Inf"]
+        for (app, tool), series in latency.items():
+            cumulative = list(itertools.accumulate(series[_FIRST_BUCKET:]))
+            histogram.add_metric([app, tool], list(zip(bounds, cumulative)), sum_value=series[1])
+        yield histogram
         monitor.registry_changed()
         instances = core.registry.instances()
         apps = GaugeMetricFamily("toolbridge_apps", "App instances registered, by state", labels=["state"])
