@@ -41,7 +41,7 @@ import logging
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import attrs
 import structlog
@@ -63,7 +63,9 @@ from .jsonrpc import (
     encode_error,
 )
 from .session import McpServer, Session, open_session
-from .status_page import StatusPages
+
+if TYPE_CHECKING:
+    from .status_page import StatusPages
 
 log = structlog.get_logger("toolbridge.http")
 
@@ -199,8 +201,11 @@ class HttpApp:
         self.settings = server.core.settings
         self._nursery = nursery
         self._sessions: dict[str, _HttpSession] = {}
+        # Imported here: the stdio relay imports this module, and need not load prometheus_client.
+        from .status_page import StatusPages
+
         #: Everything on this port but /mcp: the status page and /metrics (``status_page``).
-        self.pages = StatusPages(server, self._grant)
+        self.pages: StatusPages = StatusPages(server, self._grant)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
