@@ -94,8 +94,8 @@ def ensure_chromium() -> None:
         print("installing Chromium (Debian package chromium) for the status page's browser test", file=sys.stderr)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"], check=True,
-                       env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
     else:
         print("Chromium is missing: install it (e.g. `sudo apt-get install chromium`) for the status page's "
               "browser test", file=sys.stderr)

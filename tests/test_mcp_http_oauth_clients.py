@@ -1,7 +1,8 @@
 """Issue 19 item 12: an OAuth-capable MCP client without the token sees toolbridge's message.
 
-The client is the official MCP SDK's (PyPI ``mcp``) with its ``OAuthClientProvider`` plugged in,
-as an OAuth-capable agent (Claude Code, the TypeScript SDK) has it. Any 401 starts that
+The clients are the official MCP SDKs' — PyPI ``mcp`` with its ``OAuthClientProvider``, and
+npm ``@modelcontextprotocol/client`` (the Inspector's copy) with an ``authProvider`` — plugged in
+as an OAuth-capable agent (Claude Code) has it. Any 401 starts that
 provider's OAuth discovery and dynamic client registration, against a daemon that has neither,
 and the user saw the registration's failure ("HTTP 404") instead of "send the token". The daemon
 answers 403 without a challenge, which the client passes on as the JSON-RPC error it carries.
@@ -9,10 +10,13 @@ answers 403 without a challenge, which the client passes on as the JSON-RPC erro
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import httpx2
 import pytest
+import trio
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
@@ -21,6 +25,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from mcp_testkit import HTTPX_STREAM_WARNINGS, mcp_url, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
+PROBE = Path(__file__).with_name("oauth_probe.mjs")
 
 
 class _MemoryStorage:
@@ -76,3 +81,24 @@ async def test_an_oauth_capable_client_without_the_token_shows_what_to_do(tmp_pa
         assert "toolbridge token" in text and "Authorization: Bearer" in text, text
         # No OAuth discovery or registration was attempted: only the MCP endpoint was asked.
         assert requested and set(requested) == {"/mcp"}, requested
+
+
+async def test_the_typescript_client_with_an_oauth_provider_shows_what_to_do(tmp_path: Path) -> None:
+    """The same with the TypeScript SDK's client (npm), the library Claude Code is built on: on
+    the old 401 it ran discovery and failed with "Dynamic Client Registration rejected (HTTP 404)",
+    the very message users saw."""
+    node = shutil.which("node")
+    sdk = Path.home() / ".cache/toolbridge-inspector/node_modules/@modelcontextprotocol/client/dist/index.mjs"
+    if node is None or not sdk.exists():
+        pytest.fail(f"needs Node.js and the MCP Inspector's client library ({sdk}); `python3 dev.py test` installs them")
+    async with running_daemon(tmp_path / "home") as info:
+        with trio.fail_after(60):
+            result = await trio.run_process([node, str(PROBE), str(sdk), mcp_url(info)], capture_stdout=True,
+                                            capture_stderr=True, check=False)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    seen = json.loads(result.stdout)
+    assert not seen["ok"]
+    assert "toolbridge token" in seen["error"] and "Authorization: Bearer" in seen["error"], seen
+    assert "Registration" not in seen["error"], seen
+    assert not seen["registered"] and not seen["redirected"]
+    assert set(seen["requests"]) == {"/mcp"}, seen["requests"]

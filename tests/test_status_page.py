@@ -260,3 +260,20 @@ async def test_metrics_are_scraped_with_the_token(tmp_path: Path) -> None:
         assert after[("toolbridge_apps", (("state", "reconnecting"),))] == 1
         # A departed link's bytes stay counted.
         assert after[("toolbridge_app_bytes_total", (("direction", "received"),))] >= received
+
+
+async def test_a_failing_observer_never_fails_the_call(daemon: DaemonInfo) -> None:
+    def broken(*args: Any) -> None:
+        raise RuntimeError("an observer's bug")
+
+    daemon.core.router.observers.insert(0, broken)
+    async with trio.open_nursery() as nursery:
+        app = await ScriptedApp(daemon.port, daemon.token).start(nursery)
+        outcome = await daemon.core.router.call_tool("Demo__echo", {"text": "hi"})
+        assert outcome.kind == "ok"
+        unknown = await daemon.core.router.call_tool("Demo__nope", {})  # ends inside start_call
+        assert unknown.kind == "unknown_tool"
+        # The observers after the broken one still ran.
+        state = daemon.core.router.observers[1].__self__.state()  # type: ignore[attr-defined]
+        assert [c["tool"] for c in state["recent"]] == ["Demo__nope", "Demo__echo"]
+        await app.close()

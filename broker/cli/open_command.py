@@ -17,12 +17,13 @@ from pathlib import Path
 
 from ..config import home as home_files
 from ..config.web_login import TICKET_SECONDS, mint_ticket
+from ..errors import BrokerError
 from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
 
 __all__ = ["add_parser", "login_link"]
 
 
-class NotServing(Exception):
+class NotServing(BrokerError):
     """No daemon serves a status page for this home (the message says what to do)."""
 
 

@@ -479,7 +479,10 @@ class Router:
                 duration_ms=duration_ms,
             )
         for observe in self.observers:
-            observe(name, tool, caller, duration_ms, outcome)
+            try:
+                observe(name, tool, caller, duration_ms, outcome)
+            except Exception:  # counting a call must never fail it (start_call never raises)
+                log.exception("call_observer_failed", tool=name)
 
 
 def _is_large(arguments: dict[str, Any], limit: int) -> bool:
