@@ -37,7 +37,9 @@ WAIT_MS = 15_000
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
 
-def _need_browser() -> str:
+@pytest.fixture
+def chromium() -> str:
+    """Chromium's path, with Playwright importable; else a skip (a failure in CI) saying what to install."""
     try:
         import playwright.sync_api  # noqa: F401
     except ImportError:
@@ -51,8 +53,7 @@ def _need_browser() -> str:
     pytest.skip(f"the status page's browser test needs {missing}")
 
 
-async def test_the_status_page_in_headless_chromium(tmp_path: Path) -> None:
-    chromium = _need_browser()
+async def test_the_status_page_in_headless_chromium(tmp_path: Path, chromium: str) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     home = tmp_path / "home"
