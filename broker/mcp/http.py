@@ -1,17 +1,16 @@
 """MCP over Streamable HTTP: an ASGI app at ``/mcp`` served by hypercorn's trio worker.
 
-The same port serves the status page and ``/metrics`` (``status_page``), after the Host check.
-
 Theory of operation
 -------------------
 Every request passes the same gate first, in this order: ``Host`` must be a loopback name
 or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` or
-``/mcp/discovery`` (404; the second serves discovery mode, see ``session``), a present
-``Origin`` must be loopback or configured (403), and ``Authorization: Bearer <token>`` must
-be the daemon's token or a named token with the ``agent`` scope (403 for a missing or unknown
-token, never 401, which MCP clients take as "start OAuth"; 403 for one without that scope; checked by ``tokens.Authenticator``, in constant time, on
-every request, so a revoked token stops working at once). With ``tls_cert`` / ``tls_key``
-hypercorn serves HTTPS. Then:
+``/mcp/discovery`` (the second serves discovery mode, see ``session``; other paths go to the
+status page and ``/metrics``, ``status_page``, or get 404), a present ``Origin`` must be
+loopback or configured (403), and ``Authorization: Bearer <token>`` must be the daemon's token
+or a named token with the ``agent`` scope (403 for a missing or unknown token too: never 401,
+which MCP clients take as "start OAuth"; 403 for one without that scope; checked by
+``tokens.Authenticator``, in constant time, on every request, so a revoked token stops
+working at once). With ``tls_cert`` / ``tls_key`` hypercorn serves HTTPS. Then:
 
 * ``POST`` carries one JSON-RPC message (``Content-Type: application/json``, 415; ``Accept``
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
