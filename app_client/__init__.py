@@ -6,7 +6,8 @@ An app makes one :class:`App`, declares tools with ``@app.tool`` (plain or async
 the input schema comes from type hints, the description from the docstring), and runs it:
 ``await app.run()`` inside trio, ``async with app.connected():`` for a background task, or
 ``app.start_in_thread()`` for programs whose main loop is not trio. The app finds the local
-daemon (:func:`find_daemon`), registers over the NDJSON wire protocol (:mod:`app_client.wire`),
+daemon (:func:`find_daemon`), registers over the NDJSON wire protocol (:mod:`app_client.protocol`: sans-IO messages and
+the rules of both sides; :mod:`app_client.wire` re-exports its messages),
 answers heartbeats, runs calls and reconnects with backoff when the daemon goes away.
 
 Handlers return plain JSON-able values, content built with :func:`text` / :func:`image` /
@@ -27,7 +28,9 @@ Example::
     trio.run(app.run)
 
 This package never imports the daemon (``broker``) and never configures logging: it logs
-through ``structlog.get_logger()``.
+through ``structlog.get_logger()``. The daemon imports only its protocol
+(:mod:`app_client.protocol`, which imports no trio), :mod:`app_client.channel`, and the
+home-file helpers (``discovery``, ``transport``, ``tls``).
 """
 
 from __future__ import annotations
@@ -55,7 +58,7 @@ from .threaded import AppThread, tk_executor
 from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
 from .transport import connect_daemon
-from .wire import ToolResult
+from .protocol import ToolResult
 
 __all__ = [
     "App",

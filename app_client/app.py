@@ -25,8 +25,11 @@ otherwise.
 
 State: :attr:`App.state` is a :class:`ConnectionState`; ``on_state_change(state)`` is called
 in the trio thread on each change (with a ``ThreadedApp``, marshal to your GUI thread
-yourself). Log lines: one per connect and disconnect; a failure that repeats the previous
-one is logged at debug level, so a daemon that stays down does not flood the log.
+yourself). Log lines: one per connect and disconnect; while the daemon stays unreachable,
+the first failed attempt is logged (a warning, with the delay before the next attempt), then
+at most one line per :data:`FAILURE_LOG_INTERVAL` (still failing: how many attempts, for how
+long, the latest reason, the next retry) — nothing per attempt, so an app left running while
+the daemon is down does not fill its log. The time is trio's clock (tests use a mock clock).
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ from .state import ConnectionState
 from .threaded import AppThread
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool
 from .transport import connect_daemon, connect_tcp, describe
-from .wire import AddTools, Register, Registered, RemoveTools, ToolSpec
+from .protocol import FATAL_REGISTRATION_CODES, AddTools, Register, Registered, RemoveTools, ToolSpec
 
 __all__ = [
     "APP_NAME_PATTERN",
@@ -78,19 +81,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: Seconds allowed for opening the stream plus the ``register`` / ``registered`` exchange.
 CONNECT_TIMEOUT: Final = 10.0
-#: Registration error codes that end :meth:`App.run`: the registration itself is invalid.
-FATAL_REGISTRATION_CODES: Final = frozenset(
-    {
-        "invalid_app_name",
-        "invalid_register",
-        "invalid_tool",
-        "duplicate_tool",
-        "too_many_tools",
-        "unsupported_version",
-        "invalid_message",
-        "line_too_long",
-    }
-)
+#: While connection attempts keep failing, at most one log line per this many seconds.
+FAILURE_LOG_INTERVAL: Final = 60.0
 #: App names protocol.md allows (plus: no ``__``, not ``toolbridge``).
 APP_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}")
 UNAUTHORIZED: Final = "unauthorized"
@@ -209,6 +201,11 @@ class App:
         self._state = ConnectionState.DISCONNECTED
         self._state_event = trio.Event()
         self._last_error: str | None = None
+        #: Failed attempts since the last registration, and when the outage's first one was
+        #: logged / the next report is due (trio time): see _report_failure.
+        self._failures = 0
+        self._failing_since = 0.0
+        self._next_failure_report = 0.0
         self._registration: Registered | None = None
         self._agent_names: dict[str, str] = {}
         self._session: Session | None = None
@@ -451,12 +448,31 @@ class App:
             await self._state_event.wait()
 
     def _note_failure(self, message: str, state: ConnectionState = ConnectionState.RECONNECTING) -> None:
-        if message != self._last_error:
-            self._log.warning("toolbridge connection attempt failed", error=message)
-        else:
-            self._log.debug("toolbridge connection attempt failed again", error=message)
+        """Count a failed attempt (logged by :meth:`_report_failure` once the retry delay is known)."""
+        self._failures += 1
         self._last_error = message
         self._set_state(state)
+
+    def _report_failure(self, retry_in: float) -> None:
+        """Log the attempt that just failed: the first of an outage, then once a FAILURE_LOG_INTERVAL."""
+        if not self._failures:  # the attempt registered; its end was logged as a disconnect
+            return
+        now = trio.current_time()
+        if self._failures == 1:
+            self._failing_since = now
+            self._next_failure_report = now + FAILURE_LOG_INTERVAL
+            self._log.warning(
+                "toolbridge connection attempt failed; retrying (further failures are logged "
+                f"about once every {FAILURE_LOG_INTERVAL:g} s)",
+                error=self._last_error, next_retry_in_s=round(retry_in, 1),
+            )
+        elif now >= self._next_failure_report:
+            self._next_failure_report = now + FAILURE_LOG_INTERVAL
+            self._log.warning(
+                "toolbridge still unreachable; retrying",
+                error=self._last_error, failed_attempts=self._failures,
+                failing_for_s=round(now - self._failing_since), next_retry_in_s=round(retry_in, 1),
+            )
 
     # --- running ------------------------------------------------------------------------
 
@@ -488,6 +504,7 @@ class App:
                 )
         self._running = True
         self._last_error = None
+        self._failures = 0
         limiter = trio.CapacityLimiter(self.max_concurrency)
         backoff = self._backoff
         backoff.reset()
@@ -504,7 +521,9 @@ class App:
         try:
             while True:
                 await self._attempt(limiter, on_registered)
-                await trio.sleep(backoff.next_delay())
+                delay = backoff.next_delay()
+                self._report_failure(delay)
+                await trio.sleep(delay)
         except (RegistrationRejected, InstanceReplaced) as exc:
             self._last_error = str(exc)
             self._set_state(ConnectionState.FAILED)
@@ -579,11 +598,13 @@ class App:
             self._registration = registered
             self._agent_names = dict(registered.tool_names)
             self._last_error = None
+            failed, self._failures = self._failures, 0
             self._log.info(
                 "connected to toolbridge",
                 address=describe(address, stream),
                 label=registered.app_label,
                 tools=len(registered.tool_names),
+                **({"after_failed_attempts": failed} if failed else {}),
             )
             self._set_state(ConnectionState.CONNECTED)
             on_registered()

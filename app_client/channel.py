@@ -6,8 +6,11 @@ Both ends of toolbridge's NDJSON links (the daemon's accepted connections, an ap
 the daemon, the CLI's link to the daemon, the fake broker in :mod:`app_client.testing`) read and
 write lines the same way; this module is the one copy of that code.
 
-Reading goes through a :class:`~app_client.wire.LineFramer` capped at ``max_line_bytes``,
-fed :data:`READ_SIZE` bytes at a time. A line over the cap raises
+Reading (:class:`LineReader`, which a channel is; a read-only stream such as a relay's stdin
+uses it alone) goes through a :class:`~app_client.protocol.LineFramer` capped at
+``max_line_bytes``, fed :data:`READ_SIZE` bytes at a time. :meth:`~LineReader.receive_line`
+takes one line; :meth:`~LineReader.receive_batch` takes every line one read brought, for a
+relay that forwards them in one write. A line over the cap raises
 :class:`~app_client.errors.RemoteProtocolError` (``line_too_long``) once and the channel stays
 usable (the rest of that line is discarded unbuffered); end of stream, or a broken stream,
 raises :class:`~app_client.errors.ConnectionClosed`. ``bytes_received`` and ``last_received``
@@ -36,10 +39,9 @@ from typing import Final
 import structlog
 import trio
 
-from .errors import ConnectionClosed
-from .wire import DEFAULT_MAX_LINE_BYTES, LineFramer
+from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
-__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel"]
+__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader"]
 
 #: Bytes asked of the stream per read.
 READ_SIZE: Final = 64 * 1024
@@ -49,7 +51,86 @@ COALESCE_BYTES: Final = 256 * 1024
 _log = structlog.get_logger("toolbridge.connection")
 
 
-class LineChannel:
+#: What a read that failed means: the stream is gone (trio wraps a socket's OSError in
+#: BrokenResourceError; a file read in a worker thread, as a relay's stdin, raises OSError).
+_BROKEN: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class LineReader:
+    """Lines from one trio receive stream (see the module docstring): the one read loop."""
+
+    def __init__(self, source: trio.abc.ReceiveStream, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self._source = source
+        self._framer = LineFramer(max_line_bytes)
+        self._at_eof = False
+        self.last_received = trio.current_time()
+        #: Bytes read so far.
+        self.bytes_received = 0
+
+    def receive_line_nowait(self) -> bytes | None:
+        """The next line if a whole one is already buffered, else None.
+
+        Raises RemoteProtocolError (``line_too_long``) as :meth:`receive_line` does.
+        """
+        return self._framer.next_line()
+
+    @property
+    def framer(self) -> LineFramer:
+        """The framer holding what was read and not yet taken as a line."""
+        return self._framer
+
+    async def receive_line(self) -> bytes:
+        """The next line. Raises RemoteProtocolError (line_too_long) or ConnectionClosed."""
+        while True:
+            line = self._framer.next_line()
+            if line is not None:
+                return line
+            await self._read()
+
+    async def receive_batch(self, *, last_line_at_eof: bool = False) -> list[bytes | RemoteProtocolError]:
+        """Every whole line buffered, reading first only if there is none (never empty).
+
+        A relay forwards what one read brought in one write: one syscall and one wake-up of
+        its peer per read, not per line. A line over the limit is a RemoteProtocolError in its
+        place (the reader goes on). With ``last_line_at_eof``, a last line without its newline
+        counts (an agent's stdin); without, it is dropped (a peer cut off mid-line). Raises
+        ConnectionClosed once nothing is left.
+        """
+        while True:
+            batch: list[bytes | RemoteProtocolError] = []
+            while True:
+                try:
+                    line = self._framer.next_line()
+                except RemoteProtocolError as exc:
+                    batch.append(exc)
+                    continue
+                if line is None:
+                    break
+                batch.append(line)
+            if batch:
+                return batch
+            if self._at_eof:
+                raise ConnectionClosed("connection closed by peer")
+            try:
+                await self._read()
+            except ConnectionClosed:
+                self._at_eof = True
+                if last_line_at_eof:
+                    self._framer.receive_data(b"\n")
+
+    async def _read(self) -> None:
+        try:
+            data = await self._source.receive_some(READ_SIZE)
+        except _BROKEN as exc:
+            raise ConnectionClosed("connection broken") from exc
+        if not data:
+            raise ConnectionClosed("connection closed by peer")
+        self.last_received = trio.current_time()
+        self.bytes_received += len(data)
+        self._framer.receive_data(data)
+
+
+class LineChannel(LineReader):
     """Lines in and out of one trio stream (see the module docstring)."""
 
     #: Names the channel in log lines (the daemon numbers its connections).
@@ -64,13 +145,11 @@ class LineChannel:
         max_overflow: int = 4096,
         write_timeout: float | None = None,
     ) -> None:
+        super().__init__(stream, max_line_bytes=max_line_bytes)
         self.stream = stream
-        self._framer = LineFramer(max_line_bytes)
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
-        self.last_received = trio.current_time()
-        #: Bytes read so far, and written so far.
-        self.bytes_received = 0
+        #: Bytes written so far (``bytes_received``: see LineReader).
         self.bytes_sent = 0
         #: Cancelled by :meth:`abort`; the owner runs the connection's tasks inside it.
         self.scope = trio.CancelScope()
@@ -79,37 +158,6 @@ class LineChannel:
         #: Lines that must not be dropped, held beside a full channel (see send_bytes_reliable_nowait).
         self._overflow: collections.deque[bytes] = collections.deque()
         self._max_overflow = max_overflow
-
-    # --- reading -------------------------------------------------------------------------
-
-    def receive_line_nowait(self) -> bytes | None:
-        """The next line if a whole one is already buffered, else None.
-
-        Raises RemoteProtocolError (``line_too_long``) as :meth:`receive_line` does.
-        """
-        return self._framer.next_line()
-
-    @property
-    def framer(self) -> LineFramer:
-        """The framer holding what was read and not yet taken as a line (a handshake's owner
-        hands it on to its own read loop: the stdio relay)."""
-        return self._framer
-
-    async def receive_line(self) -> bytes:
-        """The next line. Raises RemoteProtocolError (line_too_long) or ConnectionClosed."""
-        while True:
-            line = self._framer.next_line()
-            if line is not None:
-                return line
-            try:
-                data = await self.stream.receive_some(READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise ConnectionClosed("connection broken") from exc
-            if not data:
-                raise ConnectionClosed("connection closed by peer")
-            self.last_received = trio.current_time()
-            self.bytes_received += len(data)
-            self._framer.receive_data(data)
 
     # --- writing -------------------------------------------------------------------------
 

@@ -8,11 +8,15 @@ made per ``toolInvocation``.
 
 Progress goes out through one of two sinks the connection supplies:
 
-* :meth:`ToolContext.report_progress` is for async handlers running in trio; it waits for
+* :meth:`ToolContext.report_progress` awaited by an async handler running in trio waits for
   room in the connection's outgoing queue (back-pressure) and never blocks on the socket.
 * :meth:`ToolContext.report_progress_threadsafe` is for sync handlers (worker threads or the
   GUI thread); it hands the message to the trio thread and returns at once, never blocking
   the caller. If the outgoing queue is full the update is dropped: progress is advisory.
+  A sync handler may call ``ctx.report_progress(...)`` too (without ``await``, which it
+  cannot use): called outside trio it sends at once, as ``report_progress_threadsafe`` does,
+  and returns an already finished awaitable, so the update is not lost in a coroutine nobody
+  awaits.
 
 Both do nothing once the call is finished or cancelled, and neither raises when the
 connection has gone away.
@@ -27,11 +31,12 @@ same moment; sync handlers cannot be interrupted, so long-running ones should po
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any
 
 import trio
 
-from .wire import ToolProgress
+from .protocol import ToolProgress
 
 __all__ = ["ToolContext"]
 
@@ -45,6 +50,31 @@ async def _discard_async(_: ToolProgress) -> None:
 
 def _discard(_: ToolProgress) -> None:
     return None
+
+
+class _Sent:
+    """The awaitable :meth:`ToolContext.report_progress` returns once it has sent already."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return
+        yield  # a generator that finishes at once: awaiting it does not even yield to trio
+
+    def __repr__(self) -> str:
+        return "<progress sent>"
+
+
+_SENT: Awaitable[None] = _Sent()
+
+
+def _in_trio() -> bool:
+    """Whether the caller runs in a trio task (else another thread: a worker or the GUI)."""
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
 
 
 class ToolContext:
@@ -109,14 +139,24 @@ class ToolContext:
             message=message,
         )
 
-    async def report_progress(
+    def report_progress(
         self, progress: float, total: float | None = None, message: str | None = None
-    ) -> None:
-        """Send a ``toolProgress`` for this call (from async handlers, in the trio thread).
+    ) -> Awaitable[None]:
+        """Send a ``toolProgress`` for this call: ``await`` it in async handlers.
 
         ``progress`` must grow from update to update (the broker drops updates that do
         not); ``total`` is its end value if known.
+
+        In a sync handler (a worker thread or the GUI thread) just call it: it sends at once
+        (as :meth:`report_progress_threadsafe`, never blocking) and what it returns need not
+        be awaited.
         """
+        if not _in_trio():
+            self.report_progress_threadsafe(progress, total, message)
+            return _SENT
+        return self._report_progress(progress, total, message)
+
+    async def _report_progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.active:
             await self._send_progress(self._progress(progress, total, message))
 

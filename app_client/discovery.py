@@ -14,7 +14,10 @@ The daemon keeps two files in its *home* directory:
 
 :func:`find_daemon` resolves each of host, port and token on its own, from the first source
 that has it: the function's arguments, then the environment (``TOOLBRIDGE_HOST``,
-``TOOLBRIDGE_PORT``, ``TOOLBRIDGE_TOKEN``), then the files in the home directory. The home
+``TOOLBRIDGE_PORT``, ``TOOLBRIDGE_TOKEN``), then the files in the home directory. These
+variables say where to *connect*; the daemon listens where ``TOOLBRIDGE_LISTEN_HOST`` /
+``TOOLBRIDGE_LISTEN_PORT`` say, and ``TOOLBRIDGE_PORT=0`` (which used to mean "listen on any free
+port" to the daemon too) counts as unset here. The home
 directory is the ``home`` argument, else ``TOOLBRIDGE_HOME``, else
 ``platformdirs.user_data_dir("toolbridge", appauthor=False)``. Files are read only when an
 argument or variable did not already supply the value, and they are read again on every
@@ -221,7 +224,10 @@ def find_daemon(
     resolved_port: int
     if port is not None:
         resolved_port = _parse_port(port, "port")
-    elif os.environ.get(ENV_PORT):
+    elif os.environ.get(ENV_PORT, "").strip() not in ("", "0"):
+        # "0" is unset here: it was the daemon's "listen on any free port" (the same variable
+        # used to set both; the daemon now reads TOOLBRIDGE_LISTEN_PORT), and a client cannot
+        # connect to port 0, so runtime.json's real port is the one meant.
         resolved_port = _parse_port(os.environ[ENV_PORT], ENV_PORT)
     else:
         resolved_port = _parse_port(runtime_info().port, str(resolve_home(home) / RUNTIME_FILE))

@@ -3,42 +3,21 @@
 Every error this package raises derives from :class:`ToolbridgeError`, so an app can catch
 them all at once. Protocol errors say who broke the protocol: :class:`LocalProtocolError`
 means we were about to send something invalid, :class:`RemoteProtocolError` means the peer
-sent something invalid. Both carry a short machine-readable ``code`` (the same codes that
+sent something invalid (those five live in :mod:`app_client.protocol`, the same class
+objects re-exported here). Both carry a short machine-readable ``code`` (the same codes that
 travel in ``error`` messages, see protocol.md).
 """
 
 from __future__ import annotations
 
-
-class ToolbridgeError(Exception):
-    """Root of every error raised by ``app_client``."""
-
-
-class ProtocolError(ToolbridgeError):
-    """A message broke wire protocol v1.
-
-    ``code`` is one of the error codes listed in protocol.md (``invalid_json``,
-    ``line_too_long``, ``unknown_type``, ...). ``correlation_id`` is set when the offending
-    message could be tied to a call, so that call can fail at once instead of timing out.
-    """
-
-    def __init__(self, code: str, message: str, *, correlation_id: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.correlation_id = correlation_id
-
-
-class LocalProtocolError(ProtocolError):
-    """We were about to send something the protocol does not allow."""
-
-
-class RemoteProtocolError(ProtocolError):
-    """The peer sent something the protocol does not allow."""
-
-
-class ConnectionClosed(ToolbridgeError):
-    """The connection to the broker closed (or was never open)."""
+# The protocol's errors are defined with the protocol (the same class objects, re-exported).
+from .protocol._errors import (
+    ConnectionClosed as ConnectionClosed,
+    LocalProtocolError as LocalProtocolError,
+    ProtocolError as ProtocolError,
+    RemoteProtocolError as RemoteProtocolError,
+    ToolbridgeError as ToolbridgeError,
+)
 
 
 class RegistrationRejected(ToolbridgeError):

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :func:`run_tool` takes a validated call and always produces a
-:class:`~app_client.wire.ToolResult` — unless it is cancelled from outside (``toolCancel``,
+:class:`~app_client.protocol.ToolResult` — unless it is cancelled from outside (``toolCancel``,
 lost connection, app stopping), in which case it marks the context cancelled and lets
 :class:`trio.Cancelled` through.
 
@@ -48,7 +48,7 @@ from .context import ToolContext
 from .errors import ToolError
 from .results import describe_exception, failure, to_tool_result
 from .tools import InvalidArguments, ToolDefinition
-from .wire import ToolResult
+from .protocol import ToolResult
 
 __all__ = ["GuiExecutor", "run_tool"]
 

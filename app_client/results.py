@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A handler returns a plain value and :func:`to_tool_result` maps it:
 
-* a :class:`~app_client.wire.ToolResult` is sent as it is (full control);
+* a :class:`~app_client.protocol.ToolResult` is sent as it is (full control);
 * a :class:`Content` goes to ``result.content`` (plus its optional ``data`` and
   ``structured_content``);
 * one content block made by :func:`text` / :func:`image`, or a non-empty list or tuple made
@@ -36,7 +36,7 @@ import attrs
 import msgspec
 
 from .errors import ToolError
-from .wire import ToolResult
+from .protocol import ToolResult
 
 __all__ = [
     "Content",

@@ -20,14 +20,19 @@ runs a nursery that owns every task of the connection:
 * **call tasks**, one per invocation, run :func:`app_client.invoke.run_tool` inside a
   cancel scope that ``toolCancel`` cancels, then queue the ``toolResponse``.
 
+The protocol's rules are the sans-IO machine's (:class:`app_client.protocol.AppConnection`,
+``conn.protocol``); this module does the I/O, the tasks and the timers around it.
+
 Cancellation rule (the broker relies on it): after ``toolCancel`` the app sends **no**
 ``toolResponse`` for that call — the broker ended the call when it sent the cancel and
-would drop a late answer anyway. A response that was already queued may still go out; the
-broker drops it as unknown.
+would drop a late answer anyway (the machine refuses to make one; a result that comes in
+anyway is dropped here). A response that was already queued may still go out; the broker
+drops it as unknown.
 
 Tool updates (``addTools`` / ``removeTools``) carry no id; the broker answers each one with
 exactly one ``toolsUpdated`` or one ``error`` without ``correlationId``, in order, so
-answers are matched to requests first-in first-out. A ``toolsUpdated`` with nothing pending
+answers are matched to requests first-in first-out (the machine pairs them:
+:class:`~app_client.protocol.UpdateAnswered`). A ``toolsUpdated`` with nothing pending
 is an unsolicited refresh of the agent-facing names.
 
 When the link ends (end of stream, broken stream, missed heartbeats, or the broker's fatal
@@ -51,39 +56,39 @@ import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
 from .context import ToolContext
-from .errors import (
-    ConnectionClosed,
-    InstanceReplaced,
-    LocalProtocolError,
-    RegistrationRejected,
-    RemoteProtocolError,
-    ToolUpdateRejected,
-)
+from .errors import InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
-from .results import failure
-from .tools import ToolDefinition
-from .wire import (
-    DEFAULT_MAX_LINE_BYTES,
+from .protocol import (
+    INSTANCE_REPLACED,
     AddTools,
+    AppEvent,
+    BadLine,
+    ConnectionClosed,
     Error,
+    Ignored,
+    LocalProtocolError,
     Message,
     Ping,
     Pong,
     Register,
     Registered,
+    Rejected,
+    RemoteProtocolError,
     RemoveTools,
+    Replaced,
     ToolCancel,
     ToolInvocation,
     ToolProgress,
     ToolResponse,
     ToolResult,
     ToolsUpdated,
+    UpdateAnswered,
 )
+from .results import failure
+from .tools import ToolDefinition
 
 __all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
 
-#: Error code the broker sends before dropping a link whose instance re-registered elsewhere.
-INSTANCE_REPLACED: Final = "replaced"
 #: Missed heartbeat intervals after which a silent link counts as dead.
 HEARTBEAT_MISSES: Final = 3
 
@@ -155,24 +160,24 @@ class Session:
         Raises RegistrationRejected if the broker answers ``error``, ConnectionClosed if
         the link ends first or the peer does not speak the protocol.
         """
-        await self._conn.send(register)
+        await self._conn.send_bytes(self._conn.protocol.start(register))
         while True:
             try:
-                message = await self._conn.receive()
+                event = await self._conn.next_event()
             except RemoteProtocolError as exc:
                 raise ConnectionClosed(
                     f"the peer sent an invalid message before registration ({exc.code}: "
                     f"{exc.message}); is it a toolbridge daemon?"
                 ) from exc
-            if isinstance(message, Registered):
-                self._conn.peer_max_line_bytes = message.max_line_bytes or DEFAULT_MAX_LINE_BYTES
-                return message
-            if isinstance(message, Error):
-                raise RegistrationRejected(message.code, message.message)
-            if isinstance(message, Ping):
-                await self._conn.send(Pong(id=message.id))
+            if isinstance(event, Registered):
+                return event  # the machine took its line limit
+            if isinstance(event, Rejected):
+                raise RegistrationRejected(event.error.code, event.error.message)
+            if isinstance(event, Ping):
+                await self._conn.send(Pong(id=event.id))
             else:
-                self._log.debug("ignored a message before registration", type=type(message).__name__)
+                kind = event.message if isinstance(event, Ignored) else event
+                self._log.debug("ignored a message before registration", type=type(kind).__name__)
 
     # --- serving ------------------------------------------------------------------------
 
@@ -211,7 +216,10 @@ class Session:
 
     async def _send(self, message: Message) -> None:
         """Queue ``message`` for the writer (raises ConnectionClosed, LocalProtocolError)."""
-        data = self._conn.encode(message)
+        await self._queue(self._conn.encode(message))
+
+    async def _queue(self, data: bytes) -> None:
+        """Queue an encoded line for the writer (raises ConnectionClosed)."""
         channel = self._conn.channel
         try:
             try:
@@ -237,55 +245,49 @@ class Session:
     async def _read_loop(self, idle_timeout: float) -> None:
         try:
             while True:
-                message: Message | None = None
-                try:
-                    # A line already buffered needs no timeout (and no cancel scope per message).
-                    message = self._conn.receive_nowait()
-                    if message is None:
-                        with trio.move_on_after(idle_timeout):
-                            message = await self._conn.receive()
-                        if message is None:
-                            self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
-                            return
-                except RemoteProtocolError as exc:
-                    self._log.warning("invalid message from the broker", code=exc.code, error=exc.message)
-                    await self._send(
-                        Error(code=exc.code, message=exc.message, correlation_id=exc.correlation_id)
-                    )
+                # A line already buffered needs no timeout (and no cancel scope per message).
+                event: AppEvent | None = self._conn.next_event_nowait()
+                if event is None:
+                    with trio.move_on_after(idle_timeout):
+                        event = await self._conn.next_event()
+                    if event is None:
+                        self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
+                        return
+                if isinstance(event, BadLine):  # a bad line, or a message the protocol refuses
+                    self._log.warning("invalid message from the broker", code=event.error.code,
+                                      error=event.error.message)
+                    await self._send(event.reply())
                     continue
-                await self._dispatch(message)
+                await self._dispatch(event)
         except ConnectionClosed as exc:
             self._end(str(exc))
 
-    async def _dispatch(self, message: Message) -> None:
-        if isinstance(message, Ping):
-            await self._send(Pong(id=message.id))
-        elif isinstance(message, ToolInvocation):
-            await self._start_call(message)
-        elif isinstance(message, ToolCancel):
-            self._cancel_call(message)
-        elif isinstance(message, ToolsUpdated):
-            self._tools_updated(message)
-        elif isinstance(message, Error):
-            self._on_error(message)
-        elif isinstance(message, (Pong, Registered)):
-            pass
-        else:
-            kind = type(message).__struct_config__.tag
-            await self._send(
-                Error(code="unexpected_message", message=f"an app does not accept {kind!r} messages")
-            )
+    async def _dispatch(self, event: AppEvent) -> None:
+        if isinstance(event, Ping):
+            await self._send(Pong(id=event.id))
+        elif isinstance(event, ToolInvocation):
+            await self._start_call(event)
+        elif isinstance(event, ToolCancel):
+            self._cancel_call(event)
+        elif isinstance(event, ToolsUpdated):  # an unsolicited refresh of the names
+            self._on_tool_names(dict(event.tool_names))
+        elif isinstance(event, UpdateAnswered):
+            self._update_answered(event)
+        elif isinstance(event, Replaced):
+            self._log.error("the broker dropped this link: another process registered this instance id",
+                            code=event.error.code, error=event.error.message)
+            self._replaced = True
+            self._end("replaced by another registration of this instance")
+        elif isinstance(event, Error):
+            self._on_error(event)
+        elif isinstance(event, Ignored) and isinstance(event.message, ToolCancel):
+            self._log.debug("toolCancel for a call not running", correlation_id=event.message.correlation_id)
+        # Anything else (pong, a repeated registered) needs nothing.
 
     # --- calls --------------------------------------------------------------------------
 
     async def _start_call(self, invocation: ToolInvocation) -> None:
-        cid = invocation.correlation_id
-        if cid in self._calls:
-            self._log.warning("duplicate correlation id; invocation ignored", correlation_id=cid)
-            await self._send(
-                Error(code="duplicate_correlation_id", message=f"call {cid} is already running")
-            )
-            return
+        cid = invocation.correlation_id  # not running already: the machine refuses duplicates
         ctx = ToolContext(
             correlation_id=cid,
             tool=invocation.tool,
@@ -324,9 +326,15 @@ class Session:
         finally:
             del self._calls[cid]
             call.ctx._mark_finished()
-        if result is None:
-            return  # cancelled by toolCancel: no response, by protocol
-        await self._respond(invocation.tool, cid, result)
+        try:
+            if result is None:
+                return  # cancelled by toolCancel: no response, by protocol
+            if not self._conn.protocol.is_running(cid):
+                self._log.debug("result dropped: the broker cancelled the call", correlation_id=cid)
+                return
+            await self._respond(invocation.tool, cid, result)
+        finally:
+            self._conn.protocol.call_ended(cid)
 
     async def _respond(self, tool: str, cid: int, result: ToolResult) -> None:
         try:
@@ -346,8 +354,7 @@ class Session:
 
     def _cancel_call(self, message: ToolCancel) -> None:
         call = self._calls.get(message.correlation_id)
-        if call is None:
-            self._log.debug("toolCancel for a call not running", correlation_id=message.correlation_id)
+        if call is None:  # pragma: no cover - the machine passes on cancels of running calls only
             return
         self._log.info(
             "call cancelled by the broker",
@@ -404,8 +411,15 @@ class Session:
             raise ConnectionClosed(self._reason)
         pending = _PendingUpdate()
         self._pending_updates.append(pending)
+        queued = False
         try:
-            await self._send(message)
+            data = self._conn.encode(message)  # the machine now awaits one answer
+            try:
+                await self._queue(data)
+                queued = True
+            finally:
+                if not queued:
+                    self._conn.protocol.update_withdrawn()  # the line never went out
         except BaseException:
             if pending in self._pending_updates:
                 self._pending_updates.remove(pending)
@@ -416,25 +430,22 @@ class Session:
         assert pending.names is not None
         return pending.names
 
-    def _tools_updated(self, message: ToolsUpdated) -> None:
-        names = dict(message.tool_names)
-        if self._pending_updates:
-            self._pending_updates.popleft().settle(names=names)
+    def _update_answered(self, answer: UpdateAnswered) -> None:
+        """The broker answered the oldest tool update (the machine paired them, first in first out)."""
+        pending = self._pending_updates.popleft() if self._pending_updates else None
+        if answer.error is not None:
+            self._log.warning("the broker refused a tool update", code=answer.error.code, error=answer.error.message)
+            if pending is not None:
+                pending.settle(error=ToolUpdateRejected(answer.error.code, answer.error.message))
+            return
+        names = dict(answer.tool_names or {})
+        if pending is not None:
+            pending.settle(names=names)
         self._on_tool_names(names)
 
     def _on_error(self, message: Error) -> None:
         log = self._log.bind(code=message.code, error=message.message, correlation_id=message.correlation_id)
-        if message.code == INSTANCE_REPLACED:
-            log.error("the broker dropped this link: another process registered this instance id")
-            self._replaced = True
-            self._end("replaced by another registration of this instance")
-            return
-        if message.correlation_id is None and self._pending_updates:
-            log.warning("the broker refused a tool update")
-            self._pending_updates.popleft().settle(
-                error=ToolUpdateRejected(message.code, message.message)
-            )
-        elif message.fatal:
+        if message.fatal:
             log.error("the broker reported a fatal error and will close the connection")
         else:
             log.warning("the broker reported an error")

@@ -11,6 +11,9 @@ the test tells it to. It accepts connections two ways:
   app running in another thread or process).
 
 Either way each connection shows up as a :class:`FakeLink` from :meth:`FakeBroker.accept`,
+which reads through the broker side's protocol machine
+(:class:`app_client.protocol.BrokerConnection`, so an app that breaks the protocol fails the
+test) and keeps :meth:`FakeLink.send_raw` for malformed input,
 with helpers to receive typed messages, accept or reject the registration, invoke tools and
 close the link. Nothing happens behind the test's back except that :meth:`FakeLink.receive`
 can answer pings for the test when asked to. Use the helpers under ``trio.fail_after`` (or
@@ -41,10 +44,13 @@ import trio.testing
 
 from .channel import LineChannel
 from .discovery import DaemonAddress
-from .errors import ConnectionClosed
-from .wire import (
+from .protocol import (
     DEFAULT_MAX_LINE_BYTES,
+    BadLine,
+    BrokerConnection,
+    ConnectionClosed,
     Error,
+    LocalProtocolError,
     Message,
     Ping,
     Pong,
@@ -72,18 +78,31 @@ class FakeLink:
         self.register: Register | None = None
         self.closed = trio.Event()
         self._channel = LineChannel(stream)
+        #: The broker side's protocol rules for this link.
+        self.protocol = BrokerConnection()
         self._ids = itertools.count(1)
         self.progress: list[ToolProgress] = []
 
     async def send(self, message: Message) -> None:
-        await self.stream.send_all(encode_message(message))
+        """Send ``message``; the protocol machine records it (``registered``, invocations).
+
+        A message the broker's rules refuse now is sent all the same: a fake broker may break
+        the protocol on purpose, to test how the app copes.
+        """
+        try:
+            data = self.protocol.send(message)
+        except LocalProtocolError:
+            data = encode_message(message)
+        await self.stream.send_all(data)
 
     async def send_raw(self, data: bytes) -> None:
         """Send bytes as they are (for malformed-input tests)."""
         await self.stream.send_all(data)
 
     async def receive(self, *, answer_pings: bool = False) -> Message:
-        """The next message from the app; raises ConnectionClosed at end of stream.
+        """The next message from the app; raises ConnectionClosed at end of stream, and
+        RemoteProtocolError for a line the broker side's protocol refuses (a bad line, a first
+        message other than ``register``, a second ``register``, a message an app never sends).
 
         With ``answer_pings`` the app's own pings are answered and skipped.
         """
@@ -94,7 +113,13 @@ class FakeLink:
                 if exc.__cause__ is not None:
                     raise ConnectionClosed("the app's connection broke") from exc.__cause__
                 raise ConnectionClosed("the app closed the connection") from None
-            message = decode_message(line)
+            try:
+                event = self.protocol.receive_line(line)
+            except LocalProtocolError:  # the script went past the rules (it sent a fatal error)
+                event = decode_message(line)
+            if isinstance(event, BadLine):
+                raise event.error
+            message = event
             if answer_pings and isinstance(message, Ping):
                 await self.send(Pong(id=message.id))
                 continue

@@ -16,7 +16,15 @@ Theory of operation
   an object schema, nested types (Structs, TypedDicts, dataclasses, enums, ...) live in the
   root's ``$defs`` and every ``"$ref"`` points there, so the schema is self-contained.
   Unannotated parameters accept any JSON value. Per-parameter descriptions and constraints
-  come from ``Annotated[int, msgspec.Meta(description=..., ge=0)]``.
+  come from ``Annotated[int, msgspec.Meta(description=..., ge=0)]``; the pydantic / FastMCP
+  spelling ``Annotated[str, Field(description=...)]`` works too, without this package
+  depending on pydantic: any ``Annotated`` extra with a string ``description`` attribute (and
+  optionally ``title``) is read as ``msgspec.Meta(description=..., title=...)``
+  (:func:`_adapt`);
+* a ``pathlib.Path`` (any ``PurePath`` class, also inside ``list[...]``, ``... | None``) is a
+  string in the schema and reaches the handler as that path class (msgspec has no Path type:
+  :func:`_path_schema` and :func:`_path_from_json` are its hooks). A parameter type that has no
+  JSON schema is refused with a :class:`ToolDefinitionError` naming the parameter.
 
 At call time :meth:`ToolDefinition.bind` converts the ``parameters`` object with
 :func:`msgspec.convert` into that Struct — which validates it and builds nested Structs — and
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import pathlib
 import re
 import types
 import typing
@@ -41,7 +50,7 @@ import msgspec
 
 from .context import ToolContext
 from .errors import InvalidArguments, ToolDefinitionError  # InvalidArguments: re-exported (defined here before)
-from .wire import ToolSpec
+from .protocol import ToolSpec
 
 __all__ = [
     "TOOL_NAME_PATTERN",
@@ -58,7 +67,12 @@ TOOL_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9_.\-/: ]{1,128}")
 
 
 def _type_hints(fn: Callable[..., Any]) -> dict[str, Any]:
-    candidates = [fn, getattr(fn, "func", None), getattr(type(fn), "__call__", None)]
+    # A plain function is asked alone: its hints or an error. Falling through to
+    # ``type(fn).__call__`` (the function type's slot wrapper, which has no hints) would turn
+    # an unresolvable annotation into "every parameter takes anything" without a word.
+    candidates: list[object] = [fn]
+    if not inspect.isfunction(fn) and not inspect.ismethod(fn):
+        candidates += [getattr(fn, "func", None), getattr(type(fn), "__call__", None)]
     last_error: Exception | None = None
     for candidate in candidates:
         if candidate is None:
@@ -86,6 +100,48 @@ def _is_context(annotation: object) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, ToolContext)
 
 
+def _foreign_meta(extra: object) -> msgspec.Meta | None:
+    """``msgspec.Meta`` for an ``Annotated`` extra from another library (pydantic's ``Field``).
+
+    Duck-typed, so pydantic is never imported: an object with a string ``description``
+    attribute (and perhaps a string ``title``) describes the parameter.
+    """
+    if isinstance(extra, msgspec.Meta):
+        return None
+    description = getattr(extra, "description", None)
+    if not isinstance(description, str) or not description:
+        return None
+    title = getattr(extra, "title", None)
+    return msgspec.Meta(description=description, title=title if isinstance(title, str) and title else None)
+
+
+def _adapt(annotation: Any) -> Any:
+    """``annotation`` with foreign ``Annotated`` descriptions turned into ``msgspec.Meta``."""
+    if typing.get_origin(annotation) is not typing.Annotated:
+        return annotation
+    base, *extras = typing.get_args(annotation)
+    adapted = [meta if (meta := _foreign_meta(extra)) is not None else extra for extra in extras]
+    if all(a is e for a, e in zip(adapted, extras)):
+        return annotation
+    return typing.Annotated.__class_getitem__((base, *adapted))
+
+
+def _path_schema(kind: type) -> dict[str, Any]:
+    """msgspec's ``schema_hook``: a path is a string in the schema."""
+    if isinstance(kind, type) and issubclass(kind, pathlib.PurePath):
+        return {"type": "string"}
+    raise NotImplementedError
+
+
+def _path_from_json(kind: type, value: Any) -> Any:
+    """msgspec's ``dec_hook``: a string becomes the parameter's path class."""
+    if isinstance(kind, type) and issubclass(kind, pathlib.PurePath):
+        if isinstance(value, str):
+            return kind(value)
+        raise ValueError("Expected a path (a string)")
+    raise NotImplementedError
+
+
 def _needs_factory(default: object) -> bool:
     """msgspec takes only empty mutable defaults as they are; others need a factory."""
     return isinstance(default, (list, dict, set, bytearray)) and len(default) > 0
@@ -107,6 +163,9 @@ class _Signature:
     context_positional_index: int | None
     #: Defaults msgspec holds as factories, so the schema would not show them.
     factory_defaults: Mapping[str, Any]
+    #: Parameters whose default is a path: msgspec holds it as a string (its schema could not
+    #: show a Path), turned back into this path class when the call leaves it out.
+    path_defaults: Mapping[str, type[pathlib.PurePath]] = attrs.field(factory=dict)
 
 
 def _analyse(fn: Callable[..., Any], struct_name: str) -> _Signature:
@@ -121,8 +180,9 @@ def _analyse(fn: Callable[..., Any], struct_name: str) -> _Signature:
     context_param: str | None = None
     context_index: int | None = None
     factory_defaults: dict[str, Any] = {}
+    path_defaults: dict[str, type[pathlib.PurePath]] = {}
     for parameter in signature.parameters.values():
-        annotation = hints.get(parameter.name, Any)
+        annotation = _adapt(hints.get(parameter.name, Any))
         if _is_context(annotation):
             if context_param is not None:
                 raise ToolDefinitionError(f"{fn!r} has two ToolContext parameters")
@@ -142,7 +202,11 @@ def _analyse(fn: Callable[..., Any], struct_name: str) -> _Signature:
             keyword.append(parameter.name)
         if parameter.default is inspect.Parameter.empty:
             fields.append((parameter.name, annotation))
+        elif isinstance(parameter.default, pathlib.PurePath):
+            path_defaults[parameter.name] = type(parameter.default)
+            fields.append((parameter.name, annotation, str(parameter.default)))
         else:
+            _check_default(fn, parameter)
             fields.append((parameter.name, annotation, _field_default(parameter.default)))
             if _needs_factory(parameter.default):
                 factory_defaults[parameter.name] = parameter.default
@@ -151,7 +215,7 @@ def _analyse(fn: Callable[..., Any], struct_name: str) -> _Signature:
             struct_name, fields, kw_only=True, forbid_unknown_fields=True, module=__name__
         )
     except (TypeError, ValueError) as exc:
-        raise ToolDefinitionError(f"{fn!r}: unsupported parameters: {exc}") from exc
+        raise ToolDefinitionError(f"{fn!r}: unsupported parameters{_culprit(fields)}: {exc}") from exc
     return _Signature(
         arguments_type,
         tuple(positional),
@@ -159,17 +223,45 @@ def _analyse(fn: Callable[..., Any], struct_name: str) -> _Signature:
         context_param,
         context_index,
         factory_defaults,
+        path_defaults,
     )
+
+
+def _check_default(fn: Callable[..., Any], parameter: inspect.Parameter) -> None:
+    """Refuse pydantic's ``x: str = Field(description=...)``: msgspec would take it as the value."""
+    default = parameter.default
+    if type(default).__name__ == "FieldInfo" and hasattr(default, "description"):
+        raise ToolDefinitionError(
+            f"{fn!r}: parameter {parameter.name!r} has a pydantic Field as its default; write "
+            f"`{parameter.name}: Annotated[<type>, Field(description=...)] = <default>` instead"
+        )
+
+
+def _culprit(fields: list[tuple[Any, ...]]) -> str:
+    """`` (parameter 'x')`` for the first field msgspec cannot describe, else ``""``."""
+    for name, annotation, *_ in fields:
+        try:
+            msgspec.json.schema_components([annotation], schema_hook=_path_schema)
+        except Exception:
+            return f" (parameter {name!r} of type {_type_name(annotation)})"
+    return ""
+
+
+def _type_name(annotation: Any) -> str:
+    return annotation.__name__ if isinstance(annotation, type) else str(annotation).replace("typing.", "")
 
 
 def _schema_of(signature: _Signature, fn: Callable[..., Any]) -> dict[str, Any]:
     arguments_type = signature.arguments_type
     try:
-        (root_ref,), components = msgspec.json.schema_components([arguments_type])
-    except (TypeError, ValueError) as exc:
+        (root_ref,), components = msgspec.json.schema_components([arguments_type], schema_hook=_path_schema)
+    except Exception as exc:  # TypeError mostly; NameError from a class msgspec inspects (attrs)
+        fields = [(f.name, f.type) for f in msgspec.structs.fields(arguments_type)]
+        culprit = _culprit(fields)
+        why = f"{culprit.strip(' ()')} has no JSON schema" if culprit else f"a parameter type has no JSON schema ({exc})"
         raise ToolDefinitionError(
-            f"{fn!r}: a parameter type has no JSON schema ({exc}); use JSON-compatible "
-            "types (int, str, list[...], msgspec Structs, TypedDicts, Literal, ...)"
+            f"{fn!r}: {why}; use JSON-compatible types (int, str, pathlib.Path, list[...], msgspec "
+            "Structs, TypedDicts, Literal, ...)"
         ) from exc
     root = dict(components.pop(root_ref["$ref"].rsplit("/", 1)[-1]))
     root.pop("title", None)
@@ -225,9 +317,12 @@ class ToolDefinition:
         if sig is None:  # a remote tool: the broker validated against spec.input_schema
             return [dict(parameters), ctx], {}
         try:
-            values = msgspec.convert(dict(parameters), sig.arguments_type)
+            values = msgspec.convert(dict(parameters), sig.arguments_type, dec_hook=_path_from_json)
         except msgspec.ValidationError as exc:
             raise InvalidArguments(str(exc)) from None
+        for name, path_class in sig.path_defaults.items():
+            if isinstance(getattr(values, name), str):  # the default, held as a string
+                setattr(values, name, path_class(getattr(values, name)))
         args: list[Any] = []
         for name in sig.positional:
             args.append(ctx if name == sig.context_param else getattr(values, name))

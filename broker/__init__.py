@@ -1,4 +1,24 @@
-"""toolbridge's daemon: the broker between MCP agents and desktop apps."""
+"""toolbridge's daemon: the broker between MCP agents and desktop apps.
+
+Layers (each package's docstring says what it owns and may import; arrows point the way
+imports go, never back)::
+
+    transports   broker.daemon (app port: BrokerCore, links, connection, local socket, run)
+                 broker.mcp.http / front_door
+        |
+    MCP          broker.mcp (session, jsonrpc, protocol, results, meta, gate, headers)
+        |
+    router       broker.core.router (+ admission, guards, validation, calllog, outcome)
+        |
+    registry / correlation   broker.core.registry, calls, names, ports
+        |
+    wire         app_client.protocol (sans-IO: messages, framing, a state machine per side)
+                 app_client.channel (the trio line channel)
+    beside:      broker.config (settings, home, tokens, TLS, logging): importable by all daemon layers
+                 broker.federation (rules: below links; uplink: an app_client.App beside the daemon)
+    clients:     broker.cli (CLI, daemon client, stdio relay), broker.agent, broker.codegen:
+                 they may import the daemon's packages; no daemon package imports them.
+"""
 
 from .config.settings import Settings
 from .daemon.broker_core import BrokerCore

@@ -23,6 +23,8 @@ from typing import Any
 
 import trio
 
+from rawapp import JsonLines
+
 TESTS = Path(__file__).resolve().parent
 FAULT_APP = TESTS / "faultapp.py"
 MODERN_META = {
@@ -152,6 +154,7 @@ class DaemonProcess:
             self.process = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL,
                                             env=child_env())
         with trio.fail_after(timeout):
+            # Polled, not awaited: the daemon is another process; its runtime.json is its signal.
             while True:
                 if self.process.poll() is not None:
                     raise AssertionError(f"daemon exited: {self.log_path.read_text()[-2000:]}")
@@ -192,7 +195,7 @@ class RawAgent:
         self.duplicates: list[dict[str, Any]] = []
         self.notifications: list[dict[str, Any]] = []
         self._changed = trio.Event()
-        self._buffer = b""
+        self._lines = JsonLines(stream)
         self.closed = trio.Event()
 
     @classmethod
@@ -207,14 +210,9 @@ class RawAgent:
         return agent
 
     async def _line(self) -> dict[str, Any]:
-        with trio.fail_after(10):
-            while b"\n" not in self._buffer:
-                chunk = await self.stream.receive_some(65536)
-                if not chunk:
-                    raise EOFError("the daemon closed the agent link")
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        message: dict[str, Any] = json.loads(line)
+        message = await self._lines.next(timeout=10)
+        if message is None:
+            raise EOFError("the daemon closed the agent link")
         return message
 
     async def _read(self) -> None:

@@ -209,6 +209,18 @@ def relay_env(**extra: str) -> dict[str, str]:
     return env
 
 
+async def end_process(process: trio.Process, *, terminate: bool = True, grace: float = 10) -> None:
+    """Stop a child at the end of a test: SIGTERM (unless it is to exit by itself), up to
+    ``grace`` seconds to exit cleanly, then SIGKILL (reached only when a test failed)."""
+    if process.returncode is None and terminate:
+        process.terminate()
+    with trio.move_on_after(grace):
+        await process.wait()
+    if process.returncode is None:  # pragma: no cover - only when a test failed
+        process.kill()
+        await process.wait()
+
+
 def relay_command(home: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "broker", "stdio", "--home", str(home), *extra]
 

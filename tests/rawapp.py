@@ -8,13 +8,34 @@ from typing import Any
 import trio
 
 
+class JsonLines:
+    """Newline-framed JSON off a raw stream: the tests' own peers read with this, not with the
+    code under test, so a framing bug there cannot hide itself."""
+
+    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+
+    async def next(self, timeout: float = 10) -> dict[str, Any] | None:
+        """The next message, or None at the end of the stream."""
+        with trio.fail_after(timeout):
+            while b"\n" not in self._buffer:
+                chunk = await self._stream.receive_some(65536)
+                if not chunk:
+                    return None
+                self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        message: dict[str, Any] = json.loads(line)
+        return message
+
+
 class RawApp:
     #: Every RawApp made, so the test harness can close the ones a test left open.
     opened: list[RawApp] = []
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        self._buffer = b""
+        self._lines = JsonLines(stream)
         RawApp.opened.append(self)
 
     @classmethod
@@ -32,14 +53,10 @@ class RawApp:
         await self.stream.send_all(data)
 
     async def recv(self, timeout: float = 10) -> dict[str, Any]:
-        with trio.fail_after(timeout):
-            while b"\n" not in self._buffer:
-                chunk = await self.stream.receive_some(65536)
-                if not chunk:
-                    raise EOFError("the broker closed the connection")
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        return json.loads(line)
+        message = await self._lines.next(timeout)
+        if message is None:
+            raise EOFError("the broker closed the connection")
+        return message
 
     async def recv_type(self, kind: str, timeout: float = 10) -> dict[str, Any]:
         """The next message of type ``kind``, answering pings on the way."""

@@ -172,6 +172,26 @@ async def _heartbeats(harness: Harness) -> None:
     del silent
 
 
+async def test_an_app_dropped_for_silence_still_gets_its_grace_period(tmp_path: Path, autojump_clock: Any) -> None:
+    """The heartbeat cancels the connection's scope; the grace period runs after it all the same:
+    the tools stay listed for ``reconnect_grace``, then go."""
+    async with trio.open_nursery() as nursery:
+        harness = Harness(make_core(tmp_path), nursery)  # heartbeat 5 s, timeout 20 s, grace 5 s
+        core = harness.core
+        silent = await harness.app(app_name="Silent", instanceId="main")
+        start = trio.current_time()
+        with trio.fail_after(60):
+            await core.changed.wait_until(lambda: core.registry.instances()[0].link is None)
+        dropped = trio.current_time()
+        assert 19 <= dropped - start <= 26
+        assert [t.agent_name for t in core.router.list_tools()] == ["Silent__Echo"]
+        with trio.fail_after(60):
+            await core.changed.wait_until(lambda: not core.router.list_tools())
+        assert 4.9 <= trio.current_time() - dropped <= 5.1
+        del silent
+        nursery.cancel_scope.cancel()
+
+
 async def test_register_must_come_in_time(harness: Harness, autojump_clock: Any) -> None:
     """A connection that has begun its first line gets register_timeout (5 s) for all of it."""
     app = await harness.app(register=False)
@@ -473,7 +493,7 @@ async def test_a_call_being_checked_can_be_cancelled_or_time_out(checking_harnes
     assert inv["parameters"] == {"text": "after"}
     await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": {}})
     assert (await harness.outcome("after")).kind == "ok"
-    assert len(harness.core.router._live) == 0
+    assert len(harness.core.calls) == 0
 
 
 async def test_calls_of_a_tool_with_a_slow_pattern_are_checked_off_the_loop(checking_harness: Harness) -> None:

@@ -20,6 +20,9 @@ class FakeCall:
     gives_up_at: float
     done: bool = False
 
+    def __lt__(self, other: FakeCall) -> bool:  # the heap holds the calls themselves, as Call does
+        return self.gives_up_at < other.gives_up_at
+
 
 async def test_deadline_queue_expires_in_deadline_order_and_skips_ended_calls(
     autojump_clock: trio.testing.MockClock,

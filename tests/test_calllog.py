@@ -243,12 +243,12 @@ async def test_old_rows_are_deleted_at_start(tmp_path: Path) -> None:
                 "result, duration_ms, is_error, error_kind, error_message) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 row,
             )
-    async with open_call_log(settings_for(tmp_path, call_log_max_age_days=30)) as call_log:
+    async with open_call_log(settings_for(tmp_path, call_log_max_age_days=30, call_log_flush_interval=0.01)) as call_log:
         assert call_log is not None
+        record(call_log, "A__new")
         with trio.fail_after(5):
-            while len(read_rows(tmp_path)) != 1:
-                await trio.sleep(0.01)
-    assert [r["tool"] for r in read_rows(tmp_path)] == ["A__recent"]
+            await call_log.wait_written(1)  # the writer applies retention at start, before any write
+        assert [r["tool"] for r in read_rows(tmp_path)] == ["A__recent", "A__new"]
 
 
 # --- redaction --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from app_client.channel import COALESCE_BYTES, LineChannel
+from app_client.channel import COALESCE_BYTES, LineChannel, LineReader
 from app_client.errors import ConnectionClosed, RemoteProtocolError
 
 
@@ -66,6 +66,30 @@ async def test_end_of_stream_and_broken_stream_are_connection_closed() -> None:
     await right.aclose()
     with pytest.raises(ConnectionClosed, match="broken"):
         await channel.receive_line()
+
+
+async def test_a_batch_is_every_line_one_read_brought_with_overlong_lines_in_place() -> None:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    reader = LineReader(receive, max_line_bytes=20)  # a receive-only stream, like a relay's stdin
+    await send.send_all(b'{"a":1}\n' + b"x" * 50 + b'\n{"b":2}\n{"c"')
+    batch = await reader.receive_batch()
+    assert batch[0] == b'{"a":1}' and batch[2] == b'{"b":2}' and len(batch) == 3
+    assert isinstance(batch[1], RemoteProtocolError) and batch[1].code == "line_too_long"
+    await send.send_all(b":3}\n")
+    assert await reader.receive_batch() == [b'{"c":3}']  # the rest of the line, in the next read
+
+
+@pytest.mark.parametrize("last_line_at_eof", [True, False])
+async def test_a_batch_at_the_end_of_the_stream(last_line_at_eof: bool) -> None:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    reader = LineReader(receive)
+    await send.send_all(b'{"a":1}\n{"unterminated":2}')
+    await send.aclose()
+    assert await reader.receive_batch(last_line_at_eof=last_line_at_eof) == [b'{"a":1}']
+    if last_line_at_eof:  # an agent's stdin: a last line without its newline counts
+        assert await reader.receive_batch(last_line_at_eof=True) == [b'{"unterminated":2}']
+    with pytest.raises(ConnectionClosed):  # a peer cut off mid-line: the partial line is dropped
+        await reader.receive_batch(last_line_at_eof=last_line_at_eof)
 
 
 async def test_writer_coalesces_queued_lines_into_one_write() -> None:

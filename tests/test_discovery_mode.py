@@ -230,7 +230,7 @@ async def test_a_discovery_session_sends_no_list_changed(
 ) -> None:
     core = BrokerCore(Settings(home=tmp_path), "secret")
     outbox = Outbox()
-    server = McpServer(core)
+    server = McpServer.of(core)
     async with open_session(server, transport="stdio", label="t", notify=outbox, discovery=discovery) as session:
         await session.handle(message({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}), outbox)
         init = await outbox.next()
@@ -250,7 +250,7 @@ async def test_a_discovery_session_sends_no_list_changed(
 async def test_a_discovery_listen_honours_nothing(tmp_path: Path) -> None:
     core = BrokerCore(Settings(home=tmp_path), "secret")
     outbox = Outbox()
-    async with open_session(McpServer(core), transport="http", stateful=False, discovery=True) as session:
+    async with open_session(McpServer.of(core), transport="http", stateful=False, discovery=True) as session:
         listen = {"id": "listen-1", "method": "subscriptions/listen",
                   "params": {"notifications": {"toolsListChanged": True}, "_meta": MODERN_META}}
         await session.handle(message(listen), outbox)

@@ -409,7 +409,7 @@ async def test_a_semantic_search_does_not_hold_up_the_event_loop(tmp_path: Path)
     core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
                            tools=tools, max_concurrency=1, app_version=None)
     embedder = GatedEmbedder()
-    server = McpServer(core)
+    server = McpServer.of(core)
     server.meta = MetaTools(core.registry, reranker=SemanticReranker(embedder))
     outbox = Outbox()
     async with open_session(server, transport="stdio", label="t", reinitialize=True) as session:

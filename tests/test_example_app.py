@@ -72,6 +72,7 @@ async def test_drive_the_notes_app_through_stdio(tmp_path: Path, display: str) -
                 env={**os.environ, "DISPLAY": display},
             )
             with trio.fail_after(30):
+                # Polled: the app is another process; the agent sees it register only by listing.
                 while True:
                     names = {tool.name for tool in (await agent.list_tools()).tools}
                     if "Notes__screenshot" in names:
@@ -117,5 +118,6 @@ async def _stop_daemon(home: Path) -> None:
         return
     os.kill(pid, signal.SIGTERM)
     with trio.move_on_after(10):
+        # Polled: the daemon is another process, not our child (no wait()); it removes the file last.
         while (home / "runtime.json").exists():
             await trio.sleep(0.05)

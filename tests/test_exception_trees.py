@@ -81,7 +81,7 @@ def test_the_walk_finds_the_classes() -> None:
     assert {"broker.core.admission.Busy", "broker.mcp.http._Reply", "broker.config.tokens.TokenError"} <= set(BROKER)
     assert {"broker.agent._errors.AgentError", "broker.agent._errors.ToolCallError"} <= set(AGENT)
     assert "broker.agent._errors.ToolError" not in AGENT  # the alias is not a second class
-    assert {"app_client.errors.InvalidArguments", "app_client.errors.ConnectionClosed"} <= set(APP)
+    assert {"app_client.errors.InvalidArguments", "app_client.protocol._errors.ConnectionClosed"} <= set(APP)
     assert len(BROKER) + len(AGENT) + len(APP) >= 37  # the 38 of issue 15's count, less PeerClosed (now the channel's)
 
 

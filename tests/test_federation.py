@@ -213,6 +213,7 @@ async def test_a_child_process_killed_with_sigkill(tmp_path: Path) -> None:
         )
         try:
             with trio.fail_after(20):
+                # Polled: the child daemon is another process; its runtime.json is its signal.
                 while not (child_home / "runtime.json").exists():
                     await trio.sleep(0.05)
             from app_client.discovery import find_daemon

@@ -380,7 +380,7 @@ async def test_a_silent_call_switches_to_sse_and_a_closed_stream_cancels_it(tmp_
 
     async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
         app = await ScriptedApp(info.port, info.token).start(nursery)
-        http_app = HttpApp(McpServer(info.core), nursery, sse_after=0.05)
+        http_app = HttpApp(McpServer.of(info.core), nursery, sse_after=0.05)
         body = json.dumps(modern(9, "tools/call", {"name": "Demo__slow", "arguments": {}})).encode()
         headers = {**modern_headers("tools/call", "Demo__slow"), "host": "127.0.0.1:1",
                    "authorization": f"Bearer {info.token}"}

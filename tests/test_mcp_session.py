@@ -15,6 +15,7 @@ import trio
 
 from app_client.wire import ToolResult, ToolSpec
 from broker.config.settings import Settings
+from broker.core.calls import Call
 from broker.daemon.broker_core import BrokerCore
 from broker.mcp.jsonrpc import parse_message
 from broker.mcp.session import McpServer, Session, open_session
@@ -74,7 +75,7 @@ def core(tmp_path: Path) -> BrokerCore:
 @asynccontextmanager
 async def session_for(core: BrokerCore, **kwargs: Any) -> AsyncIterator[tuple[Session, Outbox]]:
     outbox = Outbox()
-    server = McpServer(core, **kwargs)
+    server = McpServer.of(core, **kwargs)
     async with open_session(server, transport="stdio", label="test", notify=outbox, reinitialize=True) as session:
         yield session, outbox
 
@@ -320,7 +321,7 @@ async def start_call(session: Session, outbox: Outbox, link: FakeLink, request_i
 async def test_a_response_with_no_room_waits_for_room(core: BrokerCore) -> None:
     link = linked_app(core)
     outbox = TightOutbox()
-    async with open_session(McpServer(core), transport="stdio", label="t", reinitialize=True) as session:
+    async with open_session(McpServer.of(core), transport="stdio", label="t", reinitialize=True) as session:
         invocation = await start_call(session, outbox, link, 7)
         assert session.in_flight == 1
         call = core.calls.get(invocation.correlation_id)
@@ -330,6 +331,43 @@ async def test_a_response_with_no_room_waits_for_room(core: BrokerCore) -> None:
     assert outbox.refused == 1 and final
     assert reply["id"] == 7 and reply["result"]["content"][0]["text"] == "done"
     assert outbox.closes == 1 and session.in_flight == 0 and len(core.calls) == 0
+
+
+async def test_one_record_per_call_owns_its_ids_and_every_table_holds_it(core: BrokerCore) -> None:
+    """The session's request in flight, the correlation map's entry and the deadline heap's are
+    one object, the router's Call, which owns the request id, the correlation id and the deadline."""
+    link = linked_app(core)
+    async with session_for(core) as (session, outbox):
+        invocation = await start_call(session, outbox, link, 11, _meta={"toolbridge/timeoutMs": 5000})
+        call = core.calls.get(invocation.correlation_id)
+        assert call is not None
+        assert call.request_id == 11 and call.correlation_id == invocation.correlation_id
+        assert session._in_flight[11] is call
+        assert session._deadlines is not None and session._deadlines._heap == [call]
+        assert call.deadline - trio.current_time() <= 5
+        core.router.resolve(call, ToolResult(success=True, data="ok"))
+        final, reply = await outbox.next()
+    assert final and reply["id"] == 11
+    assert session.in_flight == 0 and len(core.calls) == 0
+
+
+async def test_the_correlation_map_holds_queued_calls_but_status_counts_only_sent_ones(core: BrokerCore) -> None:
+    """A call waiting for an admission slot is live (shutdown ends it, the limit counts it) but
+    has no link: the app cannot answer it, and ``callsInFlight`` counts only calls sent."""
+    link = FakeLink()
+    core.registry.register(link, app_name="Desk", instance_id=None,  # type: ignore[arg-type]
+                           tools=[ToolSpec("Echo")], max_concurrency=1, app_version=None)
+    async with session_for(core) as (session, outbox):
+        sent = await start_call(session, outbox, link, 1)
+        await session.handle(request(2, "tools/call", {"name": "Desk__Echo", "arguments": {}}, modern=True), outbox)
+        queued = session._in_flight[2]
+        assert isinstance(queued, Call) and queued.link is None and queued.correlation_id
+        assert len(core.calls) == 2 and core.status()["callsInFlight"] == 1
+        assert core.calls.get(queued.correlation_id) is None  # not given to the app: not answerable
+        assert core.begin_shutdown() == 2
+        replies = {(await outbox.next())[1]["id"] for _ in range(2)}
+    assert replies == {1, 2} and len(core.calls) == 0 and core.status()["callsInFlight"] == 0
+    del sent
 
 
 async def test_the_session_deadline_queue_times_calls_out(core: BrokerCore, autojump_clock: Any) -> None:

@@ -19,7 +19,8 @@ from mcp import Client, MCPError, StdioServerParameters
 from broker.config import home as home_files
 from broker.config.settings import Settings
 from broker.daemon.run import DaemonInfo, run_daemon
-from mcp_testkit import ScriptedApp, relay_command, relay_env, running_daemon
+from mcp_testkit import ScriptedApp, end_process, relay_command, relay_env, running_daemon
+from rawapp import JsonLines
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -27,40 +28,17 @@ MODERN_META = {
 }
 
 
-class Lines:
-    """Newline-framed JSON from a process's stdout."""
-
-    def __init__(self, stream: trio.abc.ReceiveStream) -> None:
-        self._stream = stream
-        self._buffer = b""
-
-    async def next(self, timeout: float = 10) -> dict[str, Any] | None:
-        with trio.fail_after(timeout):
-            while b"\n" not in self._buffer:
-                chunk = await self._stream.receive_some(65536)
-                if not chunk:
-                    return None
-                self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
-        message: dict[str, Any] = json.loads(line)
-        return message
-
-
 @asynccontextmanager
-async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, Lines]]:
+async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, JsonLines]]:
     process = await trio.lowlevel.open_process(
         relay_command(home, *extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
         env={**os.environ, **relay_env()},
     )
     try:
         assert process.stdout is not None
-        yield process, Lines(process.stdout)
+        yield process, JsonLines(process.stdout)
     finally:
-        with trio.move_on_after(10):
-            await process.wait()
-        if process.returncode is None:  # pragma: no cover - only when a test failed
-            process.kill()
-            await process.wait()
+        await end_process(process, terminate=False)
 
 
 async def write(process: trio.Process, *messages: dict[str, Any]) -> None:
@@ -178,6 +156,7 @@ async def test_the_relay_starts_a_daemon_when_none_runs(tmp_path: Path) -> None:
         if runtime is not None:
             os.kill(runtime["pid"], signal.SIGTERM)
             with trio.fail_after(10):
+                # Polled: the relay's daemon is another process, not our child (nothing to wait() on).
                 while home_files.read_runtime(home) is not None:  # removed by the daemon on its way out
                     await trio.sleep(0.05)
 
@@ -211,13 +190,14 @@ async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_
         if runtime is not None:
             os.kill(runtime["pid"], signal.SIGTERM)
             with trio.fail_after(10):
+                # Polled: the relay's daemon is another process, not our child (nothing to wait() on).
                 while home_files.read_runtime(home) is not None:
                     await trio.sleep(0.05)
 
 
 async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:
     assert process.stdin is not None and process.stdout is not None
-    lines = Lines(process.stdout)
+    lines = JsonLines(process.stdout)
     requests = [{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}},
                 {"jsonrpc": "2.0", "id": 2, "method": "tools/call",  # recorded in the call log
                  "params": {"name": "Nobody__nothing", "arguments": {"secret": "x"}, "_meta": MODERN_META}}]
@@ -236,5 +216,36 @@ async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:
 async def _wait_for_call_log(home: Path) -> None:
     """The call log's -wal file exists once the writer has written (flush interval 0.5 s)."""
     with trio.fail_after(10):
+        # Polled: the writer is in another process (the daemon the relay started).
         while not (home / "calls.sqlite3-wal").exists():
             await trio.sleep(0.05)
+
+
+async def test_the_relay_and_the_cli_share_one_connect_timeout_and_one_limit_for_daemon_lines(tmp_path: Path) -> None:
+    """One CONNECT_TIMEOUT (5 s) and one limit for lines from the daemon (64 MiB) for the CLI and
+    the relay: the relay's agent link takes a line the CLI takes (it refused over 16 MiB)."""
+    import trio.testing
+
+    from app_client.protocol import AgentConnect, AgentConnected, decode_message, encode_message
+    from broker.cli import daemon_client, stdio_relay
+
+    assert stdio_relay.CONNECT_TIMEOUT is daemon_client.CONNECT_TIMEOUT == 5.0
+    assert daemon_client.DAEMON_LINE_LIMIT == 64 * 1024 * 1024
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / home_files.TOKEN_FILE).write_text("tok")
+    relay_end, daemon_end = trio.testing.memory_stream_pair()
+    big = b'{"jsonrpc": "2.0", "id": 1, "result": {"blob": "' + b"x" * (20 * 1024 * 1024) + b'"}}'
+
+    async def daemon() -> None:
+        line = b""
+        while not line.endswith(b"\n"):
+            line += await daemon_end.receive_some()
+        assert decode_message(line[:-1]) == AgentConnect(token="tok")
+        await daemon_end.send_all(encode_message(AgentConnected()) + big + b"\n")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(daemon)
+        channel = await stdio_relay.Relay(home, auto_start=False)._hello(relay_end)  # noqa: SLF001
+    assert channel.framer.max_line_bytes == daemon_client.DAEMON_LINE_LIMIT
+    assert await channel.receive_batch() == [big]

@@ -59,6 +59,7 @@ def text_of(result: types.CallToolResult) -> str:
 async def logged_kinds(home: Path, count: int) -> list[tuple[str, str, int, str | None]]:
     """(tool, error_kind, is_error, agent) of the call log's rows, once ``count`` are written."""
     with trio.fail_after(10):
+        # Polled: the rows are written by another process (the daemon), read through SQLite.
         while True:
             try:
                 with sqlite3.connect(f"file:{home / 'calls.sqlite3'}?mode=ro", uri=True) as db:

@@ -11,6 +11,7 @@ from typing import Any
 import structlog
 import structlog.testing
 import trio
+import trio.testing
 
 from broker.daemon.run import DaemonInfo
 from broker.core.router import CallOutcome
@@ -388,3 +389,38 @@ async def test_an_app_may_report_the_kind_of_its_failure(daemon: DaemonInfo) -> 
             await app.send({"type": "toolResponse", "correlationId": inv["correlationId"], "result": result})
         assert (box[0].kind, box[0].retry_after_ms) == (kind, retry_after)
         assert box[0].message == result["error"]
+
+
+async def test_a_call_queued_behind_a_replaced_link_reaches_the_new_link_after_registered(daemon: DaemonInfo) -> None:
+    """protocol.md: invocations come after ``registered``. When a re-registration replaces a
+    link, failing the old link's calls frees their admission slots and sends the queued calls
+    to the new link at once: ``registered`` must already be ahead of them on the wire."""
+    first = await RawApp.connect(daemon.port)
+    await first.register(daemon.token, instanceId="doc-1")  # maxConcurrency 1
+    outcomes: dict[str, CallOutcome] = {}
+    async with trio.open_nursery() as nursery:
+        async def run(key: str) -> None:
+            outcomes[key] = await call(daemon, "WatchTower__Echo", {"text": key})
+
+        nursery.start_soon(run, "running")
+        running = await first.recv_type("toolInvocation")
+        assert running["parameters"] == {"text": "running"}
+        nursery.start_soon(run, "queued")
+        await trio.testing.wait_all_tasks_blocked()  # the second call has gone as far as it can
+        assert _queued(daemon) == 1 and not outcomes
+
+        second = await RawApp.connect(daemon.port)
+        await second.send({"type": "register", "appName": "WatchTower", "token": daemon.token,
+                           "tools": [ECHO_TOOL], "instanceId": "doc-1"})
+        assert (await second.recv())["type"] == "registered"  # before any invocation
+        queued = await second.recv_type("toolInvocation")
+        assert queued["parameters"] == {"text": "queued"}
+        await second.send({"type": "toolResponse", "correlationId": queued["correlationId"],
+                           "result": {"success": True, "data": "done"}})
+    assert outcomes["running"].kind == "app_disconnected"
+    assert outcomes["queued"].kind == "ok"
+
+
+def _queued(daemon: DaemonInfo) -> int:
+    """Calls waiting for an admission slot, over every instance."""
+    return sum(instance.admission.waiting for instance in daemon.core.registry.instances())

@@ -52,7 +52,7 @@ async def test_a_big_registration_does_not_stall_other_apps_calls(tmp_path: Path
                 while not registered.is_set():  # the worst gap between two answers, pauses included
                     outcome = await info.core.router.call_tool("Demo__echo", {"text": "hi"})
                     assert outcome.kind == "ok"
-                    await trio.sleep(0.01)
+                    await trio.sleep(0.01)  # paces the probe calls: a load, not a wait for a state
                     now = trio.current_time()
                     worst, last = max(worst, now - last), now
             finally:

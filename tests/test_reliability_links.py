@@ -71,7 +71,7 @@ async def test_an_app_that_stops_reading_is_cut_off_and_nobody_else_notices(tmp_
         async def keep_calling_the_good_app() -> None:
             while True:
                 good_results.append(await call(info, "Good__echo", {"text": "ok"}, timeout=30))
-                await trio.sleep(0.02)
+                await trio.sleep(0.02)  # paces the load on the good app: not a wait for a state
 
         max_queued = 0
 
@@ -79,7 +79,7 @@ async def test_an_app_that_stops_reading_is_cut_off_and_nobody_else_notices(tmp_
             nonlocal max_queued
             while True:
                 max_queued = max(max_queued, conn._send.statistics().current_buffer_used)
-                await trio.sleep(0.005)
+                await trio.sleep(0.005)  # samples the queue's fill: nothing to wait for
 
         async with trio.open_nursery() as watchers:
             watchers.start_soon(keep_calling_the_good_app)

@@ -19,7 +19,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import tokens
-from broker.config.web_login import TICKET_SECONDS, TicketBook, check_ticket, mint_ticket
+from broker.config.web_login import LOGIN_LABEL, TICKET_SECONDS, TicketBook, check_ticket, login_key, mint_ticket
 from broker.daemon.run import DaemonInfo
 from broker.mcp.status_page import CSRF_HEADER, MAX_SESSIONS, cookie_name
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
@@ -40,7 +40,7 @@ def base(info: DaemonInfo) -> str:
 async def log_in(http: httpx2.AsyncClient, info: DaemonInfo, ticket: str | None = None) -> httpx2.Response:
     """What the login page's script does with the link's fragment."""
     return await http.post(
-        f"{base(info)}/login", json={"ticket": ticket or mint_ticket(info.token, time.time())},
+        f"{base(info)}/login", json={"ticket": ticket or mint_ticket(login_key(info.token), time.time())},
         headers={"origin": base(info), CSRF_HEADER: "1"},
     )
 
@@ -57,18 +57,21 @@ async def logged_in(info: DaemonInfo) -> httpx2.AsyncClient:
 
 def test_a_ticket_works_once_for_its_daemon_within_a_minute() -> None:
     now = 1_700_000_000.0
-    ticket = mint_ticket("secret", now)
+    key = login_key("secret")
+    # The daemon derives the same key without handing its token out.
+    assert tokens.Authenticator("secret", None).derive_key(LOGIN_LABEL) == key
+    ticket = mint_ticket(key, now)
     assert "secret" not in ticket
-    assert check_ticket("secret", ticket, now + 1) is not None
-    assert check_ticket("other token", ticket, now + 1) is None
-    assert check_ticket("secret", ticket, now + TICKET_SECONDS + 1) is None
+    assert check_ticket(key, ticket, now + 1) is not None
+    assert check_ticket(login_key("other token"), ticket, now + 1) is None
+    assert check_ticket(key, ticket, now + TICKET_SECONDS + 1) is None
     tampered = ticket.replace(ticket.split(".")[1], str(int(now + 10_000)))
-    assert check_ticket("secret", tampered, now) is None
+    assert check_ticket(key, tampered, now) is None
     for junk in ("", "v1", "v1.x.y.z", "." * 3, "v1.1.n." + "A" * 500):
-        assert check_ticket("secret", junk, now) is None
+        assert check_ticket(key, junk, now) is None
     book = TicketBook()
-    assert book.redeem("secret", ticket, now + 1)
-    assert not book.redeem("secret", ticket, now + 2)  # once only
+    assert book.redeem(key, ticket, now + 1)
+    assert not book.redeem(key, ticket, now + 2)  # once only
 
 
 # --- logging in --------------------------------------------------------------------------------
@@ -98,17 +101,17 @@ async def test_the_page_needs_a_login_and_the_cookie_is_locked_down(daemon: Daem
 
 async def test_a_ticket_is_refused_when_reused_expired_forged_or_posted_from_elsewhere(daemon: DaemonInfo) -> None:
     async with httpx2.AsyncClient(timeout=30) as http:
-        ticket = mint_ticket(daemon.token, time.time())
+        ticket = mint_ticket(login_key(daemon.token), time.time())
         assert (await log_in(http, daemon, ticket)).status_code == 200
         http.cookies.clear()
         reused = await log_in(http, daemon, ticket)
         assert reused.status_code == 403 and "toolbridge open" in reused.json()["error"]
         assert "set-cookie" not in reused.headers
-        old = await log_in(http, daemon, mint_ticket(daemon.token, time.time() - TICKET_SECONDS - 5))
+        old = await log_in(http, daemon, mint_ticket(login_key(daemon.token), time.time() - TICKET_SECONDS - 5))
         assert old.status_code == 403
-        forged = await log_in(http, daemon, mint_ticket("not the token", time.time()))
+        forged = await log_in(http, daemon, mint_ticket(login_key("not the token"), time.time()))
         assert forged.status_code == 403
-        fresh = {"ticket": mint_ticket(daemon.token, time.time())}
+        fresh = {"ticket": mint_ticket(login_key(daemon.token), time.time())}
         # Another local server shares our site (the cookie would go to it) but not our origin.
         for origin in ("http://127.0.0.1:1", "http://localhost:" + str(daemon.http_port), "null"):
             other = await http.post(f"{base(daemon)}/login", json=fresh, headers={"origin": origin, CSRF_HEADER: "1"})

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from app_client.wire import ToolSpec
+from app_client.protocol import ToolSpec
 
 from ..codegen._model import CodegenTool, build_plan
 from ..codegen._python import PYTHON_RULES

@@ -6,7 +6,8 @@ package's errors to one-line messages and exit codes (never a traceback for a us
 :data:`COMMANDS` is the one table of sub-commands: each entry adds its parsers to the
 sub-parser group, in the order ``--help`` lists them. ``serve`` and ``token`` are defined here;
 the others live in their own modules (``codegen_command``, ``logs_command``,
-``client_commands``, ``stdio_relay``), which share ``_common`` (exit codes, ``--home``) and
+``client_commands``, ``stdio_relay``, ``daemon_control``, ``doctor_command``, ``agent_config``),
+which share ``_common`` (exit codes, ``--home``) and
 never import this module back. The daemon's packages never import ``broker.cli``.
 """
 
@@ -16,12 +17,15 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+import structlog
 import trio
 
 from ..config.logsetup import configure_logging
 from ..errors import BrokerError
 from ..version import VERSION
-from . import client_commands, codegen_command, logs_command, open_command, stdio_relay
+from . import (agent_config, client_commands, codegen_command, daemon_control, doctor_command, logs_command,
+               open_command, stdio_relay)
+from .help_text import describe
 from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers, add_home, home_from
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "add_home", "build_parser", "home_from", "main"]
@@ -29,10 +33,13 @@ __all__ = ["COMMANDS", "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "add_home", "build
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from ..daemon.run import run_daemon
-    from ..config.settings_file import load_settings
+    from ..config.settings_file import env_deprecations, load_settings
 
     settings = load_settings(args, home_from(args))
-    configure_logging(settings.log_format, batched=True)  # run_daemon flushes it
+    # --log-level was parsed but never applied (issue 19 item 11).
+    configure_logging(settings.log_format, getattr(args, "log_level", "info"), batched=True)  # run_daemon flushes it
+    for note in env_deprecations():
+        structlog.get_logger("toolbridge").warning("deprecated_variable", note=note)
     trio.run(lambda: run_daemon(settings, handle_signals=True))
     return EXIT_OK
 
@@ -41,7 +48,7 @@ def cmd_token(args: argparse.Namespace) -> int:
     from ..config import home as home_files
 
     home = home_from(args)
-    if args.issue or args.list or args.revoke or args.scope:
+    if args.issue or args.list or args.revoke or args.scope or args.json:
         from .token_command import run_token_command
 
         return run_token_command(home, args)
@@ -85,7 +92,8 @@ def _add_serve(sub: SubParsers) -> None:
     serve.add_argument("--discovery-rerank", choices=["off", "semantic"],
                        help="search_tools ranking: BM25 only (off, the default) or re-ranked by a small "
                             "embedding model (semantic; pip install 'toolbridge[semantic]')")
-    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
+                       help="least important log lines to show on stderr (default info)")
     serve.set_defaults(func=cmd_serve)
 
 
@@ -99,6 +107,7 @@ def _add_token(sub: SubParsers) -> None:
     action.add_argument("--revoke", metavar="NAME", help="revoke a named token (its connections are dropped)")
     token.add_argument("--scope", action="append", default=[], metavar="SCOPE",
                        help="with --issue: app:<name-pattern>, uplink[:<name-pattern>] or agent (repeatable)")
+    token.add_argument("--json", action="store_true", help="with --list: machine-readable output")
     token.set_defaults(func=cmd_token)
 
 
@@ -110,6 +119,9 @@ COMMANDS: tuple[Callable[[SubParsers], None], ...] = (
     logs_command.add_parser,  # logs
     client_commands.add_parser,  # status, tools, call
     stdio_relay.add_parser,  # stdio
+    daemon_control.add_parser,  # stop, restart
+    doctor_command.add_parser,  # doctor
+    agent_config.add_parser,  # agent-config
     open_command.add_parser,  # open (the status page)
 )
 
@@ -118,10 +130,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolbridge", description="Let AI agents drive the tools of running desktop apps."
     )
-    parser.add_argument("--version", action="version", version=f"toolbridge {VERSION}")
+    parser.add_argument("-V", "--version", action="version", version=f"toolbridge {VERSION}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
+    describe(sub)  # each command's description and example (help_text.HELP)
     return parser
 
 

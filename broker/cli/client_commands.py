@@ -19,6 +19,7 @@ from typing import Any
 import trio
 
 from ._common import EXIT_USAGE, SubParsers, add_home, home_from
+from .call_args import parse_arguments, unknown_tool_message
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
 EXIT_TOOL_ERROR = 1
@@ -43,13 +44,34 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+async def _status_and_agents(home: Path) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    status: dict[str, Any] = await admin_request(home, "status")
     try:
-        status = trio.run(admin_request, home_from(args), "status")
+        agents: list[dict[str, Any]] | None = await admin_request(home, "agents")
+    except DaemonUnavailable:  # a daemon from before the ``agents`` command
+        agents = None
+    return status, agents
+
+
+def mcp_url(home: Path, http_port: int, host: str = "127.0.0.1") -> str:
+    """The daemon's MCP endpoint over HTTP (https when runtime.json says its ports speak TLS)."""
+    from ..config import home as home_files
+
+    runtime = home_files.read_runtime(home) or {}
+    scheme = "https" if runtime.get("tls") else "http"
+    host = str(runtime.get("host") or host)  # runtime.json's is one to connect to (not 0.0.0.0)
+    host = f"[{host}]" if ":" in host else host
+    return f"{scheme}://{host}:{http_port}/mcp"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    home = home_from(args)
+    try:
+        status, agents = trio.run(_status_and_agents, home)
     except DaemonUnavailable as exc:
         return _down(exc)
     if args.json:
-        print(json.dumps(status, indent=2))
+        print(json.dumps(status if agents is None else {**status, "agents": agents}, indent=2))
         return 0
     http = f", MCP over HTTP on port {status['httpPort']}" if status.get("httpPort") else ""
     print(
@@ -57,6 +79,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"apps on {status['host']}:{status['port']}{http}"
     )
     print(f"home: {status['home']}")
+    if status.get("httpPort"):
+        print(f"MCP URL: {mcp_url(home, status['httpPort'], status['host'])} (header 'Authorization: Bearer "
+              "<token>', see `toolbridge token`)")
     uplink = status.get("uplink")
     if uplink:
         error = f" ({uplink['lastError']})" if uplink.get("lastError") else ""
@@ -73,10 +98,20 @@ def cmd_status(args: argparse.Namespace) -> int:
               "late (includes waiting for a busy machine)")
     for app in apps:
         state = "connected" if app["connected"] else "reconnecting"
+        # The label is the app's name unless two instances share it (``Notes_2``): name it then.
+        name = app["label"] if app["label"] == app["app"] else f"{app['label']} ({app['app']})"
         print(
-            f"  {app['label']:<24} {app['app']} (instance {app['instance']}): {state}, {app['tools']} tools, "
+            f"  {name:<24} instance {app['instance']}: {state}, {app['tools']} tools, "
             f"{app['inFlight']} running, {app['queued']} queued"
         )
+    if agents is not None:
+        print(f"agents: {len(agents)} session(s) open (stdio relays and HTTP sessions; "
+              "2026-07-28 HTTP requests are stateless and not listed)")
+        for agent in agents:
+            client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
+            mode = ", discovery mode" if agent.get("discovery") else ""
+            print(f"  {agent['session']:<24} {client} over {agent['transport']}"
+                  f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     return 0
 
 
@@ -104,28 +139,6 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 # --- call --------------------------------------------------------------------------------
-
-
-def parse_arguments(pairs: list[str], json_text: str | None) -> dict[str, Any]:
-    """``--json`` first, then each ``--arg key=value`` (value parsed as JSON when it is JSON)."""
-    arguments: dict[str, Any] = {}
-    if json_text:
-        try:
-            loaded = json.loads(json_text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"--json is not valid JSON: {exc}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError("--json must be a JSON object")
-        arguments.update(loaded)
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--arg {pair!r}: use key=value")
-        try:
-            arguments[key] = json.loads(value)
-        except json.JSONDecodeError:
-            arguments[key] = value
-    return arguments
 
 
 class ProgressLine:
@@ -186,12 +199,48 @@ def print_result(result: dict[str, Any], tool: str, save_dir: Path) -> None:
         print(json.dumps(result["structuredContent"], indent=2))
 
 
-async def _call(home: Path, name: str, arguments: dict[str, Any], timeout: float | None, show_progress: bool) -> dict[str, Any]:
+class _CallRequest:
+    """What ``toolbridge call`` sends: the raw ``--arg`` pairs are read by the tool's schema."""
+
+    def __init__(self, name: str, pairs: list[str], json_text: str | None, json_flag: str) -> None:
+        self.name = name
+        self.pairs = pairs
+        self.json_text = json_text
+        self.json_flag = json_flag
+
+
+async def _list_tools(client: McpLineClient) -> list[dict[str, Any]]:
+    """Every tool ``tools/list`` shows this (default-mode) agent connection, all pages."""
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(10_000):  # a bound, not a limit anyone meets: pages hold many tools
+        reply = await client.request("tools/list", {"cursor": cursor} if cursor else {})
+        result = reply.get("result") or {}
+        tools.extend(t for t in result.get("tools") or [] if isinstance(t, dict))
+        cursor = result.get("nextCursor")
+        if not cursor:
+            break
+    return tools
+
+
+async def _call(
+    home: Path, request: _CallRequest, timeout: float | None, show_progress: bool
+) -> tuple[dict[str, Any], list[dict[str, Any]] | None]:
+    """Run the call; return the JSON-RPC reply and the tool list if it was fetched.
+
+    Raises ValueError (a usage error) when an ``--arg`` value does not fit the tool's schema.
+    """
     link = await open_agent_stream(locate(home))
     try:
         client = McpLineClient(link)
         await client.initialize()
-        params: dict[str, Any] = {"name": name, "arguments": arguments, "_meta": {"progressToken": "cli"}}
+        tools: list[dict[str, Any]] | None = None
+        schema: dict[str, Any] | None = None
+        if request.pairs:  # the schema decides how each --arg value is read
+            tools = await _list_tools(client)
+            schema = next((t.get("inputSchema") for t in tools if t.get("name") == request.name), None)
+        arguments = parse_arguments(request.pairs, request.json_text, schema, json_flag=request.json_flag)
+        params: dict[str, Any] = {"name": request.name, "arguments": arguments, "_meta": {"progressToken": "cli"}}
         if timeout is not None:
             params["_meta"]["toolbridge/timeoutMs"] = int(timeout * 1000)
         bar = ProgressLine()
@@ -201,32 +250,84 @@ async def _call(home: Path, name: str, arguments: dict[str, Any], timeout: float
                 bar.update(message.get("params") or {})
 
         try:
-            return await client.request("tools/call", params, on_notification)
+            reply = await client.request("tools/call", params, on_notification)
         finally:
             bar.done()
+        if _is_unknown_tool(reply) and tools is None:
+            tools = await _list_tools(client)  # for the did-you-mean
+        return reply, tools
     finally:
         await link.aclose()
 
 
+def _is_unknown_tool(reply: dict[str, Any]) -> bool:
+    error = reply.get("error")
+    return isinstance(error, dict) and error.get("code") == -32602 and "unknown tool" in str(error.get("message"))
+
+
+def _call_options(args: argparse.Namespace) -> tuple[str, str | None, str, bool] | int:
+    """``(tool name, arguments JSON, the flag it came from, JSON output)``, or an exit code.
+
+    ``--json`` used to take the arguments object (``call NAME --json '{...}'``); it now asks
+    for JSON output. argparse reads it with an optional value, so an old command line still
+    gives its object here: it is used as the arguments, with a deprecation warning, rather
+    than silently becoming a call without arguments. ``call --json NAME`` (the flag first)
+    makes argparse take the name as the flag's value; it is given back to the name.
+    """
+    name: str | None = args.name
+    json_output = bool(args.raw)
+    json_text: str | None = args.args_json
+    flag = "--args-json"
+    if args.json is True:
+        json_output = True
+    elif isinstance(args.json, str):
+        if name is None and not args.json.lstrip().startswith(("{", "[")):
+            name, json_output = args.json, True  # `call --json NAME`
+        else:
+            if json_text is not None:
+                print("toolbridge: give the arguments once, with --args-json", file=sys.stderr)
+                return EXIT_USAGE
+            print(
+                "toolbridge: warning: `call --json OBJECT` is deprecated and will be removed in the next "
+                "release: use --args-json OBJECT for the arguments (--json alone now asks for JSON output)",
+                file=sys.stderr,
+            )
+            json_text, flag = args.json, "--json"
+    if name is None:
+        print("toolbridge: call: give the tool's name, as `toolbridge tools` shows it "
+              "(e.g. toolbridge call Notes__type_text --arg text=hello)", file=sys.stderr)
+        return EXIT_USAGE
+    return name, json_text, flag, json_output
+
+
 def cmd_call(args: argparse.Namespace) -> int:
+    options = _call_options(args)
+    if isinstance(options, int):
+        return options
+    name, json_text, flag, json_output = options
+    request = _CallRequest(name, args.arg or [], json_text, flag)
     try:
-        arguments = parse_arguments(args.arg or [], args.json)
+        # Nothing is sent for arguments that do not parse: fail before connecting if we can.
+        parse_arguments([], json_text, json_flag=flag)
+        reply, tools = trio.run(_call, home_from(args), request, args.timeout, not args.quiet)
     except ValueError as exc:
         print(f"toolbridge: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        reply = trio.run(_call, home_from(args), args.name, arguments, args.timeout, not args.quiet)
     except DaemonUnavailable as exc:
         return _down(exc)
     if "error" in reply:
         error = reply["error"]
-        print(f"toolbridge: {error.get('message')}", file=sys.stderr)
-        return EXIT_NOT_FOUND if error.get("code") == -32602 and "unknown tool" in str(error.get("message")) else EXIT_TOOL_ERROR
+        unknown = _is_unknown_tool(reply)
+        message = unknown_tool_message(name, [t.get("name", "") for t in tools or []]) if unknown else error.get("message")
+        if json_output:
+            print(json.dumps({"error": {**error, "message": message}}, indent=2))
+        print(f"toolbridge: {message}", file=sys.stderr)
+        return EXIT_NOT_FOUND if unknown else EXIT_TOOL_ERROR
     result = reply.get("result") or {}
-    if args.raw:
+    if json_output:
         print(json.dumps(result, indent=2))
     else:
-        print_result(result, args.name, Path(args.save_dir))
+        print_result(result, name, Path(args.save_dir))
     return EXIT_TOOL_ERROR if result.get("isError") else 0
 
 
@@ -244,11 +345,17 @@ def add_parser(sub: SubParsers) -> None:
 
     call = sub.add_parser("call", help="call a tool as an agent would")
     add_home(call)
-    call.add_argument("name", help="agent-facing tool name, as `toolbridge tools` shows it")
-    call.add_argument("--arg", action="append", metavar="KEY=VALUE", help="an argument (value parsed as JSON if it is JSON)")
-    call.add_argument("--json", metavar="OBJECT", help="all arguments as one JSON object")
+    call.add_argument("name", nargs="?", help="agent-facing tool name, as `toolbridge tools` shows it")
+    call.add_argument("--arg", action="append", metavar="KEY=VALUE",
+                      help="an argument, read by the tool's schema: a string stays text (text=123 sends \"123\"), "
+                           "numbers, booleans, null, arrays and objects are JSON")
+    call.add_argument("--args-json", metavar="OBJECT", help="all arguments as one JSON object (--arg adds to it)")
+    # nargs="?": the old `--json OBJECT` (arguments) still parses, and is warned about in cmd_call.
+    call.add_argument("--json", nargs="?", const=True, default=None, metavar="OBJECT",
+                      help="print the MCP result (or error) as JSON (with OBJECT: the arguments, deprecated; "
+                           "use --args-json)")
     call.add_argument("--timeout", type=float, help="seconds before the call times out")
     call.add_argument("--save-dir", default=".", help="where images and audio are saved (default: .)")
-    call.add_argument("--raw", action="store_true", help="print the MCP result as JSON")
+    call.add_argument("--raw", action="store_true", help="the same as --json")
     call.add_argument("--quiet", action="store_true", help="no progress bar")
     call.set_defaults(func=cmd_call)

@@ -3,29 +3,38 @@
 They use the app port (or the daemon's Unix socket, preferred when ``runtime.json`` names one:
 see ``app_client.transport``) with a different first message (protocol.md section 8): ``admin`` for one
 question and one answer, ``agentConnect`` for an MCP JSON-RPC stream (:func:`agent_connect` is
-the one copy of that handshake; ``toolbridge stdio`` uses it too). Every step has a
-deadline, so no command hangs when the daemon is down or stuck; failures raise
-:class:`DaemonUnavailable` with a one-line hint.
+the one copy of that handshake; ``toolbridge stdio`` uses it too). The sans-IO
+:class:`app_client.protocol.AgentLinkClient` makes the request line and judges the reply; this
+module does the I/O and the wording. Every step has a deadline, so no command hangs when the
+daemon is down or stuck; failures raise :class:`DaemonUnavailable` with a one-line hint.
+
+The CLI's constants are here, once: :data:`CONNECT_TIMEOUT` (5 s, for opening the stream and
+for the agentConnect handshake) and :data:`DAEMON_LINE_LIMIT` (64 MiB, the longest line
+accepted from the daemon, by the CLI and the stdio relay alike: a ``tools/list`` of many big
+schemas, or a big tool result, is one line).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import trio
 
-from app_client.discovery import DaemonAddress, find_daemon
 from app_client.channel import LineChannel
-from app_client.errors import ConnectionClosed, DaemonNotFound, RemoteProtocolError
+from app_client.discovery import DaemonAddress, find_daemon
+from app_client.errors import DaemonNotFound
+from app_client.protocol import AdminResponse, AgentLinkClient, ConnectionClosed, Rejected, RemoteProtocolError, Unexpected
 from app_client.transport import connect_daemon
-from app_client.wire import AdminRequest, AdminResponse, AgentConnect, AgentConnected, Error, decode_message, encode_message
 
 from ..errors import BrokerError
 from ..version import VERSION
 
-CONNECT_TIMEOUT = 3.0
+#: Seconds for opening the stream to the daemon, and for the agentConnect handshake.
+CONNECT_TIMEOUT: Final = 5.0
+#: The longest line accepted from the daemon (the CLI and the stdio relay).
+DAEMON_LINE_LIMIT: Final = 64 * 1024 * 1024
 
 
 class DaemonUnavailable(BrokerError):
@@ -35,7 +44,7 @@ class DaemonUnavailable(BrokerError):
 class LineStream:
     """A trio stream read and written one JSON line at a time (reads through a LineChannel)."""
 
-    def __init__(self, stream: trio.abc.Stream, max_line_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(self, stream: trio.abc.Stream, max_line_bytes: int = DAEMON_LINE_LIMIT) -> None:
         self.stream = stream
         self.channel = LineChannel(stream, max_line_bytes=max_line_bytes)
 
@@ -78,18 +87,19 @@ async def admin_request(home: Path, command: str, args: dict[str, Any] | None = 
     """Ask the daemon one admin question; return its result. Raises DaemonUnavailable."""
     address = locate(home)
     link = await open_line_stream(address)
+    protocol = AgentLinkClient()
     try:
         with trio.move_on_after(timeout):
-            await link.send_line(encode_message(AdminRequest(token=address.token, command=command, args=args or {})))
+            await link.send_line(protocol.admin(address.token, command, args))
             line = await link.receive_line()
             if line is None:
                 raise DaemonUnavailable("the daemon closed the connection without answering")
             try:
-                answer = decode_message(line)
+                answer = protocol.receive_line(line)
             except RemoteProtocolError as exc:
                 raise DaemonUnavailable(f"the daemon sent something unexpected: {exc.message}") from None
-            if isinstance(answer, Error):
-                raise DaemonUnavailable(f"the daemon refused: {answer.message}")
+            if isinstance(answer, Rejected):
+                raise DaemonUnavailable(f"the daemon refused: {answer.error.message}")
             if not isinstance(answer, AdminResponse):
                 raise DaemonUnavailable("the daemon sent something unexpected")
             if not answer.ok:
@@ -121,9 +131,10 @@ async def agent_connect(
     that line stays buffered in ``channel`` for its owner's reads. The caller closes the
     stream on failure.
     """
+    protocol = AgentLinkClient()
     try:
         with trio.fail_after(timeout):
-            await channel.send_direct(encode_message(AgentConnect(token=token, discovery=discovery)))
+            await channel.send_direct(protocol.connect(token, discovery=discovery))
             line = await channel.receive_line()
     except trio.TooSlowError:
         raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None
@@ -135,19 +146,19 @@ async def agent_connect(
         raise DaemonUnavailable(f"the toolbridge daemon dropped the connection: {exc}") from None
     except RemoteProtocolError as exc:  # a reply over the line limit: it would have crashed the relay
         raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected reply ({exc.message})") from None
-    check_agent_reply(line)
+    check_agent_reply(protocol, line)
 
 
-def check_agent_reply(line: bytes) -> None:
-    """Check the daemon's answer to ``agentConnect``; raise DaemonUnavailable saying why not."""
+def check_agent_reply(protocol: AgentLinkClient, line: bytes) -> None:
+    """Have ``protocol`` judge the daemon's answer to ``agentConnect``; raise DaemonUnavailable saying why not."""
     try:
-        reply = decode_message(line)
+        reply = protocol.receive_line(line)
     except RemoteProtocolError as exc:
         raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected reply ({exc.message})") from None
-    if isinstance(reply, Error):
-        raise DaemonUnavailable(f"the toolbridge daemon refused the connection: {reply.message}")
-    if not isinstance(reply, AgentConnected):
-        raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected {type(reply).__name__}")
+    if isinstance(reply, Rejected):
+        raise DaemonUnavailable(f"the toolbridge daemon refused the connection: {reply.error.message}")
+    if isinstance(reply, Unexpected):
+        raise DaemonUnavailable(f"the toolbridge daemon sent an unexpected {type(reply.message).__name__}")
 
 
 class McpLineClient:

@@ -16,7 +16,7 @@ import webbrowser
 from pathlib import Path
 
 from ..config import home as home_files
-from ..config.web_login import TICKET_SECONDS, mint_ticket
+from ..config.web_login import TICKET_SECONDS, login_key, mint_ticket
 from ..errors import BrokerError
 from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
 
@@ -47,7 +47,7 @@ def login_link(home: Path, now: float | None = None) -> str:
                              "(`toolbridge status`)")
     scheme = "https" if info.get("tls") else "http"
     netloc = f"[{host}]" if ":" in host else host
-    ticket = mint_ticket(token, time.time() if now is None else now)
+    ticket = mint_ticket(login_key(token), time.time() if now is None else now)
     return f"{scheme}://{netloc}:{http_port}/login#{ticket}"
 
 

@@ -7,10 +7,12 @@ The relay speaks no MCP itself. It finds the daemon through the home directory
 when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
 ``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
-daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr. If no
+daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr, starting
+with the home used and where it came from (``--home``, ``TOOLBRIDGE_HOME`` or the default: MCP
+clients pass few environment variables on) and, on each connect, the daemon joined. If no
 daemon answers, the relay starts one in the background (``python -m broker serve --home H``,
 detached, its output appended to ``<home>/daemon.log``, created 0600) and waits for it to come
-up. When two relays start daemons at once, the home's lock (``broker.config.home.lock_home``) lets
+up (``--port`` / ``--http-port`` are passed on to that ``serve``). When two relays start daemons at once, the home's lock (``broker.config.home.lock_home``) lets
 one run; the other exits at once and its relay waits, while the lock names a live daemon, for
 that daemon to answer.
 
@@ -37,6 +39,7 @@ import select
 import stat
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
@@ -45,24 +48,24 @@ import structlog
 import trio
 
 from app_client.channel import READ_SIZE as _READ_SIZE
-from app_client.channel import LineChannel
-from app_client.errors import RemoteProtocolError
-from app_client.wire import LineFramer
+from app_client.channel import LineChannel, LineReader
+from app_client.discovery import ENV_HOME
+from app_client.protocol import ConnectionClosed, RemoteProtocolError
 
 from ..config import home as home_files
 from ..errors import BrokerError
 from ._common import SubParsers, add_home, home_from
-from .daemon_client import DaemonUnavailable, agent_connect
+from .daemon_client import CONNECT_TIMEOUT, DAEMON_LINE_LIMIT, DaemonUnavailable, agent_connect
 from ..config.tls import open_runtime_stream
 
 log = structlog.get_logger("toolbridge.stdio")
 
 __all__ = ["Relay", "DaemonUnavailable", "run_relay", "start_daemon", "cmd_stdio", "register"]
 
+#: The longest line accepted from the agent (stdin); lines from the daemon: DAEMON_LINE_LIMIT.
 MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 #: How long to wait for a daemon we started (or found starting) to answer.
 START_TIMEOUT: Final = 20.0
-CONNECT_TIMEOUT: Final = 5.0
 LOG_FILE: Final = "daemon.log"
 SERVER_ERROR: Final = -32000
 _REINIT_PREFIX: Final = "toolbridge-relay-reinit-"
@@ -109,8 +112,8 @@ def _peek_envelope(line: bytes) -> _Envelope | None:
         return None
 
 
-def start_daemon(home: Path) -> subprocess.Popen[bytes]:
-    """Start ``python -m broker serve --home HOME`` detached, output appended to daemon.log."""
+def start_daemon(home: Path, serve_args: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+    """Start ``python -m broker serve --home HOME [serve_args]`` detached, output appended to daemon.log."""
     home_files.ensure_home(home)
     kwargs: dict[str, Any] = {"stdin": subprocess.DEVNULL, "close_fds": True}
     if os.name == "nt":
@@ -124,7 +127,7 @@ def start_daemon(home: Path) -> subprocess.Popen[bytes]:
     # Owner-only: the log may name tools, apps and hosts (home.create_private: 0600 on POSIX).
     with open(home_files.create_private(home / LOG_FILE), "ab") as log_file:
         return subprocess.Popen(
-            [sys.executable, "-m", "broker", "serve", "--home", str(home)],
+            [sys.executable, "-m", "broker", "serve", "--home", str(home), *serve_args],
             stdout=log_file, stderr=log_file, **kwargs,
         )
 
@@ -158,19 +161,24 @@ class _Link:
 
     _ids = itertools.count(1)
 
-    def __init__(self, stream: trio.abc.Stream, framer: LineFramer) -> None:
+    def __init__(self, channel: LineChannel) -> None:
         self.id = next(self._ids)
-        self.stream = stream
-        self.framer = framer
+        #: Read with ``channel.receive_batch``; written with ``stream.send_all`` under ``lock``
+        #: (the relay's writers batch on their own, so the channel's writer task is not used).
+        self.channel = channel
+        self.stream = channel.stream
         self.lock = trio.Lock()
         self.closed = False
 
 
 class Relay:
     def __init__(
-        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False
+        self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False,
+        serve_args: Sequence[str] = (),
     ) -> None:
         self.home = home
+        #: Passed on to ``toolbridge serve`` when the relay starts the daemon (``--port`` ...).
+        self.serve_args = tuple(serve_args)
         #: Ask the daemon for discovery mode (only the meta-tools are listed).
         self.discovery = discovery
         self.auto_start = auto_start
@@ -251,29 +259,20 @@ class Relay:
                     return
 
     async def _read_stdin(self, stdin: trio.abc.ReceiveStream) -> None:
-        framer = LineFramer(MAX_LINE_BYTES)
-        eof = False
-        while not eof:
+        reader = LineReader(stdin, max_line_bytes=MAX_LINE_BYTES)
+        while True:
             try:
-                data = await stdin.receive_some(_READ_SIZE)
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                data = b""
-            if not data:
-                eof = True
-                data = b"\n"  # a last line without its newline still counts
-            framer.receive_data(data)
+                lines = await reader.receive_batch(last_line_at_eof=True)
+            except ConnectionClosed:
+                return
             # What one read brought goes to the daemon in one write (a pipelining agent sends
             # many requests at once): one syscall and one wake-up of the daemon, not one each.
             batch: list[bytes] = []
             batch_link: _Link | None = None
-            while True:
-                try:
-                    line = framer.next_line()
-                except RemoteProtocolError as exc:
-                    await self._emit_error(None, -32600, f"Invalid Request: {exc.message}")
+            for line in lines:
+                if isinstance(line, RemoteProtocolError):
+                    await self._emit_error(None, -32600, f"Invalid Request: {line.message}")
                     continue
-                if line is None:
-                    break
                 link = await self._from_client(line)
                 if link is None:
                     continue
@@ -335,8 +334,7 @@ class Relay:
         async with self._connect_lock:
             if self._link is not None and not self._link.closed:
                 return self._link
-            stream, framer = await self._connect()
-            link = _Link(stream, framer)
+            link = _Link(await self._connect())
             self._link = link
             assert self._links is not None
             self._links.start_soon(self._read_link, link)
@@ -360,27 +358,19 @@ class Relay:
     async def _read_link(self, link: _Link) -> None:
         try:
             while True:
+                try:
+                    lines = await link.channel.receive_batch()
+                except ConnectionClosed:
+                    return
                 out: list[bytes] = []  # what one read brought goes to stdout in one write
-                while True:
-                    try:
-                        line = link.framer.next_line()
-                    except RemoteProtocolError as exc:
-                        log.warning("daemon_line_too_long", detail=exc.message)
-                        continue
-                    if line is None:
-                        break
-                    if self._from_daemon(line):
+                for line in lines:
+                    if isinstance(line, RemoteProtocolError):
+                        log.warning("daemon_line_too_long", detail=line.message)
+                    elif self._from_daemon(line):
                         out.append(line)
                 if out:
                     out.append(b"")
                     await self._output(b"\n".join(out) if len(out) > 2 else out[0] + b"\n")
-                try:
-                    data = await link.stream.receive_some(_READ_SIZE)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    data = b""
-                if not data:
-                    return
-                link.framer.receive_data(data)
         finally:
             if not self._exiting:
                 with trio.move_on_after(5) as cleanup:
@@ -454,7 +444,7 @@ class Relay:
 
     # --- finding (or starting) the daemon ------------------------------------------------
 
-    async def _connect(self) -> tuple[trio.abc.Stream, LineFramer]:
+    async def _connect(self) -> LineChannel:
         stream = await self._open_existing()
         if stream is None:
             if not self.auto_start:
@@ -463,10 +453,18 @@ class Relay:
                 )
             stream = await self._start_and_open()
         try:
-            return await self._hello(stream)
+            joined = await self._hello(stream)
         except BaseException:
             await trio.aclose_forcefully(stream)
             raise
+        # On stderr, which agents show in their MCP logs: which daemon this session reached.
+        info = home_files.read_runtime(self.home) or {}
+        started = self._daemon_process is not None
+        log.info("daemon_joined", home=str(self.home), pid=info.get("pid"), port=info.get("port"),
+                 http_port=info.get("httpPort"), version=info.get("version"), started_by_relay=started,
+                 **({"note": "--port/--http-port apply only to a daemon the relay starts"}
+                    if self.serve_args and not started else {}))
+        return joined
 
     async def _open_existing(self) -> trio.abc.Stream | None:
         info = home_files.read_runtime(self.home)
@@ -485,7 +483,7 @@ class Relay:
     async def _start_and_open(self) -> trio.abc.Stream:
         log.info("daemon_starting", home=str(self.home), log=str(self.home / LOG_FILE))
         try:
-            process = start_daemon(self.home)
+            process = start_daemon(self.home, self.serve_args)
         except (OSError, BrokerError) as exc:
             raise DaemonUnavailable(f"the toolbridge daemon is not running and could not be started: {exc}") from None
         self._daemon_process = process
@@ -505,23 +503,25 @@ class Relay:
                         break
                 await trio.sleep(0.05)
         tail = _log_tail(self.home)
+        # The daemon's own message names serve's flags; say that the relay has them too.
+        hint = (" (`toolbridge stdio --port N --http-port N` pass other ports on to the daemon it starts; "
+                "0 picks a free one)" if "already in use" in tail else "")
         raise DaemonUnavailable(
             "the toolbridge daemon is not running and could not be started"
             + (f" (exit code {process.returncode})" if process.returncode is not None else " in time")
-            + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "")
+            + f"; see {self.home / LOG_FILE}" + (f": {tail}" if tail else "") + hint
         )
 
-    async def _hello(self, stream: trio.abc.Stream) -> tuple[trio.abc.Stream, LineFramer]:
+    async def _hello(self, stream: trio.abc.Stream) -> LineChannel:
         try:
             token = (self.home / home_files.TOKEN_FILE).read_text().strip()
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
-        channel = LineChannel(stream, max_line_bytes=MAX_LINE_BYTES)
+        channel = LineChannel(stream, max_line_bytes=DAEMON_LINE_LIMIT)
         await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT)
-        # From here on _read_link reads the stream itself (its loop is tuned for throughput);
-        # it takes over the channel's framer, so lines the daemon sent right after
-        # agentConnected, already read with it, are not lost.
-        return stream, channel.framer
+        # The same channel goes on reading (lines the daemon sent right after agentConnected,
+        # already read with it, are not lost).
+        return channel
 
 
 # --- standard streams ----------------------------------------------------------------------
@@ -579,10 +579,12 @@ def _stdout() -> trio.abc.SendStream:
     return _ThreadWriter(sys.stdout.buffer)
 
 
-async def run_relay(home: Path, auto_start: bool = True, discovery: bool = False) -> None:
+async def run_relay(
+    home: Path, auto_start: bool = True, discovery: bool = False, serve_args: Sequence[str] = ()
+) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
-        await Relay(home, auto_start=auto_start, discovery=discovery).run(stdin, stdout)
+        await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -596,7 +598,19 @@ def cmd_stdio(args: argparse.Namespace) -> int:
     from ..config.logsetup import configure_logging
 
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
-    trio.run(run_relay, home_from(args), args.auto_start, args.discovery)
+    home = home_from(args)
+    # MCP clients pass few environment variables to the servers they launch, so a
+    # TOOLBRIDGE_HOME set in a shell may not arrive: say which home this is and why (stderr).
+    source = "--home" if args.home else (ENV_HOME if os.environ.get(ENV_HOME) else "default")
+    runtime = home_files.read_runtime(home) or {}
+    log.info("relay_home", home=str(home), home_from=source,
+             daemon=f"pid {runtime.get('pid')} on port {runtime.get('port')}" if runtime else "none running yet")
+    serve_args: list[str] = []
+    if args.port is not None:
+        serve_args += ["--port", str(args.port)]
+    if args.http_port is not None:
+        serve_args += ["--http-port", str(args.http_port)]
+    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args)
     return 0
 
 
@@ -606,6 +620,10 @@ def add_parser(sub: SubParsers) -> None:
         help="MCP over stdin/stdout, relayed to the daemon (what agents launch); starts the daemon if needed",
     )
     add_home(parser)
+    parser.add_argument("--port", type=int, metavar="PORT",
+                        help="app port for the daemon this starts when none runs (default 47700; 0 = any free port)")
+    parser.add_argument("--http-port", type=int, metavar="PORT",
+                        help="MCP HTTP port for the daemon this starts when none runs (default 47701; 0 = any)")
     parser.add_argument(
         "--no-start", dest="auto_start", action="store_false",
         help="fail requests instead of starting the daemon when none is running",

@@ -7,6 +7,7 @@ The tokens themselves (files, hashing, scopes, the daemon's :class:`Authenticato
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,8 @@ def run_token_command(home: Path, args: argparse.Namespace) -> int:
     """``toolbridge token --issue/--list/--revoke``; returns the exit code. Raises TokenError."""
     if args.scope and not args.issue:
         raise TokenError("--scope goes with --issue NAME")
+    if getattr(args, "json", False) and not args.list:
+        raise TokenError("--json goes with --list")
     if args.issue:
         secret = issue(home, args.issue, args.scope)
         print(secret)
@@ -35,6 +38,9 @@ def run_token_command(home: Path, args: argparse.Namespace) -> int:
               "daemon drops its live connections within a second", file=sys.stderr)
         return 0
     rows = listing(home)
+    if getattr(args, "json", False):  # the same rows: name, created (Unix time), scopes
+        print(json.dumps(rows, indent=2))
+        return 0
     if not rows:
         print("no named tokens (the default token is `toolbridge token`)", file=sys.stderr)
         return 0

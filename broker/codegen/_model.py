@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from app_client.wire import ToolSpec
+from app_client.protocol import ToolSpec
 
 from ._names import NameAllocator, pascal_case
 from ._schema import ObjectDef, SchemaConverter, TypeExpr

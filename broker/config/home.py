@@ -251,3 +251,28 @@ def lock_owner(home: Path) -> int | None:
     except OSError:
         return None
     return int(text) if text.isdigit() else None
+
+
+def lock_held(home: Path) -> bool:
+    """Whether a live process holds the home's lock (the daemon, however it was started).
+
+    Probes by taking the lock for a moment without writing to the file: true when that fails.
+    Unlike :func:`lock_owner`'s pid, this cannot be fooled by a stale file or a reused pid.
+    """
+    try:
+        fd = os.open(home / LOCK_FILE, os.O_RDWR | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return False  # no lock file: no daemon ever ran with this home
+    try:
+        if not _try_lock(fd):
+            return True
+        if sys.platform == "win32":  # msvcrt wants a region unlocked before the file is closed
+            import msvcrt
+
+            os.lseek(fd, _WINDOWS_LOCK_OFFSET, os.SEEK_SET)
+            msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+        return False
+    except OSError:
+        return True  # cannot tell: assume the daemon is there (the safer answer for callers)
+    finally:
+        os.close(fd)  # releases a flock we took

@@ -1,7 +1,8 @@
 """Configuration: defaults < ``<home>/config.toml`` < ``TOOLBRIDGE_*`` environment < flags.
 
 Every key of :class:`~broker.config.settings.Settings` except ``home`` can be set in the TOML file (same
-name, e.g. ``default_timeout = 60``) or the environment (``TOOLBRIDGE_DEFAULT_TIMEOUT=60``);
+name, e.g. ``default_timeout = 60``) or the environment (``TOOLBRIDGE_DEFAULT_TIMEOUT=60``;
+where to listen: ``TOOLBRIDGE_LISTEN_HOST``, ``TOOLBRIDGE_LISTEN_PORT``, ``TOOLBRIDGE_LISTEN_HTTP_PORT``);
 ``serve`` flags override both. A value of the wrong type, a negative number or an unknown key
 stops the daemon with a :class:`ConfigError` that names the key and what it accepts.
 """
@@ -92,13 +93,38 @@ def _from_file(home: Path) -> dict[str, Any]:
     return {k: _coerce(k, v, str(path)) for k, v in data.items()}
 
 
+#: Where the daemon listens has names of its own (issue 19 item 14): ``TOOLBRIDGE_PORT`` and
+#: ``TOOLBRIDGE_HOST`` also mean "where to connect" to apps, the CLI and the relay
+#: (``app_client.discovery``), so ``TOOLBRIDGE_PORT=0`` (any free port) broke every client.
+#: The old names still work for ``serve`` when the new one is unset (see :func:`env_deprecations`).
+LISTEN_ENV = {
+    "host": "TOOLBRIDGE_LISTEN_HOST",
+    "port": "TOOLBRIDGE_LISTEN_PORT",
+    "http_port": "TOOLBRIDGE_LISTEN_HTTP_PORT",
+}
+
+
 def _from_env(environ: dict[str, str]) -> dict[str, Any]:
     found = {}
     for name in _FIELDS:
         key = "TOOLBRIDGE_" + name.upper()
+        listen_key = LISTEN_ENV.get(name)
+        if listen_key is not None and listen_key in environ:
+            key = listen_key
         if key in environ:
             found[name] = _coerce(name, environ[key], f"environment variable {key}")
     return found
+
+
+def env_deprecations(environ: dict[str, str] | None = None) -> list[str]:
+    """One line per old listen variable ``serve`` used (what to set instead), for its log."""
+    environ = dict(os.environ) if environ is None else environ
+    return [
+        f"{old} sets where the daemon listens only for backward compatibility: use {new} "
+        f"({old} is the address clients connect to)"
+        for old, new in ((f"TOOLBRIDGE_{name.upper()}", new) for name, new in LISTEN_ENV.items())
+        if old in environ and new not in environ
+    ]
 
 
 def _from_flags(args: argparse.Namespace) -> dict[str, Any]:
@@ -144,4 +170,4 @@ def check_discovery_rerank(mode: str) -> None:
             raise ConfigError(str(exc)) from None
 
 
-__all__ = ["CONFIG_FILE", "load_settings", "check_discovery_rerank"]
+__all__ = ["CONFIG_FILE", "LISTEN_ENV", "env_deprecations", "load_settings", "check_discovery_rerank"]

@@ -24,42 +24,45 @@ import hmac
 import secrets
 from typing import Final
 
-__all__ = ["TICKET_SECONDS", "TicketBook", "mint_ticket", "check_ticket"]
+__all__ = ["LOGIN_LABEL", "TICKET_SECONDS", "TicketBook", "check_ticket", "login_key", "mint_ticket"]
 
 #: How long a login link works after ``toolbridge open`` made it.
 TICKET_SECONDS: Final = 60.0
 _VERSION: Final = "v1"
-_LABEL: Final = b"toolbridge status-page login v1"
+#: What the tickets' key is derived for (``Authenticator.derive_key(LOGIN_LABEL)`` in the daemon).
+LOGIN_LABEL: Final = b"toolbridge status-page login v1"
 _MAX_TICKET_CHARS: Final = 200
 
 
-def _key(token: str) -> bytes:
-    # A key of its own, so a ticket's MAC is never a MAC the token signs anywhere else.
-    return hmac.new(token.encode(), _LABEL, hashlib.sha256).digest()
+def login_key(token: str) -> bytes:
+    """The tickets' key for the daemon whose token is ``token``: a key of its own, so a ticket's
+    MAC is never one the token makes anywhere else (the daemon gets the same key from its
+    ``Authenticator.derive_key(LOGIN_LABEL)``, without handing the token out)."""
+    return hmac.new(token.encode(), LOGIN_LABEL, hashlib.sha256).digest()
 
 
-def _mac(token: str, body: str) -> str:
-    digest = hmac.new(_key(token), body.encode(), hashlib.sha256).digest()
+def _mac(key: bytes, body: str) -> str:
+    digest = hmac.new(key, body.encode(), hashlib.sha256).digest()
     return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
 
-def mint_ticket(token: str, now: float, *, nonce: str | None = None) -> str:
-    """A ticket for the daemon whose token is ``token``, valid from ``now`` (Unix time) for
+def mint_ticket(key: bytes, now: float, *, nonce: str | None = None) -> str:
+    """A ticket under ``key`` (:func:`login_key`), valid from ``now`` (Unix time) for
     :data:`TICKET_SECONDS`."""
     nonce = nonce if nonce is not None else secrets.token_urlsafe(18)
     body = f"{_VERSION}.{int(now + TICKET_SECONDS)}.{nonce}"
-    return f"{body}.{_mac(token, body)}"
+    return f"{body}.{_mac(key, body)}"
 
 
-def check_ticket(token: str, ticket: str, now: float) -> str | None:
-    """The ticket's nonce if ``token`` made it and it has not expired at ``now``; else None."""
+def check_ticket(key: bytes, ticket: str, now: float) -> str | None:
+    """The ticket's nonce if it was made under ``key`` and has not expired at ``now``; else None."""
     if len(ticket) > _MAX_TICKET_CHARS:
         return None
     parts = ticket.split(".")
     if len(parts) != 4 or parts[0] != _VERSION or not parts[1].isdigit():
         return None
     body = ".".join(parts[:3])
-    if not hmac.compare_digest(_mac(token, body), parts[3]):
+    if not hmac.compare_digest(_mac(key, body), parts[3]):
         return None
     if now > int(parts[1]) or int(parts[1]) > now + TICKET_SECONDS + 5:
         return None
@@ -72,9 +75,9 @@ class TicketBook:
     def __init__(self) -> None:
         self._used: dict[str, float] = {}
 
-    def redeem(self, token: str, ticket: str, now: float) -> bool:
+    def redeem(self, key: bytes, ticket: str, now: float) -> bool:
         """True the first time a valid ticket is redeemed; False for a bad, old or used one."""
-        nonce = check_ticket(token, ticket, now)
+        nonce = check_ticket(key, ticket, now)
         if nonce is None:
             return False
         self._used = {n: t for n, t in self._used.items() if t > now}  # drop the expired

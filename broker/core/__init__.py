@@ -3,7 +3,7 @@ correlation map of calls in flight, admission, the router (validation, guards, d
 audit) and the call log.
 
 Layers inside, one way: ``router`` -> ``registry`` / ``calls`` / ``admission`` -> ``validation``,
-``guards``, ``names``. May import: ``broker.config``, ``broker.errors``, ``app_client.wire``
+``guards``, ``names``. May import: ``broker.config``, ``broker.errors``, ``app_client.protocol``
 (the protocol's messages). Never ``broker.daemon``, ``broker.mcp``, ``broker.cli``,
 ``broker.federation`` (links and front doors reach it through small Protocols).
 """

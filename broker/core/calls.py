@@ -2,21 +2,30 @@
 
 Theory of operation
 -------------------
-A call is a small record, not a task. The router (``router``) moves it through its states —
+A call is a small record, not a task, and the one record of it: it owns the caller's request
+id (an MCP request's), the correlation id the app knows it by, its deadline, and its
+:class:`CallOrigin` — who asked and is told the end. The tables that find it hold references
+to it, never copies of its fields. The router (``router``) moves it through its states —
 waiting for an admission slot or for its app to reconnect, then sent — by callbacks: the
 admission queue hands it a slot, the registry tells it the app is back, the app's link reader
 delivers the response, a :class:`DeadlineQueue` expires it, the agent cancels it. Whichever
 comes first ends it, exactly once (:attr:`Call.done`); everything after is ignored. A pending
 call therefore costs a few hundred bytes, not a parked task with its coroutine frames.
 
-The :class:`CorrelationMap` holds the calls that were sent to an app, by integer correlation
-id, from the send until the call ends: a response that arrives after that is "unknown or late"
-and is dropped.
+The :class:`CorrelationMap` holds every live call (admitted and not ended: queued, being
+checked, waiting for its app to reconnect, or sent), by integer correlation id, assigned at
+admission: it is what shutdown ends and the limit on calls in flight counts. The app learns a
+call's id when the call is sent over its link (:meth:`CorrelationMap.bind`); only such calls
+are found by :meth:`CorrelationMap.get`, so a response for a call that ended (or was never
+sent) is "unknown or late" and is dropped.
 
-A :class:`DeadlineQueue` is a heap of ``(deadline, call)`` served by one task of its owner's
-(an MCP session's) nursery: adding an earlier deadline moves the task's wake-up, so there is
-no task, scope or timer per call. Ended calls leave the heap lazily, and the heap is compacted
-when they outnumber the live ones, so it stays within twice the calls pending.
+A :class:`DeadlineQueue` is a heap of calls ordered by ``gives_up_at``, served by one task of
+its owner's (an MCP session's) nursery: adding an earlier deadline moves the task's wake-up,
+so there is no task, scope or timer per call. Ended calls leave the heap lazily, and the heap
+is compacted when they outnumber the live ones, so it stays within twice the calls pending.
+
+An MCP session finds its calls by request id in its own table of requests in flight, which
+holds the same :class:`Call` (the session's per-request details are the call's ``origin``).
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import trio
@@ -37,8 +46,18 @@ if TYPE_CHECKING:
 
 #: ``(progress, total, message)`` from the app's ``toolProgress``; must not block.
 ProgressCallback = Callable[[float, "float | None", "str | None"], None]
-#: Told a call's outcome, exactly once; must not block or raise.
-DoneCallback = Callable[["CallOutcome"], None]
+
+
+class CallOrigin(Protocol):
+    """Who asked for a call (an MCP request, ``Router.call_tool``'s waiter): told its progress
+    and, exactly once, its outcome. Neither may block or raise."""
+
+    def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
+        """An increasing progress report, while the call is open (only if it asked for them)."""
+
+    def call_done(self, call: Call, outcome: CallOutcome) -> None:
+        """The call ended with ``outcome``."""
+
 
 @attrs.define(eq=False)
 class Call:
@@ -55,8 +74,12 @@ class Call:
     deadline: float
     #: ... and the router gives up a little after it, so the app's own message can win.
     gives_up_at: float
-    on_progress: ProgressCallback | None
-    on_done: DoneCallback | None
+    #: Who asked, and hears the end (None once told).
+    origin: CallOrigin | None
+    #: The caller's id of its request (an MCP request id), if it has one.
+    request_id: str | int | None = None
+    #: The origin wants progress reports (the app is told so in the invocation).
+    wants_progress: bool = False
     done: bool = False
     #: The invocation is queued or sent on ``link`` (a cancel or timeout must tell the app).
     sent: bool = False
@@ -64,7 +87,9 @@ class Call:
     queued: Granted | None = None
     #: trio time it took one of the instance's admission slots (released when the call ends).
     admitted_at: float | None = None
+    #: The link the call was given to (``CorrelationMap.bind``); None until then.
     link: AppPort | None = None
+    #: Assigned when the call is admitted (``CorrelationMap.add``); 0 before.
     correlation_id: int = 0
     last_progress: float | None = None
 
@@ -72,38 +97,65 @@ class Call:
     def link_id(self) -> int | None:
         return self.link.id if self.link is not None else None
 
+    @property
+    def wire_id(self) -> int | None:
+        """The correlation id the app knows the call by: None until it was given to a link."""
+        return self.correlation_id if self.link is not None else None
+
+    def __lt__(self, other: Call) -> bool:  # the deadline heap's order
+        return self.gives_up_at < other.gives_up_at
+
     def progress(self, progress: float, total: float | None, message: str | None) -> bool:
         """Forward progress if it increases and the call is still open; False if dropped."""
-        if self.done or self.on_progress is None:
+        if self.done or not self.wants_progress or self.origin is None:
             return False
         if self.last_progress is not None and progress <= self.last_progress:
             return False
         self.last_progress = progress
-        self.on_progress(progress, total, message)
+        self.origin.call_progress(self, progress, total, message)
         return True
 
 
 class CorrelationMap:
+    """Every live call by correlation id (see the module docstring)."""
+
     def __init__(self) -> None:
-        self._pending: dict[int, Call] = {}
+        self._calls: dict[int, Call] = {}
         self._ids = itertools.count(1)
+        self._sent = 0
 
     def __len__(self) -> int:
-        return len(self._pending)
+        """Live calls: admitted and not ended."""
+        return len(self._calls)
 
     def __iter__(self) -> Iterator[Call]:
-        return iter(list(self._pending.values()))
+        return iter(list(self._calls.values()))
+
+    @property
+    def sent(self) -> int:
+        """Live calls given to an app's link (``status``'s calls in flight)."""
+        return self._sent
 
     def get(self, correlation_id: int) -> Call | None:
-        return self._pending.get(correlation_id)
+        """The live call an app may answer by ``correlation_id`` (one given to a link), or None."""
+        call = self._calls.get(correlation_id)
+        return call if call is not None and call.link is not None else None
 
-    def open(self, call: Call) -> int:
-        call.correlation_id = next(self._ids)
-        self._pending[call.correlation_id] = call
-        return call.correlation_id
+    def add(self, call: Call) -> None:
+        """``call`` was admitted: give it its correlation id (once) and keep it until it ends."""
+        if not call.correlation_id:
+            call.correlation_id = next(self._ids)
+            self._calls[call.correlation_id] = call
+
+    def bind(self, call: Call, link: AppPort) -> None:
+        """``call`` is being sent over ``link``: from now on the app may answer it."""
+        call.link = link
+        self._sent += 1
 
     def close(self, call: Call) -> None:
-        self._pending.pop(call.correlation_id, None)
+        """``call`` ended: forget it (a late answer is dropped)."""
+        if self._calls.pop(call.correlation_id, None) is not None and call.link is not None:
+            self._sent -= 1
 
 
 _MIN_COMPACT = 64
@@ -114,8 +166,8 @@ class DeadlineQueue:
 
     def __init__(self, expire: Callable[[Call], object]) -> None:
         self._expire = expire
-        self._heap: list[tuple[float, int, Call]] = []
-        self._order = itertools.count()
+        #: The calls themselves, ordered by ``gives_up_at`` (``Call.__lt__``): no copies.
+        self._heap: list[Call] = []
         self._wakeup = trio.CancelScope()
         self._compact_at = _MIN_COMPACT
 
@@ -125,10 +177,10 @@ class DeadlineQueue:
     def add(self, call: Call) -> None:
         heap = self._heap
         if len(heap) >= self._compact_at:
-            heap[:] = [entry for entry in heap if not entry[2].done]
+            heap[:] = [entry for entry in heap if not entry.done]
             heapq.heapify(heap)
             self._compact_at = max(_MIN_COMPACT, 2 * len(heap))  # amortised O(1) per add
-        heapq.heappush(heap, (call.gives_up_at, next(self._order), call))
+        heapq.heappush(heap, call)
         if call.gives_up_at < self._wakeup.deadline:
             self._wakeup.deadline = call.gives_up_at
 
@@ -136,10 +188,10 @@ class DeadlineQueue:
         heap = self._heap
         while True:
             now = trio.current_time()
-            while heap and heap[0][0] <= now:
-                call = heapq.heappop(heap)[2]
+            while heap and heap[0].gives_up_at <= now:
+                call = heapq.heappop(heap)
                 if not call.done:
                     self._expire(call)
-            self._wakeup = trio.CancelScope(deadline=heap[0][0] if heap else float("inf"))
+            self._wakeup = trio.CancelScope(deadline=heap[0].gives_up_at if heap else float("inf"))
             with self._wakeup:
                 await trio.sleep_forever()

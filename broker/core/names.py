@@ -124,3 +124,68 @@ class _Union:
 
     def add(self, name: str) -> None:
         self._more.add(name)
+
+
+# --- did you mean ----------------------------------------------------------------------------
+#
+# An unknown name is compared with the known ones in two ways. *Normalised*: case and every
+# character other than a letter or digit ignored, so ``notes__TypeText`` and ``Notes__typetext``
+# both find ``Notes__type_text``; and a bare tool name (no ``<label>__``) is compared with the
+# tool part of each name, so ``type_text`` finds it too. That is a few string operations per
+# known name, cheap enough for the daemon's event loop. *Fuzzy* (``fuzzy=True``, for the CLI,
+# which runs it on the user's machine, not in the daemon): also names within a small edit
+# distance of the normalised forms (typos: ``Notes__tpye_text``).
+
+_NOT_ALNUM: Final = re.compile(r"[^a-z0-9]")
+
+
+def _normalised(name: str) -> str:
+    return _NOT_ALNUM.sub("", name.lower())
+
+
+def _within(a: str, b: str, limit: int) -> int | None:
+    """The edit distance (Levenshtein) of ``a`` and ``b`` if it is at most ``limit``, else None."""
+    if abs(len(a) - len(b)) > limit:
+        return None
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, 1):
+        current = [i]
+        for j, char_b in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
+        if min(current) > limit:  # every later row is at least this far
+            return None
+        previous = current
+    return previous[-1] if previous[-1] <= limit else None
+
+
+def near_names(name: str, known: Iterable[str], *, limit: int = 5, fuzzy: bool = False) -> list[str]:
+    """Known names ``name`` was probably meant to be, best first (at most ``limit``).
+
+    Matches names that differ only in case and punctuation, the same tool part under another
+    label (another instance of the app), a bare tool name's full names, and with ``fuzzy``
+    names a few typos away (about one edit per four characters, at least one).
+    """
+    label, sep, tool_part = name.partition(SEPARATOR)
+    whole = _normalised(name)
+    part = _normalised(tool_part if sep else name)
+    allowed = max(1, len(whole) // 4)
+    allowed_part = max(1, len(part) // 4)
+    scored: list[tuple[int, str]] = []
+    for candidate in known:
+        if candidate == name:
+            continue
+        _, candidate_sep, candidate_tool = candidate.partition(SEPARATOR)
+        candidate_whole = _normalised(candidate)
+        candidate_part = _normalised(candidate_tool) if candidate_sep else candidate_whole
+        if candidate_whole == whole:
+            scored.append((0, candidate))
+        elif part and candidate_part == part:
+            scored.append((1, candidate))
+        elif fuzzy:
+            distance = _within(whole, candidate_whole, allowed)
+            if distance is None and part:
+                distance = _within(part, candidate_part, allowed_part)
+            if distance is not None:
+                scored.append((1 + distance, candidate))
+    scored.sort()
+    return [candidate for _, candidate in scored[:limit]]

@@ -24,7 +24,7 @@ from typing import Final
 
 import attrs
 
-from app_client.wire import ToolResult
+from app_client.protocol import ToolResult
 
 __all__ = ["CallOutcome", "CallerInfo", "OutcomeKind", "format_seconds", "seconds_to_ms"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from app_client.wire import Message
+from app_client.protocol import Message
 
 __all__ = ["AppPort"]
 

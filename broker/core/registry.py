@@ -35,7 +35,7 @@ import msgspec
 import structlog
 import trio
 
-from app_client.wire import ToolSpec
+from app_client.protocol import ToolSpec
 
 from . import names
 from .admission import Admission
@@ -128,11 +128,8 @@ class Registry:
         return sorted(self._instances.values(), key=lambda i: i.label)
 
     def candidates(self, agent_name: str) -> list[str]:
-        """Agent-facing names that share the unknown name's tool part (other instances)."""
-        _, _, tool_part = agent_name.partition(names.SEPARATOR)
-        if not tool_part:
-            return []
-        return [n for n in sorted(self._tools) if n.endswith(names.SEPARATOR + tool_part)][:10]
+        """Agent-facing names the unknown name probably meant (see :func:`names.near_names`)."""
+        return names.near_names(agent_name, self._tools, limit=10)
 
     async def wait_changed(self, seen_version: int) -> int:
         """Wait until ``version`` differs from ``seen_version``; return the new version."""

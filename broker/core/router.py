@@ -9,8 +9,10 @@ invocation — then the call waits as a :class:`~broker.core.calls.Call` record,
 the first of: the app's response, its link closing, the deadline (a
 :class:`~broker.core.calls.DeadlineQueue` the caller runs), :meth:`Router.cancel`, or shutdown.
 Every outcome, internal bugs included, is a :class:`CallOutcome` with a ``kind`` and a short
-message that is safe to show an agent, delivered once to the caller's ``on_done`` after the
-audit; :meth:`start_call` itself never raises. A rejected call never reaches the app.
+message that is safe to show an agent, delivered once to the call's origin
+(``CallOrigin.call_done``) after the audit; :meth:`start_call` itself never raises (a call
+refused before it became a record is returned as its outcome). A rejected call never reaches
+the app.
 
 Validation and the guards cost time in proportion to the arguments, and a crafted argument
 can make them slow (the path guard's worst case is a few µs a character; a schema pattern RE2
@@ -40,10 +42,10 @@ import attrs
 import structlog
 import trio
 
-from app_client.wire import ToolCancel, ToolInvocation, ToolResult
+from app_client.protocol import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
-from .calls import Call, CorrelationMap, DeadlineQueue, DoneCallback, ProgressCallback
+from .calls import Call, CallOrigin, CorrelationMap, DeadlineQueue, ProgressCallback
 from .guards import find_path_traversal
 from ..config.logsetup import app_text_for_log, info_line
 # CallerInfo, CallOutcome and format_seconds live in .outcome; imported from here too, as before.
@@ -86,9 +88,6 @@ class Router:
         self._call_log = call_log
         #: Set once by :meth:`begin_shutdown`: new calls are refused from then on.
         self.shutting_down = False
-        #: Every call started and not ended (queued, waiting for a reconnect, or sent): what
-        #: shutdown ends and ``max_pending_calls`` counts.
-        self._live: set[Call] = set()
         #: Where calls with large arguments are checked off the loop (``serve_checks``).
         self._checks: trio.Nursery | None = None
         self._check_threads = trio.CapacityLimiter(_CHECK_THREADS)
@@ -118,33 +117,34 @@ class Router:
         name: str,
         arguments: dict[str, Any] | None,
         *,
-        on_done: DoneCallback,
+        origin: CallOrigin,
         deadlines: DeadlineQueue | None,
         caller: CallerInfo = CallerInfo(),
         timeout: float | None = None,
-        on_progress: ProgressCallback | None = None,
-    ) -> Call | None:
-        """Start one call; its outcome goes to ``on_done`` (maybe before this returns).
+        request_id: str | int | None = None,
+        progress: bool = False,
+    ) -> Call | CallOutcome:
+        """Start one call for ``origin``, which is told its end (``origin.call_done``).
 
-        Returns the :class:`Call` while it is pending (for :meth:`cancel`), None if it ended at
-        once. ``deadlines`` expires it; None means the caller calls :meth:`expire` itself at
+        Returns the outcome if the call was refused before it became a :class:`Call` (audited;
+        ``origin`` is *not* told), else the :class:`Call` (for :meth:`cancel`; if it ended at
+        once, ``call.done`` is set and ``origin`` has been told). ``request_id``: the caller's
+        id of the request, kept on the call. ``progress``: ``origin`` wants progress reports.
+        ``deadlines`` expires the call; None means the caller calls :meth:`expire` itself at
         ``call.gives_up_at``. Never raises.
         """
         started = time.perf_counter()
         try:
             call_or_outcome = self._admit(name, arguments if arguments is not None else {}, caller, timeout,
-                                          on_progress, on_done, started)
+                                          origin, request_id, progress, started)
         except Exception:
             log.exception("internal_error", tool=name)
             call_or_outcome = _internal_error(None)
         if isinstance(call_or_outcome, CallOutcome):
             self._audit(name, self.registry.lookup(name), caller, started, call_or_outcome, arguments)
-            _deliver(on_done, call_or_outcome)
-            return None
+            return call_or_outcome
         call = call_or_outcome
-        if call.done:
-            return None
-        if deadlines is not None:
+        if deadlines is not None and not call.done:
             deadlines.add(call)
         return call
 
@@ -158,26 +158,22 @@ class Router:
         on_progress: ProgressCallback | None = None,
     ) -> CallOutcome:
         """Run one call through the pipeline and wait for it. Never raises, except ``trio.Cancelled``."""
-        outcomes: list[CallOutcome] = []
-        finished = trio.Event()
-
-        def on_done(outcome: CallOutcome) -> None:
-            outcomes.append(outcome)
-            finished.set()
-
-        call = self.start_call(name, arguments, on_done=on_done, deadlines=None, caller=caller,
-                               timeout=timeout, on_progress=on_progress)
-        if call is not None:
+        waiter = _Waiter(on_progress)
+        call = self.start_call(name, arguments, origin=waiter, deadlines=None, caller=caller,
+                               timeout=timeout, progress=on_progress is not None)
+        if isinstance(call, CallOutcome):
+            return call
+        if not call.done:
             try:
                 with trio.move_on_at(call.gives_up_at):
-                    await finished.wait()
+                    await waiter.finished.wait()
             except trio.Cancelled:
                 self.cancel(call)
                 raise
-            if not outcomes:
+            if waiter.outcome is None:
                 self.expire(call)
-        assert outcomes
-        return outcomes[0]
+        assert waiter.outcome is not None
+        return waiter.outcome
 
     def cancel(self, call: Call, message: str = "cancelled by the agent") -> bool:
         """The caller gave up on ``call``: the app is told, no result will be used."""
@@ -209,7 +205,7 @@ class Router:
 
     def fail_all(self, kind: OutcomeKind, message: str) -> int:
         """Fail every call admitted, queued or sent (daemon shutdown)."""
-        return sum(self.fail(call, kind, message) for call in list(self._live))
+        return sum(self.fail(call, kind, message) for call in self.calls)
 
     # --- the stages ----------------------------------------------------------------------
 
@@ -219,8 +215,9 @@ class Router:
         arguments: Any,
         caller: CallerInfo,
         timeout: float | None,
-        on_progress: ProgressCallback | None,
-        on_done: DoneCallback,
+        origin: CallOrigin,
+        request_id: str | int | None,
+        progress: bool,
         started: float,
     ) -> Call | CallOutcome:
         if self.shutting_down:
@@ -243,10 +240,10 @@ class Router:
                 else self._settings.default_timeout
             )
         timeout = min(max(timeout, 0.001), MAX_TIMEOUT)
-        if len(self._live) >= self._settings.max_pending_calls:
+        if len(self.calls) >= self._settings.max_pending_calls:
             return CallOutcome(
                 OutcomeKind.BUSY,
-                f"toolbridge has {len(self._live)} calls in flight, its limit; retry shortly",
+                f"toolbridge has {len(self.calls)} calls in flight, its limit; retry shortly",
                 retry_after_ms=1000,
             )
         now = trio.current_time()
@@ -254,10 +251,10 @@ class Router:
         # The app hears of the deadline; we wait a little longer so its own message wins.
         margin = min(0.5, timeout * 0.1)
         call = Call(name, tool, arguments, caller, started, timeout, deadline, deadline + margin,
-                    on_progress, on_done)
+                    origin, request_id, progress)
         if off_loop:
             assert checks is not None
-            self._live.add(call)
+            self.calls.add(call)
             checks.start_soon(self._check_off_loop, call)
             return call
         return self._enter(call, now)
@@ -301,7 +298,7 @@ class Router:
         tool = call.tool
         admission = tool.instance.admission
         if admission.take_free_slot():
-            self._live.add(call)
+            self.calls.add(call)
             self._granted(call, now)
             return call
         granted = functools.partial(self._granted, call)
@@ -314,7 +311,7 @@ class Router:
                 f"retry after {busy.retry_after_ms} ms",
                 retry_after_ms=busy.retry_after_ms,
             )
-        self._live.add(call)
+        self.calls.add(call)
         if admitted:
             self._granted(call, now)
         else:
@@ -335,7 +332,7 @@ class Router:
             self._send(call, trio.current_time() if now is None else now)
         except Exception:
             log.exception("internal_error", tool=call.name)
-            self._finish(call, _internal_error(call.correlation_id or None))
+            self._finish(call, _internal_error(call.wire_id))
 
     def _send(self, call: Call, now: float) -> None:
         if call.done:
@@ -365,14 +362,13 @@ class Router:
             ))
             return
         call.tool = current
-        call.link = link
-        self.calls.open(call)
+        self.calls.bind(call, link)
         invocation = ToolInvocation(
             correlation_id=call.correlation_id,
             tool=current.name,
             parameters=call.arguments,
             timeout_ms=seconds_to_ms(call.deadline - now),
-            progress=call.on_progress is not None,
+            progress=call.wants_progress,
         )
         # Never lost to a full queue: the number of invocations is bounded by admission.
         if not link.send_reliable_nowait(invocation):
@@ -384,6 +380,8 @@ class Router:
     def _unknown_tool(self, name: str) -> CallOutcome:
         candidates = self.registry.candidates(name)
         hint = f" Did you mean one of: {', '.join(candidates)}?" if candidates else ""
+        if not self.registry.instances():  # say so: a typo is not the problem then
+            hint = " No app is connected to toolbridge yet: start one, then call tools/list."
         return CallOutcome(
             OutcomeKind.UNKNOWN_TOOL,
             f"unknown tool {name!r}. Call tools/list for the tools of the connected apps.{hint}",
@@ -398,12 +396,11 @@ class Router:
         if call.done:
             return False
         call.done = True
-        self._live.discard(call)
-        cid = call.correlation_id or None
+        self.calls.close(call)
+        cid = call.wire_id  # the app was given the call: its id goes in the audit and the outcome
         if cid is not None:
             if outcome.correlation_id != cid:  # an app's answer is built with it already
                 outcome = attrs.evolve(outcome, correlation_id=cid)
-            self.calls.close(call)
             if stop_app and call.sent and call.link is not None:
                 reason = "timeout" if outcome.kind is OutcomeKind.TIMEOUT else "cancelled"
                 call.link.send_reliable_nowait(ToolCancel(cid, reason=reason))
@@ -417,18 +414,18 @@ class Router:
             self._audit(call.name, call.tool, call.caller, call.started, outcome, call.arguments)
         except Exception:
             log.exception("audit_failed", tool=call.name)
-        on_done = call.on_done
+        origin = call.origin
         # A finished call may linger in a deadline heap: keep nothing big alive through it.
-        call.on_done = call.on_progress = None
+        call.origin = None
         call.arguments = {}
-        if on_done is not None:
-            _deliver(on_done, outcome)
+        if origin is not None:
+            _deliver(origin, call, outcome)
         self.changed.pulse()
         return True
 
     def _outcome(self, call: Call, result: ToolResult) -> CallOutcome:
         if result.success:
-            return CallOutcome(OutcomeKind.OK, result=result, correlation_id=call.correlation_id or None)
+            return CallOutcome(OutcomeKind.OK, result=result, correlation_id=call.wire_id)
         message = result.error or f"{call.tool.agent_name} failed (the app gave no message)"
         if len(message) > _MAX_APP_ERROR_CHARS:
             message = message[:_MAX_APP_ERROR_CHARS] + "..."
@@ -529,8 +526,25 @@ def _internal_error(correlation_id: int | None) -> CallOutcome:
     )
 
 
-def _deliver(on_done: DoneCallback, outcome: CallOutcome) -> None:
+@attrs.define(eq=False)
+class _Waiter:
+    """:meth:`Router.call_tool`'s origin: a task waits for the outcome."""
+
+    on_progress: ProgressCallback | None
+    finished: trio.Event = attrs.Factory(trio.Event)
+    outcome: CallOutcome | None = None
+
+    def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
+        if self.on_progress is not None:
+            self.on_progress(progress, total, message)
+
+    def call_done(self, call: Call, outcome: CallOutcome) -> None:
+        self.outcome = outcome
+        self.finished.set()
+
+
+def _deliver(origin: CallOrigin, call: Call, outcome: CallOutcome) -> None:
     try:
-        on_done(outcome)
+        origin.call_done(call, outcome)
     except Exception:  # the caller's bug must not break the link reader that resolved the call
         log.exception("call_outcome_delivery_failed", outcome=outcome.kind)

@@ -156,10 +156,48 @@ def compile_sized(tool_name: str, schema: dict[str, Any], max_bytes: int) -> tup
 def _describe(error: jsonschema.exceptions.ValidationError) -> ArgumentProblem:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
     where = f"${path}" if path else "arguments"
-    message = error.message
+    message = _json_spelling(error)
     if len(message) > 200:
         message = message[:200] + "..."
     return ArgumentProblem(f"{where}: {message}", f"{where}: {_rule(error)}")
+
+
+def _has_python_literals(value: Any, depth: int = 0) -> bool:
+    """Does Python's repr of ``value`` show ``True``, ``False`` or ``None`` (JSON: true/false/null)?"""
+    if value is None or isinstance(value, bool):
+        return True
+    if depth > 20:  # deep enough: jsonschema's message is cut at 200 characters anyway
+        return False
+    if isinstance(value, dict):
+        return any(_has_python_literals(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_python_literals(v, depth + 1) for v in value)
+    return False
+
+
+def _json_spelling(error: jsonschema.exceptions.ValidationError) -> str:
+    """jsonschema's message with the argument (and the schema's value) spelled as JSON.
+
+    jsonschema quotes values with Python's ``repr``: an agent that sent ``true`` would read
+    ``True is not of type 'string'``. Values holding true/false/null are re-spelled (the rest
+    read the same either way and keep their text).
+    """
+    message = error.message
+    for value, at_start in ((error.instance, True), (error.validator_value, False)):
+        if not _has_python_literals(value):
+            continue
+        shown = repr(value)
+        try:
+            spelled = msgspec.json.encode(value).decode()
+        except (TypeError, ValueError, OverflowError):
+            continue
+        if at_start and message.startswith(shown):
+            message = spelled + message[len(shown):]
+        elif not at_start and message.endswith(shown):
+            message = message[: -len(shown)] + spelled
+        elif not at_start and message.startswith(shown):  # const: "<value> was expected"
+            message = spelled + message[len(shown):]
+    return message
 
 
 #: Keywords whose error message quotes only schema text (never the argument's value).

@@ -5,18 +5,34 @@
 ``core.router.list_tools()``, sorted by agent-facing name. ``run_daemon`` gives it to the core
 (``BrokerCore(admin_handlers=...)``) under TOOLS_COMMAND. The handler lives in the daemon, not next to the
 commands that ask for it, so the daemon never imports ``broker.cli``.
+
+``stop`` (:func:`stop_handler`) answers ``toolbridge stop`` / ``restart``: it sets the daemon's
+shutdown event, so the daemon stops as on SIGTERM (calls in flight get "shutting down"), on
+every OS. The answer may not reach the client before the connection is closed by that
+shutdown; the CLI treats a closed connection after ``stop`` as success and waits for the
+daemon's ``runtime.json`` to go.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from app_client.wire import AdminRequest
+import structlog
+import trio
+
+from app_client.protocol import AdminRequest
 
 if TYPE_CHECKING:
     from .broker_core import BrokerCore
 
-__all__ = ["TOOLS_COMMAND", "admin_tools"]
+__all__ = ["STOP_COMMAND", "TOOLS_COMMAND", "admin_tools", "stop_handler"]
+
+log = structlog.get_logger("toolbridge.admin")
+
+#: The admin command :func:`stop_handler` answers.
+STOP_COMMAND: Final = "stop"
 
 #: The admin command :func:`admin_tools` answers.
 TOOLS_COMMAND: Final = "tools"
@@ -41,3 +57,15 @@ async def admin_tools(core: BrokerCore, request: AdminRequest) -> list[dict[str,
             }
         )
     return rows
+
+
+def stop_handler(shutdown: trio.Event) -> Callable[[BrokerCore, AdminRequest], Awaitable[dict[str, Any]]]:
+    """The ``stop`` admin command: begin the graceful shutdown (as SIGTERM does)."""
+
+    async def stop(core: BrokerCore, request: AdminRequest) -> dict[str, Any]:
+        await trio.lowlevel.checkpoint()
+        log.info("stop_requested")
+        shutdown.set()
+        return {"pid": os.getpid(), "stopping": True}
+
+    return stop

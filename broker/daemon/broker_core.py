@@ -36,14 +36,13 @@ import attrs
 import structlog
 import trio
 
-from app_client.errors import RemoteProtocolError
+from app_client.protocol import AdminRequest, AdminResponse, AgentConnect, BadLine, Error, Message, Register, RemoteProtocolError
 from app_client.transport import is_unix_stream
-from app_client.wire import AdminRequest, AdminResponse, AgentConnect, Error, Register
 
 from ..core.calls import CorrelationMap
 from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed
-from .links import AppLink, AppLinks
+from .links import AppLink, AppLinks, LinkEnd
 from ..core.registry import Registry
 from ..core.router import Router
 from ..config.tokens import Authenticator
@@ -57,7 +56,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("toolbridge.core")
 
-AgentHandler = Callable[["BrokerCore", Connection, AgentConnect], Awaitable[None]]
+#: Serves one ``agentConnect`` connection (``broker.mcp.front_door.install`` makes it).
+AgentHandler = Callable[[Connection, AgentConnect], Awaitable[None]]
 AdminHandler = Callable[["BrokerCore", AdminRequest], Awaitable[Any]]
 
 
@@ -128,7 +128,8 @@ class BrokerCore:
         #: Admin commands other than ``status``, by name (``broker.daemon.admin``).
         self.admin_handlers: dict[str, AdminHandler] = dict(admin_handlers or {})
         self.agent_sessions = 0
-        #: Pulsed when calls, the registry or ``agent_sessions`` change (``core.signals``):
+        #: Pulsed when calls, the registry, ``agent_sessions`` or the connections waiting to
+        #: send their first message change (``core.signals``):
         #: ``await core.changed.wait_until(predicate)`` waits for a state of the core.
         self.changed = self.registry.changed
         #: Connections that have not sent their first message yet, oldest first: one set for
@@ -148,12 +149,16 @@ class BrokerCore:
     def upstream(self) -> tuple[str, ...]:
         return self.federation.upstream
 
-    def attach(self, *, agent_handler: AgentHandler | None = None, uplink: Any = None) -> None:
+    def attach(self, *, agent_handler: AgentHandler | None = None, uplink: Any = None,
+               admin_handlers: Mapping[str, AdminHandler] | None = None) -> None:
         """Take the parts that are built from the core itself: the MCP front door's agent
-        handler (``broker.mcp.front_door.install``) and the uplink. ``run_daemon`` calls this
-        once, before it serves anything."""
+        handler and admin commands (``broker.mcp.front_door.install``; a command the
+        constructor was given already keeps its handler) and the uplink. ``run_daemon`` calls
+        this once, before it serves anything."""
         if agent_handler is not None:
             self.agent_handler = agent_handler
+        for name, handler in (admin_handlers or {}).items():
+            self.admin_handlers.setdefault(name, handler)
         if uplink is not None:
             self.uplink = uplink
 
@@ -174,41 +179,39 @@ class BrokerCore:
             max_overflow=settings.max_pending_calls,
             write_timeout=settings.write_timeout,
         )
+        ended = LinkEnd()  # an app link's grace period, run once the connection is closed
         try:
             try:
                 with conn.scope:
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(conn.writer_loop)
                         try:
-                            await self._serve(conn)
+                            await self._serve(conn, ended)
                         finally:
                             conn.finish_sending()
             finally:
                 await conn.close()
-            if conn.after_close is not None:
-                await conn.after_close()
+            await self.app_links.grace(ended)
         except Exception:
             # A bug met by one connection ends that connection, never the daemon
             # (trio.serve_listeners would pass the exception on to the daemon's nursery).
             log.exception("connection_failed", conn_id=conn.id)
 
-    async def _serve(self, conn: Connection) -> None:
+    async def _serve(self, conn: Connection, ended: LinkEnd) -> None:
         first = await self._first_message(conn)
-        if first is None:
-            return
+        # Anything but these three was refused by the connection's protocol machine already.
         if isinstance(first, Register):
-            await self.app_links.serve_app(conn, first)
+            await self.app_links.serve_app(conn, first, ended)
         elif isinstance(first, AgentConnect):
             await self._serve_agent(conn, first)
         elif isinstance(first, AdminRequest):
             await self._serve_admin(conn, first)
-        else:
-            await conn.send(
-                Error("not_registered", f"the first message must be register, not {type(first).__name__}", fatal=True)
-            )
 
-    async def _first_message(self, conn: Connection) -> Any:
+    async def _first_message(self, conn: Connection) -> Message | BadLine | None:
         """The connection's first message; None if it did not come (the peer was told why).
+
+        ``conn.protocol`` judges it: a bad line, or a message other than ``register``,
+        ``agentConnect`` or ``admin``, is refused with a fatal error.
 
         See the module docstring: the connection waits among at most
         ``max_unregistered_connections`` others, evicting the oldest silent one when they are
@@ -220,6 +223,7 @@ class BrokerCore:
         if waiting and len(waiting) >= settings.max_unregistered_connections:
             self._evict_one(waiting)
         waiter = waiting[conn.id] = _Waiter(conn)
+        self.changed.pulse()  # the waiters changed (tests wait for a count of them)
         start = trio.current_time()
         try:
             while not waiter.evicted:
@@ -228,13 +232,12 @@ class BrokerCore:
                     else settings.register_timeout
                 with trio.CancelScope(deadline=start + timeout) as waiter.scope:
                     try:
-                        return await conn.receive_message()
+                        return await conn.next_event()
                     except PeerClosed:
                         return None
-                    except RemoteProtocolError as exc:
+                    except RemoteProtocolError as exc:  # fatal: the machine worded it
                         log.warning("connection_rejected", conn_id=conn.id, code=exc.code, detail=exc.message)
-                        await conn.send(Error(exc.code, exc.message + "; the first message must be register",
-                                              fatal=True))
+                        await conn.send(Error(exc.code, exc.message, fatal=True))
                         return None
                 if waiter.evicted:
                     break
@@ -248,6 +251,7 @@ class BrokerCore:
                 return None
         finally:
             waiting.pop(conn.id, None)
+            self.changed.pulse()
         log.warning("connection_evicted", conn_id=conn.id, silent=conn.bytes_received == 0)
         await conn.send(Error(
             "too_many_connections",
@@ -263,6 +267,7 @@ class BrokerCore:
         del waiting[victim.conn.id]
         victim.evicted = True
         victim.scope.cancel()
+        self.changed.pulse()
 
     async def _serve_agent(self, conn: Connection, hello: AgentConnect) -> None:
         grant = self.auth.check(hello.token)
@@ -280,7 +285,7 @@ class BrokerCore:
         self.agent_sessions += 1
         self.changed.pulse()
         try:
-            await self.agent_handler(self, conn, hello)
+            await self.agent_handler(conn, hello)
         finally:
             self.agent_sessions -= 1
             self.changed.pulse()
@@ -316,7 +321,7 @@ class BrokerCore:
             "uptimeSeconds": round(time.time() - self.started_at, 1),
             "apps": self.registry.summary(),
             "tools": len(self.registry.tools()),
-            "callsInFlight": len(self.calls),
+            "callsInFlight": self.calls.sent,
             "agentSessions": self.agent_sessions,
             "brokerId": self.broker_id,
             "upstream": list(self.upstream),

@@ -9,7 +9,9 @@ the link when nothing at all has arrived for ``heartbeat_timeout`` — any line 
 GUI thread is busy but whose reader still answers pings stays alive. Bad lines get an
 ``error`` reply and are otherwise ignored; a bad line that names one of this link's calls
 fails that call at once. A ``toolResponse`` or ``toolProgress`` is accepted only for a call
-that was sent over this very link; anything else is logged and dropped.
+that was sent over this very link; anything else is logged and dropped. The rules (what an app
+may send, which correlation ids are this link's) are the connection's sans-IO protocol machine
+(``conn.protocol``, :class:`app_client.protocol.BrokerConnection`); this module does the rest.
 
 When the link ends, for whatever reason, every call in flight on it fails at once with
 ``app_disconnected`` and the instance enters its reconnect grace period.
@@ -31,16 +33,16 @@ import attrs
 import structlog
 import trio
 
-from app_client.errors import RemoteProtocolError
-from app_client.wire import (
-    PROTOCOL_VERSION,
+from app_client.protocol import (
     AddTools,
+    BadLine,
     Error,
     Message,
     Ping,
     Pong,
     Register,
     Registered,
+    RemoteProtocolError,
     RemoveTools,
     ToolProgress,
     ToolResponse,
@@ -81,9 +83,29 @@ class AppLinks:
     #: The registered links, from ``registered`` until their reader ends.
     live: dict[int, AppLink] = attrs.Factory(dict)
 
-    async def serve_app(self, conn: Connection, register: Register) -> None:
-        """Run one app link from its ``register`` message until it closes, then its grace period."""
-        await _serve_app(conn, self, register)
+    async def serve_app(self, conn: Connection, register: Register, ended: LinkEnd) -> None:
+        """Run one app link from its ``register`` message until it closes.
+
+        On the way out (however it ends) ``ended.instance`` is set to the instance whose
+        reconnect grace period is to run, if any: the caller awaits :meth:`grace` for it once
+        the connection is closed and outside its cancel scope. (A holder, not a return value:
+        a heartbeat timeout or a stuck write cancels the connection's scope, and the grace
+        period must run then too.)
+        """
+        await _serve_app(conn, self, register, ended)
+
+    async def grace(self, ended: LinkEnd) -> None:
+        """Keep the instance's names for the grace period; drop it if it does not come back."""
+        if ended.instance is not None:
+            await _grace(self.registry, ended.instance)
+
+
+@attrs.define(eq=False)
+class LinkEnd:
+    """What an ended app link leaves to do after its connection closed (see ``serve_app``)."""
+
+    #: The instance whose grace period is to run; None: nothing (never registered, or taken over).
+    instance: Instance | None = None
 
 
 class AppLink:
@@ -112,7 +134,7 @@ class AppLink:
         return self.conn.send_reliable_nowait(message)
 
 
-async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> None:
+async def _serve_app(conn: Connection, links: AppLinks, register: Register, ended: LinkEnd) -> None:
     """:meth:`AppLinks.serve_app`."""
     settings = links.settings
     bound = log.bind(conn_id=conn.id, app=register.app_name)
@@ -139,8 +161,10 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> N
         await _refuse(conn, exc.code, exc.message)
         return
     links.auth.track(grant, conn)
-    if register.protocol_version < 1:
-        await _refuse(conn, "unsupported_version", f"protocolVersion must be 1..{PROTOCOL_VERSION}")
+    try:
+        conn.protocol.check_version(register)
+    except RemoteProtocolError as exc:
+        await _refuse(conn, exc.code, exc.message)
         return
     link = AppLink(conn, links)
     try:
@@ -161,11 +185,10 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> N
         return
     link.instance = instance
     links.live[link.id] = link
-    if replaced is not None:
-        replaced.replaced()
-    bound = bound.bind(instance=instance.instance_id, label=instance.label)
-    bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
-    await conn.send(
+    # `registered` is queued before the replaced link's calls fail: failing them frees admission
+    # slots, which sends queued calls to this link at once, and the protocol (conn.protocol)
+    # allows an invocation only after `registered`.
+    registered = conn.encode(
         Registered(
             app_id=instance.app_id,
             instance_id=instance.instance_id,
@@ -178,6 +201,15 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> N
             chain=links.federation.own_chain() or None,
         )
     )
+    assert registered is not None  # nothing fatal was sent on this connection
+    try:
+        conn.queue_nowait(registered)
+    except trio.WouldBlock:  # pragma: no cover - a new connection's queue is empty
+        await conn.send_bytes(registered)
+    if replaced is not None:
+        replaced.replaced()
+    bound = bound.bind(instance=instance.instance_id, label=instance.label)
+    bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
     wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
     try:
         async with trio.open_nursery() as nursery:
@@ -195,8 +227,8 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register) -> N
         )
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
         if still_ours:
-            # Runs after the connection's cancel scope has ended (see core.handle_connection).
-            conn.after_close = lambda: _grace(links.registry, instance)
+            # Runs after the connection's cancel scope has ended (``BrokerCore.handle_connection``).
+            ended.instance = instance
 
 
 async def _grace(registry: Registry, instance: Instance) -> None:
@@ -248,31 +280,33 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
     conn = link.conn
     while True:
         try:
-            message = await conn.receive_message()
+            event = await conn.next_event()  # conn.protocol judges what the app may send
         except PeerClosed:
             return
-        except RemoteProtocolError as exc:
-            _bad_line(link, links, exc)
+        if isinstance(event, BadLine):
+            _bad_line(link, links, event)
             continue
         try:
-            if isinstance(message, AddTools):
-                await _add_tools(link, links, message)
+            if isinstance(event, AddTools):
+                await _add_tools(link, links, event)
             else:
-                _handle(link, links, message)
+                _handle(link, links, event)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
 
 
-def _bad_line(link: AppLink, links: AppLinks, exc: RemoteProtocolError) -> None:
+def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:
+    """Answer a line the protocol refused; a bad answer to one of this link's calls fails it."""
+    exc = bad.error
     log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
-    link.conn.send_nowait(Error(exc.code, exc.message, correlation_id=exc.correlation_id))
-    if exc.correlation_id is not None:
-        call = links.calls.get(exc.correlation_id)
-        if call is not None and call.link_id == link.id:
-            links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
+    link.conn.send_nowait(bad.reply())
+    call = links.calls.get(exc.correlation_id) if exc.correlation_id is not None else None
+    if call is not None and call.link is link:
+        links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
 def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
+    """A message the protocol allows from a registered app (``addTools`` aside)."""
     conn = link.conn
     instance = link.instance
     assert instance is not None
@@ -292,8 +326,6 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         links.registry.remove_tools(instance, message.names)
         log.info("app_tools_removed", label=instance.label, tools=message.names)
         conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
-    elif isinstance(message, Register):
-        conn.send_nowait(Error("already_registered", "this connection is already registered; reconnect to register again"))
     elif isinstance(message, Error):
         # Not the text: an app's error may quote the call's arguments (secrets). The agent gets it.
         log.warning("app_reported_error", label=instance.label, code=message.code,
@@ -303,10 +335,6 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
             if call is not None:
                 links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",
                                  log_message=app_text_for_log(message.message))
-    else:
-        conn.send_nowait(
-            Error("unexpected_message", f"{type(message).__name__} messages are not accepted from an app")
-        )
 
 
 async def _add_tools(link: AppLink, links: AppLinks, message: AddTools) -> None:
@@ -329,7 +357,11 @@ def _heard_from(link: AppLink) -> None:
 
 
 def _own_call(link: AppLink, links: AppLinks, correlation_id: int, what: str) -> Call | None:
-    """The pending call ``correlation_id`` if it was sent over ``link``; else log, tell the app, None."""
+    """The pending call ``correlation_id`` if it was sent over ``link``; else log, tell the app, None.
+
+    The call record is the one table: it knows the link it was sent on. (The protocol machine's
+    own tracking is off for the daemon's connections, ``track_calls=False``.)
+    """
     call = links.calls.get(correlation_id)
     if call is None:
         log.info("late_or_unknown_correlation_id", conn_id=link.id, label=link.label, kind=what,
@@ -339,7 +371,7 @@ def _own_call(link: AppLink, links: AppLinks, correlation_id: int, what: str) ->
                   correlation_id=correlation_id)
         )
         return None
-    if call.link_id != link.id:
+    if call.link is not link:
         log.warning("foreign_correlation_id", conn_id=link.id, label=link.label, kind=what,
                     correlation_id=correlation_id)
         link.conn.send_nowait(

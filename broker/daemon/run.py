@@ -34,6 +34,7 @@ from ..config.logsetup import flush_periodically
 from ..config.net import is_loopback, port_in_use, port_taken_error
 from ..federation.uplink import Uplink, uplink_options
 from ..mcp.front_door import install as install_mcp
+from ..mcp.session import McpServer
 from ..version import VERSION
 
 log = structlog.get_logger("toolbridge.daemon")
@@ -120,14 +121,15 @@ async def _run_daemon(
             settings, token, call_log,
             federation=FederationState(broker_id),
             addresses=addresses,
-            admin_handlers={admin.TOOLS_COMMAND: admin.admin_tools, **(extra_admin or {})},
+            admin_handlers={admin.TOOLS_COMMAND: admin.admin_tools, admin.STOP_COMMAND: admin.stop_handler(shutdown),
+                            **(extra_admin or {})},
         )
-        agent_handler, http_server = install_mcp(core)
+        agent_handler, http_server, mcp_admin = install_mcp(McpServer.of(core))
         # Built now, started below (its name was checked by uplink_options before binding).
         uplink = None
         if uplink_config is not None:
             uplink = Uplink(core.router, core.registry, core.federation, settings, **uplink_config)
-        core.attach(agent_handler=agent_handler, uplink=uplink)
+        core.attach(agent_handler=agent_handler, uplink=uplink, admin_handlers=mcp_admin)
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()
 
@@ -142,7 +144,7 @@ async def _run_daemon(
             nursery.start_soon(serve_listeners)
             http_port = None
             if settings.http_port is not None:
-                http_port = await nursery.start(http_server, core, settings.host, settings.http_port)
+                http_port = await nursery.start(http_server, settings.host, settings.http_port)
                 addresses.http_port = http_port
             if handle_signals:
                 # Started (its handlers installed) before runtime.json says we are up: a SIGTERM

@@ -51,7 +51,7 @@ from typing import Any, Final, Protocol
 
 import attrs
 
-from app_client.wire import ToolSpec
+from app_client.protocol import ToolSpec
 
 from ._semantic import Pool, SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words

@@ -31,7 +31,7 @@ from typing import Final
 
 import attrs
 
-from app_client.wire import Register, ToolSpec
+from app_client.protocol import Register, ToolSpec
 
 from ..errors import RegistrationError, StartupError
 

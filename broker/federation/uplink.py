@@ -51,7 +51,7 @@ from app_client.errors import (
     ToolUpdateRejected,
 )
 from app_client.tls import client_context
-from app_client.wire import Register, Registered, ToolResult, ToolSpec
+from app_client.protocol import Register, Registered, ToolResult, ToolSpec
 
 from ..config.net import is_loopback
 from ..errors import ConfigError, RegistrationError, StartupError

@@ -1,6 +1,8 @@
 """The MCP front door: agents reach the router only through here.
 
-``install(core)`` (``front_door``) wires it into the daemon: the daemon's end of
+``install(server)`` (``front_door``) wires it into the daemon; an :class:`McpServer` is built
+from the core's parts (router, registry, settings, auth, shutdown event), and nothing here
+imports ``broker.daemon``. It serves the daemon's end of
 ``toolbridge stdio`` relay links, and Streamable HTTP (``http``). The relay itself is a client
 program, ``broker.cli.stdio_relay``; nothing here imports ``broker.cli``. ``session`` holds the
 protocol logic both transports share; ``jsonrpc``, ``protocol``, ``results``, ``gate`` and

@@ -3,13 +3,15 @@
 Theory of operation
 -------------------
 :func:`install` is called once by ``run_daemon`` (``broker.daemon.run``, which imports this
-module; this module never imports it back: the port helpers ``http`` needs are in
-``broker.config.net``). It builds the :class:`McpServer` every session shares and returns two
-things, patching nothing: the agent handler, which ``run_daemon`` gives the core
-(``BrokerCore.attach``) so that ``agentConnect`` connections (from the ``toolbridge stdio``
-relay, a client program in ``broker.cli.stdio_relay``) go to :func:`serve_agent`, and the
-Streamable HTTP server function for the daemon to start with
-``nursery.start(http_server, core, host, port)``.
+module; this package never imports ``broker.daemon``: the port helpers ``http`` needs are in
+``broker.config.net``, and the connection is typed by the :class:`AgentConnection` protocol).
+It takes the :class:`McpServer` every session shares (built by ``run_daemon`` from the core's
+parts) and returns two things, patching nothing: the agent handler, which ``run_daemon`` gives
+the core (``BrokerCore.attach``) so that ``agentConnect`` connections (from the ``toolbridge
+stdio`` relay, a client program in ``broker.cli.stdio_relay``) go to :func:`serve_agent`, and
+the Streamable HTTP server function for the daemon to start with
+``nursery.start(http_server, host, port)``, and the admin handlers it serves: ``agents``
+(the open sessions, for ``toolbridge status``), for the core's ``attach``.
 
 An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent
 (in discovery mode when its ``agentConnect`` says ``discovery: true``): its session lives
@@ -22,35 +24,71 @@ else changes.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 import trio
 
-from app_client.errors import RemoteProtocolError
-from app_client.wire import AgentConnect, AgentConnected
+from app_client.protocol import AdminRequest, AgentConnect, AgentConnected, ConnectionClosed, Message, RemoteProtocolError
 
-from ..daemon.connection import Connection, PeerClosed
-from ..daemon.broker_core import AgentHandler, BrokerCore
 from . import jsonrpc
 from .http import serve_http
 from .session import McpServer, open_session
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["install", "serve_agent", "ConnectionOutbox"]
+__all__ = ["AGENTS_COMMAND", "install", "serve_agent", "AgentConnection", "AgentHandler", "ConnectionOutbox"]
+
+#: The admin command that lists the agents' open sessions (``toolbridge status``).
+AGENTS_COMMAND = "agents"
+
+
+async def _agents(server: McpServer) -> list[dict[str, Any]]:
+    """Each stateful MCP session open now: stdio relays and handshake-era HTTP sessions."""
+    await trio.lowlevel.checkpoint()
+    return sorted(
+        ({"session": s.label, "transport": s.transport, "client": s.client_name, "clientVersion": s.client_version,
+          "protocolVersion": s.protocol_version, "discovery": s.discovery} for s in server.open_sessions),
+        key=lambda row: str(row["session"]),
+    )
+
+
+class AgentConnection(Protocol):
+    """What an agent link needs of the daemon's connection (``broker.daemon.connection.Connection``:
+    an ``app_client.channel.LineChannel`` plus wire messages and an id); structural, so this
+    package never imports the daemon."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def closed_reason(self) -> str | None: ...
+
+    async def send(self, message: Message) -> None: ...
+
+    async def receive_line(self) -> bytes: ...
+
+    async def send_bytes(self, data: bytes) -> None: ...
+
+    def send_bytes_nowait(self, data: bytes) -> bool: ...
+
+    def send_bytes_reliable_nowait(self, data: bytes) -> bool: ...
+
+
+#: Serves one ``agentConnect`` connection (its hello already read) until it closes.
+AgentHandler = Callable[[AgentConnection, AgentConnect], Awaitable[None]]
 
 
 class ConnectionOutbox:
     """Messages for a stdio-relay agent: NDJSON lines through the connection's writer."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: AgentConnection) -> None:
         self._conn = conn
 
     async def send(self, data: bytes, *, final: bool = False) -> None:
         try:
             await self._conn.send_bytes(data + b"\n")
-        except PeerClosed:
+        except ConnectionClosed:
             pass
 
     def send_nowait(self, data: bytes) -> bool:
@@ -65,7 +103,7 @@ class ConnectionOutbox:
         pass
 
 
-async def serve_agent(server: McpServer, conn: Connection, hello: AgentConnect) -> None:
+async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConnect) -> None:
     """Serve one ``toolbridge stdio`` relay connection until it closes."""
     await conn.send(AgentConnected())
     outbox = ConnectionOutbox(conn)
@@ -77,7 +115,7 @@ async def serve_agent(server: McpServer, conn: Connection, hello: AgentConnect) 
         while True:
             try:
                 line = await conn.receive_line()
-            except PeerClosed:
+            except ConnectionClosed:
                 break
             except RemoteProtocolError as exc:  # a line over the size limit (already discarded)
                 error = jsonrpc.RpcError(jsonrpc.INVALID_REQUEST, f"Invalid Request: {exc.message}")
@@ -92,22 +130,29 @@ async def serve_agent(server: McpServer, conn: Connection, hello: AgentConnect) 
     log.info("agent_disconnected", conn_id=conn.id, session=label)
 
 
-#: The MCP Streamable HTTP server :func:`install` returns: ``nursery.start(server, core, host,
-#: port)`` reports the bound port, or raises StartupError (port taken).
+#: The MCP Streamable HTTP server :func:`install` returns: ``nursery.start(server, host, port)``
+#: reports the bound port, or raises StartupError (port taken).
 HttpServer = Callable[..., Awaitable[None]]
 
 
-def install(core: BrokerCore) -> tuple[AgentHandler, HttpServer]:
-    """Build the MCP front door on ``core``: return its agent handler (for
-    ``BrokerCore.attach``) and its HTTP server (for ``run_daemon`` to start)."""
-    server = McpServer(core)
+#: An admin command's handler, as the daemon calls it: ``(core, request) -> result``.
+AdminHandler = Callable[[Any, AdminRequest], Awaitable[Any]]
 
-    async def agent_handler(core: BrokerCore, conn: Connection, hello: AgentConnect) -> None:
+
+def install(server: McpServer) -> tuple[AgentHandler, HttpServer, dict[str, AdminHandler]]:
+    """Build the MCP front door on ``server``: return its agent handler (for
+    ``BrokerCore.attach``), its HTTP server (for ``run_daemon`` to start) and the admin
+    commands it serves (``agents``; also for ``BrokerCore.attach``)."""
+
+    async def agent_handler(conn: AgentConnection, hello: AgentConnect) -> None:
         await serve_agent(server, conn, hello)
 
     async def http_server(
-        core: BrokerCore, host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
+        host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
     ) -> None:
         await serve_http(server, host, port, task_status=task_status)
 
-    return agent_handler, http_server
+    async def agents(core: Any, request: AdminRequest) -> list[dict[str, Any]]:
+        return await _agents(server)
+
+    return agent_handler, http_server, {AGENTS_COMMAND: agents}

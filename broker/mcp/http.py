@@ -196,8 +196,7 @@ class HttpApp:
     def __init__(self, server: McpServer, nursery: trio.Nursery, *, sse_after: float = SSE_AFTER_SECONDS) -> None:
         self.server = server
         self.sse_after = sse_after
-        self.core = server.core
-        self.settings = server.core.settings
+        self.settings = server.settings
         self._nursery = nursery
         self._sessions: dict[str, _HttpSession] = {}
         # Imported here: the stdio relay imports this module, and need not load prometheus_client.
@@ -275,7 +274,7 @@ class HttpApp:
         scheme, _, credentials = value.strip().partition(" ")
         if scheme.lower() != "bearer":
             return None
-        return self.core.auth.check(credentials.strip())
+        return self.server.auth.check(credentials.strip())
 
     # --- POST --------------------------------------------------------------------------------
 
@@ -370,7 +369,7 @@ class HttpApp:
     def _input_schema(self, request: Request) -> Any:
         if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
             return None
-        tool = self.core.registry.lookup(request.params["name"])
+        tool = self.server.registry.lookup(request.params["name"])
         return tool.spec.input_schema if tool is not None else None
 
     def _lookup(self, session_id: str) -> _HttpSession:
@@ -533,7 +532,7 @@ class HttpApp:
 
                 nursery.start_soon(end_when, disconnected)
                 nursery.start_soon(end_when, session.closed.wait)
-                nursery.start_soon(end_when, self.core.shutdown_started.wait)
+                nursery.start_soon(end_when, self.server.shutdown.wait)
                 while True:
                     item = None
                     with trio.move_on_after(self.sse_after):
@@ -638,12 +637,12 @@ async def serve_http(
     from hypercorn.config import Config
     from hypercorn.trio import serve
 
-    core = server.core
+    settings = server.settings
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
         if port_in_use(exc):
-            raise port_taken_error(host, port, "MCP HTTP", "--http-port", core.settings.home) from None
+            raise port_taken_error(host, port, "MCP HTTP", "--http-port", settings.home) from None
         raise
     bound = sock.getsockname()[1]
     config = Config()
@@ -652,15 +651,15 @@ async def serve_http(
     config.errorlog = _hypercorn_logger()
     config.graceful_timeout = 1.0
     config.include_server_header = False
-    if core.settings.tls_cert and core.settings.tls_key:  # HTTPS (see broker.config.tls)
-        config.certfile, config.keyfile = core.settings.tls_cert, core.settings.tls_key
+    if settings.tls_cert and settings.tls_key:  # HTTPS (see broker.config.tls)
+        config.certfile, config.keyfile = settings.tls_cert, settings.tls_key
     async with trio.open_nursery() as nursery:
         app = HttpApp(server, nursery)
 
         async def run(*, task_status: trio.TaskStatus[Any]) -> None:
             try:
                 await serve(
-                    cast(Any, app), config, shutdown_trigger=core.shutdown_started.wait, task_status=task_status
+                    cast(Any, app), config, shutdown_trigger=server.shutdown.wait, task_status=task_status
                 )
             finally:
                 nursery.cancel_scope.cancel()  # legacy sessions end with the server

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Sans-IO, like ``app_client.wire``: :func:`parse_message` takes the bytes of one message (a
+Sans-IO, like ``app_client.protocol``: :func:`parse_message` takes the bytes of one message (a
 stdio line or an HTTP body) and returns a :class:`Request`, :class:`Notification` or
 :class:`Response`, or raises :class:`RpcError` carrying the error reply the peer should get
 (``-32700`` for invalid JSON, ``-32600`` for a batch or a malformed envelope) and, when the

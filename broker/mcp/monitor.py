@@ -46,7 +46,6 @@ from ..version import VERSION
 
 if TYPE_CHECKING:
     from ..core.registry import RegisteredTool
-    from ..daemon.broker_core import BrokerCore
     from .session import McpServer
 
 __all__ = ["Monitor", "RECENT_CALLS", "LATENCY_BUCKETS"]
@@ -67,7 +66,10 @@ class Monitor:
 
     def __init__(self, server: McpServer) -> None:
         self.server = server
-        self.core: BrokerCore = server.core
+        self.router = server.router
+        self.apps = server.registry
+        #: When counting began: the HTTP server starts with the daemon.
+        self.started_at = time.time()
         self.registry = CollectorRegistry()
         #: Per (app, tool, outcome kind): [calls, seconds, max ms, one count per latency bucket].
         self._series: dict[tuple[str, str, str], list[float]] = {}
@@ -80,8 +82,8 @@ class Monitor:
         #: Bytes read from and written to app links that have gone (live ones are read at scrape).
         self.departed_bytes = [0, 0]
         self._links: dict[int, Any] = {}
-        self.core.router.observers.append(self.call_ended)
-        self.core.registry.on_change(self.registry_changed)
+        self.router.observers.append(self.call_ended)
+        self.apps.on_change(self.registry_changed)
         self.registry_changed()
 
     # --- the hooks -----------------------------------------------------------------------------
@@ -109,7 +111,7 @@ class Monitor:
 
     def _new_series(self, key: tuple[str, str, str]) -> list[float]:
         if len(self._series) >= _MAX_SERIES:  # keep the tools still registered; the rest restart at 0
-            registry = self.core.registry
+            registry = self.apps
             self._series = {k: v for k, v in self._series.items() if not k[1] or registry.lookup(k[1])}
         series = self._series[key] = [0, 0.0, 0.0] + [0] * (len(LATENCY_BUCKETS) + 1)
         return series
@@ -120,7 +122,7 @@ class Monitor:
         A registry listener, and also run before every read: a registration changes the registry
         (listeners run), a disconnect only pulses ``changed``, so it is noticed at the next read
         or change; the departed link's byte counts are final by then, and exact."""
-        live = {id(link): link for i in self.core.registry.instances() if (link := i.link) is not None}
+        live = {id(link): link for i in self.apps.instances() if (link := i.link) is not None}
         for key, link in self._links.items():
             if key not in live:
                 self.disconnects += 1
@@ -146,11 +148,10 @@ class Monitor:
 
     def state(self) -> dict[str, Any]:
         """What the status page shows, as JSON-ready values."""
-        core = self.core
         now = time.perf_counter()
         trio_now = _trio_time()
         apps = []
-        for instance in core.registry.instances():
+        for instance in self.apps.instances():
             linked = instance.link is not None
             apps.append({
                 "label": instance.label, "app": instance.app_name, "instance": instance.instance_id,
@@ -162,7 +163,7 @@ class Monitor:
                 "inFlight": instance.admission.active, "queued": instance.admission.waiting,
             })
         sessions = []
-        for session in sorted(self.server.sessions, key=lambda s: s.label or ""):
+        for session in sorted(self.server.open_sessions, key=lambda s: s.label or ""):
             sessions.append({
                 "label": session.label, "transport": session.transport, "client": session.client_name,
                 "clientVersion": session.client_version, "discovery": session.discovery,
@@ -170,7 +171,7 @@ class Monitor:
                 "idleSeconds": None if trio_now is None else round(trio_now - session.last_activity, 1),
             })
         calls = []
-        for call in core.calls:
+        for call in self.router.calls:
             calls.append({
                 "id": call.correlation_id, "tool": call.name, "app": call.tool.instance.label,
                 "agent": call.caller.agent, "session": call.caller.session,
@@ -196,9 +197,9 @@ class Monitor:
             for name, (n, failed, total, worst) in sorted(per_tool.items())
         ]
         return {
-            "daemon": {"version": VERSION, "pid": os.getpid(), "uptimeSeconds": round(time.time() - core.started_at),
-                       "brokerId": core.broker_id, "port": core.addresses.port, "httpPort": core.addresses.http_port},
-            "apps": apps, "sessions": sessions, "agentConnections": core.agent_sessions,
+            "daemon": {"version": VERSION, "pid": os.getpid(), "uptimeSeconds": round(time.time() - self.started_at)},
+            "apps": apps, "sessions": sessions,
+            "agentConnections": sum(1 for s in self.server.open_sessions if s.transport == "stdio"),
             "calls": calls, "recent": recent, "tools": tools,
         }
 
@@ -229,7 +230,6 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         monitor = self._monitor
-        core = monitor.core
         calls = CounterMetricFamily("toolbridge_calls", "Tool calls ended, by app, tool and outcome kind",
                                     labels=["app", "tool", "outcome"])
         latency: dict[tuple[str, str], list[float]] = {}
@@ -248,7 +248,7 @@ class _StateCollector(Collector):
             histogram.add_metric([app, tool], list(zip(bounds, cumulative)), sum_value=series[1])
         yield histogram
         monitor.registry_changed()
-        instances = core.registry.instances()
+        instances = monitor.apps.instances()
         apps = GaugeMetricFamily("toolbridge_apps", "App instances registered, by state", labels=["state"])
         linked = sum(1 for i in instances if i.link is not None)
         apps.add_metric(["connected"], linked)
@@ -263,14 +263,16 @@ class _StateCollector(Collector):
             queued.add_metric([instance.label], instance.admission.waiting)
         yield in_flight
         yield queued
-        yield GaugeMetricFamily("toolbridge_calls_sent", "Calls sent to apps and not answered yet", value=len(core.calls))
-        sessions = GaugeMetricFamily("toolbridge_agent_sessions", "MCP sessions open, by transport",
+        yield GaugeMetricFamily("toolbridge_calls_sent", "Calls sent to apps and not answered yet",
+                                value=len(monitor.router.calls))
+        sessions = GaugeMetricFamily("toolbridge_agent_sessions",
+                                     "MCP sessions open (stdio, and handshake-era HTTP), by transport",
                                      labels=["transport"])
-        by_transport = collections.Counter(s.transport for s in monitor.server.sessions)
+        by_transport = collections.Counter(s.transport for s in monitor.server.open_sessions)
         for transport in ("stdio", "http", *sorted(set(by_transport) - {"stdio", "http"})):
             sessions.add_metric([transport], by_transport.get(transport, 0))
         yield sessions
-        yield GaugeMetricFamily("toolbridge_tools", "Tools offered to agents", value=len(core.registry.tools()))
+        yield GaugeMetricFamily("toolbridge_tools", "Tools offered to agents", value=len(monitor.apps.tools()))
         registrations = CounterMetricFamily("toolbridge_app_registrations", "App links registered")
         registrations.add_metric([], monitor.registrations)
         yield registrations
@@ -283,8 +285,5 @@ class _StateCollector(Collector):
         relayed.add_metric(["received"], received)
         relayed.add_metric(["sent"], sent)
         yield relayed
-        if core.call_log is not None:
-            yield GaugeMetricFamily("toolbridge_call_log_buffered_rows", "Call-log rows waiting for the writer",
-                                    value=core.call_log.buffered)
         yield GaugeMetricFamily("toolbridge_uptime_seconds", "Seconds since the daemon started",
-                                value=time.time() - core.started_at)
+                                value=time.time() - monitor.started_at)

@@ -13,8 +13,9 @@ request modern (2026-07-28, stateless: version, capabilities and client info com
 anything else needs the session's ``initialize`` first. Quick requests (initialize, ping,
 server/discover, tools/list, the ``search_tools`` meta-tool) are answered inline, in the order
 they arrived. A ``tools/call`` of an app tool runs without a task: the router's ``Call`` record
-waits, and a :class:`_ToolCall` kept in ``_in_flight`` under the request id answers when the
-router reports the outcome (deadlines come from the session's one ``DeadlineQueue`` task).
+(which owns the request id) waits in ``_in_flight`` under that id, and its origin, a
+:class:`_ToolRequest` (where and how to answer), is told the outcome by the router (deadlines
+come from the session's one ``DeadlineQueue`` task).
 ``subscriptions/listen`` runs as a task in the session's own nursery, inside a cancel scope kept
 in ``_in_flight``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
 — the transport then closes the session) cancels either kind: the router tells the app
@@ -79,11 +80,14 @@ from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 _entry_encoder: Final = msgspec.json.Encoder()
 
 if TYPE_CHECKING:
-    from ..daemon.broker_core import BrokerCore
+    from ..config.settings import Settings
+    from ..config.tokens import Authenticator
+    from ..core.router import Router
+    from ..core.registry import Registry
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["Outbox", "McpServer", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
+__all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
 
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
@@ -157,39 +161,30 @@ class _InFlight:
         self.scope.cancel()
 
 
-@attrs.define(eq=False)
-class _ToolCall:
-    """A ``tools/call`` in flight: no task, just this record and the router's ``Call``.
+#: Why a ``tools/call`` ends without a tool result (``_ToolRequest.ending``).
+_CANCELLED: Final = "cancelled"  # by the client: it wants no answer
+_ENDED: Final = "session_ended"  # with its session: a best-effort error
 
-    The router reports the outcome to :meth:`finished`, which answers the request.
+
+@attrs.define(eq=False)
+class _ToolRequest:
+    """A ``tools/call`` in flight, as MCP sees it: the origin of the router's :class:`Call`.
+
+    There is no task. The :class:`Call` is the one record of the call (request id, correlation
+    id, deadline) and is what ``Session._in_flight`` holds; this holds only what answering needs
+    (where the answer goes and how) and is told the end by the router.
     """
 
     session: Session
-    request_id: RequestId
-    name: str
     modern: bool
     outbox: Outbox
     progress_token: str | int | None
     #: Reached through the ``call_tool`` meta-tool: an unknown name gets discovery's answer.
     via_meta: bool
-    call: Call | None = None
-    cancelled: bool = False
-    done: bool = False
-    session_ended: bool = False
+    #: Set just before the session ends the call itself: ``_CANCELLED`` or ``_ENDED``.
+    ending: str | None = None
 
-    def cancel(self) -> None:
-        self.cancelled = True
-        if self.call is not None:
-            self.session.server.router.cancel(self.call)
-
-    def end_with_session(self) -> None:
-        self.session_ended = True
-        if self.call is not None:
-            self.session.server.router.cancel(self.call, "the agent's MCP session ended")
-
-    def progress(self, progress: float, total: float | None, message: str | None) -> None:
-        if self.done:
-            return
+    def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
         if total is not None:
             note["total"] = total
@@ -197,59 +192,80 @@ class _ToolCall:
             note["message"] = message
         self.outbox.send_nowait(encode_notification("notifications/progress", note))
 
-    def finished(self, outcome: CallOutcome) -> None:
-        session = self.session
-        self.done = True
-        session.forget_request(self.request_id, self)
-        outbox = self.outbox
-        if self.cancelled:  # by the client: it wants no answer
-            outbox.close()
-            return
-        if self.session_ended:
-            outbox.send_nowait(encode_error(self.request_id, SERVER_ERROR, _SESSION_ENDED))
-            outbox.close()
-            return
-        try:
-            if self.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
-                result = unknown_tool_result(session.server.registry, self.name)
-            else:
-                result = call_result(outcome, self.name)
-            data = encode_result(self.request_id, _completed(result, self.modern))
-        except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
-            data = exc.encode(self.request_id)
-        except Exception:
-            log.exception("mcp_internal_error", session=session.label, method="tools/call")
-            data = encode_error(self.request_id, INTERNAL_ERROR, _INTERNAL)
-        session.finish_request(outbox, data)
+    def call_done(self, call: Call, outcome: CallOutcome) -> None:
+        assert call.request_id is not None
+        self.session.tool_call_done(call.request_id, call.name, self, outcome, call)
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
 
 
-class McpServer:
-    """What every session shares: the core, our identity, the tool list and its cache."""
+class CoreParts(Protocol):
+    """The parts of the daemon's core an :class:`McpServer` is built from (``BrokerCore`` has
+    them all: ``McpServer.of(core)``). Structural, so this package never imports the daemon."""
 
-    def __init__(self, core: BrokerCore, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> None:
-        self.core = core
-        self.router = core.router
-        self.registry = core.registry
+    @property
+    def router(self) -> Router: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def auth(self) -> Authenticator: ...
+
+    @property
+    def shutdown_started(self) -> trio.Event: ...
+
+
+class McpServer:
+    """What every session shares: the core's parts it uses, our identity, the tool list and its cache.
+
+    ``router`` runs the calls, ``registry`` holds the tools, ``settings`` and ``auth`` serve the
+    HTTP front door (TLS, allowed hosts, bearer tokens), ``shutdown`` is set when a graceful stop
+    begins (long-lived streams end).
+    """
+
+    def __init__(
+        self,
+        *,
+        router: Router,
+        registry: Registry,
+        settings: Settings,
+        auth: Authenticator,
+        shutdown: trio.Event,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        coalesce: float = 0.05,
+    ) -> None:
+        self.router = router
+        self.registry = registry
+        self.settings = settings
+        self.auth = auth
         self.page_size = page_size
         self.coalesce = coalesce
         self.server_info: dict[str, Any] = {"name": "toolbridge", "version": VERSION}
-        self.shutdown = core.shutdown_started
+        self.shutdown = shutdown
         self._tools: tuple[int, list[str], list[Any]] | None = None
         # Weak keys: a tool the registry dropped takes its encoded entry with it.
         self._encoded_entries: weakref.WeakKeyDictionary[RegisteredTool, msgspec.Raw] = weakref.WeakKeyDictionary()
         self._session_labels = itertools.count(1)
-        #: The sessions open now, of every transport (the status page lists them).
-        self.sessions: set[Session] = set()
         #: Discovery mode's search index, shared by every session.
-        self.meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
+        self.meta = MetaTools(registry, rerank=settings.discovery_rerank)
         # The list is rebuilt lazily (at the next tools/list), but dropped at once when the registry
         # changes: a departed app's encoded tools (their schemas) must not outlive it.
-        core.registry.on_change(self._drop_snapshot)
+        registry.on_change(self._drop_snapshot)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
+        #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
+        self.open_sessions: set[Session] = set()
+
+    @classmethod
+    def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
+        """The server for a core that has every part (the daemon's ``BrokerCore``)."""
+        return cls(router=core.router, registry=core.registry, settings=core.settings, auth=core.auth,
+                   shutdown=core.shutdown_started, page_size=page_size, coalesce=coalesce)
 
     def next_label(self, transport: str) -> str:
         return f"{transport}-{next(self._session_labels)}"
@@ -376,7 +392,8 @@ class Session:
         self.initialized = trio.Event()
         self.client_ready = False
         self._tools_seen = 0
-        self._in_flight: dict[RequestId, _InFlight | _ToolCall] = {}
+        #: Requests in flight by id: a task's scope, or the router's record of a ``tools/call``.
+        self._in_flight: dict[RequestId, _InFlight | Call] = {}
         self._deadlines: DeadlineQueue | None = None
         self._last_caller: CallerInfo | None = None
         #: Where handshake-era notifications (list_changed) go; None drops them.
@@ -408,7 +425,10 @@ class Session:
         if entry is None or entry.done:
             return False
         log.info("mcp_request_cancelled", session=self.label, id=request_id, reason=reason[:200])
-        entry.cancel()
+        if isinstance(entry, Call):
+            self._end_call(entry, _CANCELLED, "cancelled by the agent")
+        else:
+            entry.cancel()
         return True
 
     def close(self) -> None:
@@ -420,8 +440,14 @@ class Session:
     def end_calls(self) -> None:
         """The session is ending: every ``tools/call`` in flight ends with it (its app is told)."""
         for entry in list(self._in_flight.values()):
-            if isinstance(entry, _ToolCall):
-                entry.end_with_session()
+            if isinstance(entry, Call):
+                self._end_call(entry, _ENDED, "the agent's MCP session ended")
+
+    def _end_call(self, call: Call, ending: str, message: str) -> None:
+        """End a ``tools/call`` from this side (the app is told); its answer follows ``ending``."""
+        if isinstance(call.origin, _ToolRequest):
+            call.origin.ending = ending
+        self.server.router.cancel(call, message)
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -439,7 +465,7 @@ class Session:
             if isinstance(handler, _ToolsCall):
                 result = self._start_tool_call(request, context, outbox)
                 if result is None:
-                    return  # answered by _ToolCall.finished
+                    return  # answered by tool_call_done
                 data = encode_result(request.id, result)
             elif isinstance(handler, _Inline):
                 data = encode_result(request.id, handler.fn(self, request, context))
@@ -504,12 +530,35 @@ class Session:
                 outbox.send_nowait(encode_error(request.id, SERVER_ERROR, _SESSION_ENDED))
             outbox.close()
 
-    def forget_request(self, request_id: RequestId, entry: _ToolCall) -> None:
-        """A ``tools/call`` has its outcome: it is no longer in flight (if ``entry`` is still the
-        request under ``request_id``), and the session was active just now."""
-        if self._in_flight.get(request_id) is entry:
+    def tool_call_done(
+        self, request_id: RequestId, name: str, request: _ToolRequest, outcome: CallOutcome, call: Call | None
+    ) -> None:
+        """A ``tools/call`` has its outcome (``call``: its record, None if it was refused before
+        it had one): it is no longer in flight, and its answer goes out — unless it was
+        cancelled by the client (none) or ended with the session (a best-effort error)."""
+        if call is not None and self._in_flight.get(request_id) is call:
             del self._in_flight[request_id]
         self.last_activity = trio.current_time()
+        outbox = request.outbox
+        if request.ending == _CANCELLED:
+            outbox.close()
+            return
+        if request.ending == _ENDED:
+            outbox.send_nowait(encode_error(request_id, SERVER_ERROR, _SESSION_ENDED))
+            outbox.close()
+            return
+        try:
+            if request.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
+                result = unknown_tool_result(self.server.registry, name)
+            else:
+                result = call_result(outcome, name)
+            data = encode_result(request_id, _completed(result, request.modern))
+        except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
+            data = exc.encode(request_id)
+        except Exception:
+            log.exception("mcp_internal_error", session=self.label, method="tools/call")
+            data = encode_error(request_id, INTERNAL_ERROR, _INTERNAL)
+        self.finish_request(outbox, data)
 
     def finish_request(self, outbox: Outbox, data: bytes) -> None:
         """Send a ``tools/call``'s final response and close its outbox: at once if it has room
@@ -599,17 +648,21 @@ class Session:
             if isinstance(unwrapped, dict):
                 return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
-        entry = _ToolCall(self, request.id, name, context.modern, outbox, context.progress_token, via_meta)
-        self._in_flight[request.id] = entry
-        entry.call = self.server.router.start_call(
+        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta)
+        call = self.server.router.start_call(
             name,
             arguments,
-            on_done=entry.finished,
+            origin=origin,
             deadlines=self._deadline_queue(),
             caller=self._caller(context),
             timeout=protocol.timeout_of(params),
-            on_progress=entry.progress if context.progress_token is not None else None,
+            request_id=request.id,
+            progress=context.progress_token is not None,
         )
+        if isinstance(call, CallOutcome):  # refused at once: the router did not tell the origin
+            self.tool_call_done(request.id, name, origin, call, None)
+        elif not call.done:
+            self._in_flight[request.id] = call
         return None
 
     async def _search_in_thread(
@@ -737,11 +790,11 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
-        server.sessions.add(session)
+            server.open_sessions.add(session)
         try:
             yield session
         finally:
-            server.sessions.discard(session)
+            server.open_sessions.discard(session)
             session.closed.set()
             session.end_calls()
             nursery.cancel_scope.cancel()

@@ -45,7 +45,7 @@ import structlog
 import trio
 
 from ..config.tokens import Grant
-from ..config.web_login import TicketBook
+from ..config.web_login import LOGIN_LABEL, TicketBook
 from .gate import Headers
 from .monitor import Monitor
 from .session import McpServer
@@ -103,8 +103,9 @@ class StatusPages:
     """The routes above, for one HTTP server. ``grant`` checks an ``Authorization`` header."""
 
     def __init__(self, server: McpServer, grant: Callable[[str | None], Grant | None]) -> None:
-        self.core = server.core
+        self.router = server.router
         self.monitor = Monitor(server)
+        self._login_key = server.auth.derive_key(LOGIN_LABEL)
         self._grant = grant
         self._tickets = TicketBook()
         self._sessions: dict[str, _WebSession] = {}
@@ -182,7 +183,7 @@ class StatusPages:
             ticket = json.loads(body)["ticket"] if body is not None else None
         except (ValueError, KeyError, TypeError):
             ticket = None
-        if not isinstance(ticket, str) or not self._tickets.redeem(self.core.token, ticket, time.time()):
+        if not isinstance(ticket, str) or not self._tickets.redeem(self._login_key, ticket, time.time()):
             log.warning("status_page_login_failed")
             await _send(send, 403, json.dumps({"error": "this login link is not valid: it works once, for a "
                                                "minute. Run `toolbridge open` again."}).encode(), "application/json")
@@ -208,8 +209,8 @@ class StatusPages:
             await _send(send, 403, b'{"error": "not logged in, or the CSRF token is wrong: reload the page"}',
                         "application/json")
             return
-        call = self.core.calls.get(correlation_id)
-        cancelled = call is not None and self.core.router.cancel(call, "cancelled from the status page")
+        call = self.router.calls.get(correlation_id)
+        cancelled = call is not None and self.router.cancel(call, "cancelled from the status page")
         if cancelled:
             log.info("status_page_cancel", correlation_id=correlation_id)
         await _send(send, 200 if cancelled else 404, json.dumps({"cancelled": cancelled}).encode(), "application/json")

@@ -47,7 +47,7 @@ function render(state) {
   csrf = state.csrf;
   const d = state.daemon;
   document.getElementById("daemon").textContent =
-    `v${d.version} · pid ${d.pid} · app port ${d.port} · up ${ms(d.uptimeSeconds * 1000)}`;
+    `v${d.version} · pid ${d.pid} · up ${ms(d.uptimeSeconds * 1000)}`;
 
   fill("apps", state.apps, "No app is connected.", (row, app) => {
     cell(row, app.app);

@@ -1,0 +1,160 @@
+"""Framing: bytes into bounded lines (:class:`LineFramer`), and big lines decoded in steps.
+
+Theory of operation
+-------------------
+:class:`LineFramer` is sans-IO: bytes go in with :meth:`~LineFramer.receive_data`, complete
+lines come out of :meth:`~LineFramer.next_line` (None: more data is needed). A line over the
+cap raises :class:`RemoteProtocolError` (``line_too_long``) once and is discarded unbuffered.
+
+Decoding a line builds its Python objects in one go; for a ``register`` or ``addTools`` of
+megabytes of schemas that alone took ~80 ms (a 10 MB line). :func:`decode_tools_in_steps`
+decodes such a line a tool at a time as a generator that yields between steps (its top level
+and its tools are first only delimited, then each tool is decoded), so an event loop driving
+it can run other tasks between steps. Lines of :data:`LARGE_LINE` bytes or more are worth it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Final
+
+import msgspec
+
+from ._errors import RemoteProtocolError
+from ._messages import (
+    DEFAULT_MAX_LINE_BYTES,
+    AddTools,
+    Message,
+    Register,
+    ToolSpec,
+    _find_correlation_id,
+    decode_message,
+)
+
+__all__ = ["LARGE_LINE", "STEP_BYTES", "LineFramer", "decode_message_in_steps", "decode_tools_in_steps"]
+
+#: Lines at least this long that carry tools are worth decoding in steps of about STEP_BYTES.
+LARGE_LINE: Final = 1 << 20
+STEP_BYTES: Final = 512 * 1024
+_TOP_LEVEL: msgspec.json.Decoder[dict[str, msgspec.Raw]] = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_RAW_LIST: msgspec.json.Decoder[list[msgspec.Raw]] = msgspec.json.Decoder(list[msgspec.Raw])
+_TOOL: msgspec.json.Decoder[ToolSpec] = msgspec.json.Decoder(ToolSpec)
+
+
+class LineFramer:
+    """Splits a byte stream into newline-terminated lines of bounded length.
+
+    A line longer than ``max_line_bytes`` raises :class:`RemoteProtocolError`
+    (``line_too_long``) once; the rest of that line is discarded without being buffered and
+    framing resumes after its newline, so one oversized message does not end the connection.
+    A trailing ``\\r`` is stripped (CRLF peers are tolerated); empty lines are skipped.
+    """
+
+    def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
+        self.max_line_bytes = max_line_bytes
+        self._buffer = bytearray()
+        self._scan_from = 0
+        self._discarding = False
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held while waiting for the end of a line (never more than the limit + one read)."""
+        return len(self._buffer)
+
+    def receive_data(self, data: bytes | bytearray) -> None:
+        self._buffer += data
+
+    def next_line(self) -> bytes | None:
+        """Return the next complete line (without newline), or ``None`` if more data is needed."""
+        while True:
+            newline = self._buffer.find(b"\n", self._scan_from)
+            if self._discarding:
+                if newline < 0:
+                    self._buffer.clear()
+                    self._scan_from = 0
+                    return None
+                del self._buffer[: newline + 1]
+                self._scan_from = 0
+                self._discarding = False
+                continue
+            if newline < 0:
+                if len(self._buffer) > self.max_line_bytes:
+                    self._start_discarding(len(self._buffer))
+                    continue
+                self._scan_from = len(self._buffer)
+                return None
+            if newline > self.max_line_bytes:
+                self._start_discarding(newline)
+                continue
+            with memoryview(self._buffer) as view:
+                line = bytes(view[:newline])  # one copy (a bytearray slice would make two)
+            del self._buffer[: newline + 1]
+            self._scan_from = 0
+            if line.endswith(b"\r"):
+                line = line[:-1]
+            if line.strip():
+                return line
+
+    def _start_discarding(self, seen: int) -> None:
+        correlation_id = _find_correlation_id(bytes(self._buffer[:4096]))
+        self._discarding = True
+        raise RemoteProtocolError(
+            "line_too_long",
+            f"a line exceeded the limit of {self.max_line_bytes} bytes (at least {seen} seen); "
+            "it was discarded",
+            correlation_id=correlation_id,
+        )
+
+
+def decode_tools_in_steps(line: bytes) -> Generator[None, None, Message | None]:
+    """Decode a large ``register`` / ``addTools`` line a tool at a time, yielding between steps.
+
+    A generator: it yields (None) after about :data:`STEP_BYTES` of tools, so its driver can
+    let other work run between steps (the daemon awaits a checkpoint), and returns the message
+    (``StopIteration.value``). :func:`decode_message_in_steps` drives it without pauses.
+
+    None when the line is anything else, or not valid JSON: then :func:`decode_message`
+    decodes it at once, so every error is classified and worded as for any line. A tool that
+    does not match its type is refused here, worded as :func:`decode_message` words it.
+    """
+    try:
+        top = _TOP_LEVEL.decode(line)  # delimits the values; builds none of them
+        kind, tools = top.get("type"), top.pop("tools", None)
+        if kind is None or bytes(kind) not in (b'"register"', b'"addTools"') or tools is None:
+            return None
+        raw_tools = _RAW_LIST.decode(tools)
+        # The message without its tools, decoded (and checked) as usual; then the tools.
+        shell = decode_message(b"{" + b",".join(
+            msgspec.json.encode(key) + b":" + bytes(value) for key, value in [*top.items(), ("tools", b"[]")]
+        ) + b"}")
+    except (msgspec.DecodeError, RemoteProtocolError, UnicodeDecodeError, RecursionError):
+        return None
+    if not isinstance(shell, (Register, AddTools)):  # pragma: no cover - the type was checked above
+        return None
+    specs: list[ToolSpec] = []
+    step = 0
+    for index, raw in enumerate(raw_tools):
+        try:
+            specs.append(_TOOL.decode(raw))
+        except msgspec.ValidationError as exc:
+            where = str(exc).replace("`$", f"`$.tools[{index}]", 1)
+            raise RemoteProtocolError("invalid_message", f"invalid {shell.__struct_config__.tag!r} message: "
+                                      f"{where}") from None
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return None
+        step += len(raw)
+        if step >= STEP_BYTES:
+            step = 0
+            yield None
+    return msgspec.structs.replace(shell, tools=specs)
+
+
+def decode_message_in_steps(line: bytes) -> Generator[None, None, Message]:
+    """:func:`decode_message`, in steps for a large line of tools (yields between them).
+
+    Raises :class:`RemoteProtocolError` exactly as :func:`decode_message` does.
+    """
+    message = None
+    if len(line) >= LARGE_LINE:
+        message = yield from decode_tools_in_steps(line)
+    return message if message is not None else decode_message(line)

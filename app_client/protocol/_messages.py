@@ -1,0 +1,290 @@
+"""Wire protocol v1's messages: msgspec Structs in one tagged union, and their encoding.
+
+Theory of operation
+-------------------
+Every message of both directions (app → broker, broker → app, and toolbridge's own
+``agentConnect`` / ``admin``) is a msgspec Struct tagged by ``"type"``. Field names are
+camelCase on the wire (``correlationId``) and snake_case in Python. Unknown fields are ignored
+and every optional field has a default, so older and newer peers interoperate.
+:func:`decode_message` turns one line into a typed message, or raises
+:class:`RemoteProtocolError` with a code from protocol.md (and the line's ``correlationId``
+when it names one, so the call it belongs to can fail at once); :func:`encode_message` turns a
+message into one line of bytes, newline included. :data:`APP_TO_BROKER` and
+:data:`BROKER_TO_APP` say which side may send what (``_state`` enforces them).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Final, Union
+
+import msgspec
+
+from ._errors import LocalProtocolError, RemoteProtocolError
+
+PROTOCOL_VERSION: Final = 1
+DEFAULT_MAX_LINE_BYTES: Final = 16 * 1024 * 1024
+
+
+class _Base(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=True):
+    """Common base: tagged by ``type``, camelCase on the wire, defaults left out."""
+
+
+class ToolSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One tool as an app declares it in ``register`` or ``addTools``."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = msgspec.field(default_factory=lambda: {"type": "object"})
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    output_schema: dict[str, Any] | None = None
+    #: Default deadline for calls of this tool, in milliseconds (the broker's default if unset).
+    timeout_ms: int | None = None
+    #: ``False`` opts this tool out of the path-traversal argument guard.
+    path_guard: bool = True
+    #: Set by brokers only (an uplink, protocol.md section 9): the broker ids this tool came
+    #: through, nearest first: the registering broker, ..., the broker of the owning app.
+    via: list[str] | None = None
+
+
+class ToolResult(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The ``result`` object of a ``toolResponse``.
+
+    ``data`` is any JSON value; ``content`` is a list of MCP content blocks (``text``,
+    ``image`` with base64 ``data`` and ``mimeType``, ...) passed to the agent as they are;
+    ``structuredContent`` is a JSON object for tools with an ``outputSchema``.
+    """
+
+    success: bool = True
+    data: Any = None
+    error: str | None = None
+    content: list[dict[str, Any]] | None = None
+    structured_content: dict[str, Any] | None = None
+    #: With ``success: false``: which kind of failure (``busy``, ``timeout``, ...; see
+    #: protocol.md). A broker uplinked into another passes its outcome kind on this way.
+    error_kind: str | None = None
+    #: With ``errorKind: "busy"``: when a retry is likely to be admitted.
+    retry_after_ms: int | None = None
+
+
+# --- app -> broker -------------------------------------------------------------------------
+
+
+class Register(_Base, tag="register"):
+    app_name: str
+    token: str = ""
+    tools: list[ToolSpec] = []
+    #: Stable identity of this app instance; re-registering with it replaces the old link.
+    instance_id: str | None = None
+    protocol_version: int = PROTOCOL_VERSION
+    #: How many invocations the app runs at once; more wait in the broker's queue.
+    max_concurrency: int = 1
+    app_version: str | None = None
+    #: Set by brokers only (an uplink, protocol.md section 9): the registering broker's id,
+    #: then the ids of the brokers below it whose tools it carries.
+    via: list[str] | None = None
+
+
+class ToolResponse(_Base, tag="toolResponse"):
+    correlation_id: int
+    result: ToolResult
+
+
+class ToolProgress(_Base, tag="toolProgress"):
+    correlation_id: int
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class AddTools(_Base, tag="addTools"):
+    tools: list[ToolSpec]
+
+
+class RemoveTools(_Base, tag="removeTools"):
+    names: list[str]
+
+
+# --- broker -> app -------------------------------------------------------------------------
+
+
+class Registered(_Base, tag="registered"):
+    app_id: str
+    instance_id: str
+    #: The app's label in agent-facing names (``WatchTower`` or ``WatchTower_2``).
+    app_label: str
+    #: Registered tool name -> agent-facing MCP name.
+    tool_names: dict[str, str]
+    heartbeat_interval_ms: int
+    protocol_version: int = PROTOCOL_VERSION
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_tools: int = 0
+    max_schema_bytes: int = 0
+    #: The broker's id, then the ids of the brokers it is uplinked into, nearest first
+    #: (protocol.md section 9). Sent by brokers that have an id; apps may ignore it.
+    chain: list[str] | None = None
+
+
+class ToolInvocation(_Base, tag="toolInvocation"):
+    correlation_id: int
+    tool: str
+    parameters: dict[str, Any] = {}
+    #: Time the app has for this call, in milliseconds from when it reads this line.
+    timeout_ms: int | None = None
+    #: True when the agent asked for progress; ``toolProgress`` is welcome either way.
+    progress: bool = False
+
+
+class ToolCancel(_Base, tag="toolCancel"):
+    correlation_id: int
+    reason: str = ""
+
+
+class ToolsUpdated(_Base, tag="toolsUpdated"):
+    tool_names: dict[str, str]
+
+
+# --- either direction ----------------------------------------------------------------------
+
+
+class Ping(_Base, tag="ping"):
+    id: int | None = None
+
+
+class Pong(_Base, tag="pong"):
+    id: int | None = None
+
+
+class Error(_Base, tag="error"):
+    code: str
+    message: str
+    correlation_id: int | None = None
+    #: When set, the sender closes the connection after this message.
+    fatal: bool = False
+    #: For ``busy``: when a retry is likely to be admitted.
+    retry_after_ms: int | None = None
+
+
+# --- toolbridge's own tools (the stdio relay and the CLI), not needed by apps --------------
+
+
+class AgentConnect(_Base, tag="agentConnect"):
+    """Turns the connection into an MCP JSON-RPC stream (one message per line)."""
+
+    token: str = ""
+    discovery: bool = False
+
+
+class AgentConnected(_Base, tag="agentConnected"):
+    pass
+
+
+class AdminRequest(_Base, tag="admin"):
+    token: str = ""
+    command: str = ""
+    args: dict[str, Any] = {}
+
+
+class AdminResponse(_Base, tag="adminResult"):
+    ok: bool
+    result: Any = None
+    error: str | None = None
+
+
+Message = Union[
+    Register,
+    ToolResponse,
+    ToolProgress,
+    AddTools,
+    RemoveTools,
+    Registered,
+    ToolInvocation,
+    ToolCancel,
+    ToolsUpdated,
+    Ping,
+    Pong,
+    Error,
+    AgentConnect,
+    AgentConnected,
+    AdminRequest,
+    AdminResponse,
+]
+
+_MESSAGE_TYPES: Final = frozenset(
+    t.__struct_config__.tag for t in Message.__args__  # type: ignore[attr-defined]
+)
+_decoder: Final = msgspec.json.Decoder(Message)
+_generic_decoder: Final = msgspec.json.Decoder()
+_encoder: Final = msgspec.json.Encoder()
+_CORRELATION_ID = re.compile(rb'"correlationId"\s*:\s*(\d{1,18})')
+_TOO_DEEP: Final = "the line is not valid JSON (nested too deeply)"
+
+
+def _find_correlation_id(line: bytes) -> int | None:
+    match = _CORRELATION_ID.search(line, 0, 4096)
+    return int(match.group(1)) if match else None
+
+
+def decode_message(line: bytes) -> Message:
+    """Decode one line (without its newline) into a message.
+
+    Raises :class:`RemoteProtocolError` with code ``invalid_json`` (also for nesting too deep
+    to decode), ``invalid_utf8``, ``not_an_object``, ``unknown_type`` or ``invalid_message``;
+    its ``correlation_id`` is set when the line names one, so the call it belongs to can fail
+    at once.
+    """
+    try:
+        message: Message = _decoder.decode(line)
+        return message
+    except UnicodeDecodeError:
+        code, detail = "invalid_utf8", "the line is not valid UTF-8"
+    except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
+        code, detail = _classify(line, str(exc))
+    except msgspec.DecodeError as exc:
+        code, detail = "invalid_json", f"the line is not valid JSON ({exc})"
+    except RecursionError:  # msgspec refuses very deep nesting this way, not with DecodeError
+        code, detail = "invalid_json", _TOO_DEEP
+    raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line))
+
+
+def _classify(line: bytes, detail: str) -> tuple[str, str]:
+    """Tell an unknown ``type`` apart from a known message with bad fields."""
+    try:
+        value = _generic_decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # pragma: no cover - decoded once already
+        return "invalid_json", "the line is not valid JSON"
+    except RecursionError:
+        return "invalid_json", _TOO_DEEP
+    if not isinstance(value, dict):
+        return "not_an_object", f"each line must be a JSON object, got {type(value).__name__}"
+    kind = value.get("type")
+    if not isinstance(kind, str):
+        return "invalid_message", 'the object has no string "type" field'
+    if kind not in _MESSAGE_TYPES:
+        return "unknown_type", f"unknown message type {kind!r}"
+    return "invalid_message", f"invalid {kind!r} message: {detail}"
+
+
+def encode_message(message: Message) -> bytes:
+    """Encode a message as one line, newline included."""
+    try:
+        data = _encoder.encode(message)
+    except (TypeError, msgspec.EncodeError) as exc:
+        raise LocalProtocolError("invalid_message", f"cannot encode {message!r}: {exc}") from exc
+    return data + b"\n"
+
+#: What an app may send (after ``register``, which comes first and once).
+APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
+    Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Ping, Pong, Error,
+)
+#: What the broker may send to an app.
+BROKER_TO_APP: Final[tuple[type[Message], ...]] = (
+    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error,
+)
+
+
+def message_tag(message: Message) -> str:
+    """The ``type`` of ``message`` on the wire (``toolResponse``)."""
+    tag: str = message.__struct_config__.tag  # type: ignore[assignment]
+    return tag
