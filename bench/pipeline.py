@@ -155,7 +155,7 @@ async def in_process(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             from broker.mcp.monitor import Monitor
             from broker.mcp.session import McpServer
 
-            monitor = Monitor(McpServer(core))
+            monitor = Monitor(McpServer.of(core))
             stages["metrics_observer"] = per_op(
                 lambda: monitor.call_ended("Bench__write", tool, caller, 0.1, ok), it, reps)
             # Without the call log, beside audit_without_call_log: the call-log writer thread,

@@ -72,7 +72,6 @@ def add_parser(sub: SubParsers) -> None:
         help="open the daemon's live status page in the browser",
         description="Open the daemon's status page (apps, agents, calls in flight, recent calls) in the "
         "browser, logged in by a one-time link that works for a minute; the token never appears in a URL.",
-        epilog="example: toolbridge open --print   # print the link instead (SSH, scripts)",
     )
     add_home(parser)
     parser.add_argument("--print", action="store_true", help="print the one-time link instead of opening a browser")
