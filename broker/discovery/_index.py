@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Each tool is one row of an FTS5 table (SQLite ships with CPython: nothing to download, no
-hand-rolled scorer) with five columns, ranked by FTS5's ``bm25()`` with a weight per column
+hand-rolled scorer) with six columns, ranked by FTS5's ``bm25()`` with a weight per column
 (:class:`Weights`):
 
 * ``name``   - the registered tool name split into words (``ExportAsPDF`` -> ``export as pdf``),
@@ -11,7 +11,10 @@ hand-rolled scorer) with five columns, ranked by FTS5's ``bm25()`` with a weight
 * ``title``  - the tool's title,
 * ``description`` - its description,
 * ``params`` - parameter names (split) with their descriptions and enum values, nested
-  objects and array items included.
+  objects and array items included,
+* ``action`` - what the tool does: the first word of its name, by the convention of verb-first
+  tool names (``CreateEvent`` -> ``create``), so the query's operation is weighed against each
+  neighbour's ("complete the task" vs ``CreateTask`` and ``CompleteTask``).
 
 The ``porter unicode61`` tokenizer lower-cases, folds diacritics and stems (``cropping``
 finds ``crop``). A query is cut into words (``_text``), which are searched in one FTS5 query;
@@ -25,11 +28,22 @@ for the same words over the best app's (a query that says "song" or "slide" favo
 app's tools even when the right tool's text lacks the word). Results are ordered by score,
 ties by agent-facing name, so they are deterministic.
 
+Typo tolerance and never an empty answer (:meth:`ToolIndex.prepare`): a query word that
+neither the index's vocabulary (``_fuzzy``: every indexed word and the thesaurus's) nor
+FTS5's stemmer knows is replaced by its nearest known words, by edit distance, when a tool of
+the apps the rest of the query is about has the correction (a real word the index lacks,
+"team", is not turned into "teal"). When no word matches, the search falls back to word stems
+as prefixes (raised by the app prior), then to the most likely tools (read-only first, every
+app in turn). :attr:`PreparedSearch.match` says which step answered; each hit's
+``confidence`` (high, medium, low) says how many of the query's words its name, title and
+description contain.
+
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every
 registry change; :meth:`ToolIndex.sync` does that when the registry's ``version`` moved.
-Everything is synchronous and quick enough for the trio thread to call directly: about 1.5 ms
-per query for a few hundred tools, 15 ms for 10,000 (BENCHMARKS.md section 6).
+Everything is synchronous: about 1 ms per query for a few hundred tools, ~10 ms for 10,000
+(BENCHMARKS.md section 6), so the daemon searches in a worker thread (``broker.mcp.meta``);
+the index is not thread-safe, its owner serialises access.
 
 Optional semantic ranking (a :class:`~._semantic.SemanticReranker`, off by default) makes
 the search hybrid: BM25's best :data:`~._semantic.CANDIDATES` hits and the
@@ -53,17 +67,30 @@ import attrs
 
 from app_client.protocol import ToolSpec
 
+from ._fuzzy import Vocabulary, light_stem, max_distance
 from ._semantic import Pool, SemanticReranker, tool_text
-from ._text import MAX_QUERY_CHARS, match_expression, query_words, schema_text, split_words
-from ._thesaurus import rewrite
+from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
+from ._thesaurus import rewrite, synonyms
+from ._thesaurus import words as thesaurus_words
 
 __all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "PreparedSearch", "ToolIndex", "DEFAULT_LIMIT",
-           "MAX_LIMIT"]
+           "MAX_LIMIT", "MATCH_KINDS", "CONFIDENCE_LEVELS"]
 
 DEFAULT_LIMIT: Final = 5
 MAX_LIMIT: Final = 50
 #: Indexed parameter text per tool is cut to this many characters.
 _MAX_PARAM_TEXT: Final = 8000
+#: A typo correction must be in an app scoring at least this share of the best app for the
+#: rest of the query (see ToolIndex._keep_coherent).
+_COHERENT: Final = 0.15
+#: How an answer's best hits were found, surest first (``PreparedSearch.match``, see _fallback):
+#: the query's words (or their thesaurus words); some words only after typo correction; by
+#: meaning only (the semantic extra's dense candidates); loose matching (word stems as
+#: prefixes, corrections one edit further, raised by the apps they match best); nothing
+#: matched: the most likely tools (read-only first, every app in turn).
+MATCH_KINDS: Final = ("words", "corrected", "semantic", "loose", "any")
+#: A hit's ``confidence``, highest first (see :meth:`ToolIndex._confidence`).
+CONFIDENCE_LEVELS: Final = ("high", "medium", "low")
 
 
 @attrs.frozen
@@ -78,9 +105,10 @@ class Weights:
     params: float = 1.0
     expansion: float = 0.8
     app_prior: float = 1.0
+    action: float = 6.0
 
-    def columns(self) -> tuple[float, float, float, float, float]:
-        return (self.name, self.app, self.title, self.description, self.params)
+    def columns(self) -> tuple[float, float, float, float, float, float]:
+        return (self.name, self.app, self.title, self.description, self.params, self.action)
 
 
 DEFAULT_WEIGHTS: Final = Weights()
@@ -97,7 +125,8 @@ class IndexedTool:
 
 @attrs.frozen
 class SearchHit:
-    """One search result. ``score`` is relevance, higher is better; compare within one query."""
+    """One search result. ``score`` is relevance, higher is better; compare within one query.
+    ``confidence`` is one of :data:`CONFIDENCE_LEVELS` (None: not rated)."""
 
     agent_name: str
     app: str
@@ -105,6 +134,7 @@ class SearchHit:
     input_schema: dict[str, Any]
     score: float
     title: str | None = None
+    confidence: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ``search_tools`` returns for this hit."""
@@ -113,6 +143,8 @@ class SearchHit:
             out["title"] = self.title
         out["description"] = self.description
         out["inputSchema"] = self.input_schema
+        if self.confidence is not None:
+            out["confidence"] = self.confidence
         return out
 
 
@@ -134,8 +166,8 @@ class _HitFields:
     def text(self) -> str:
         return tool_text(self.name, self.description or "", self.title)
 
-    def hit(self, agent_name: str, score: float) -> SearchHit:
-        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title)
+    def hit(self, agent_name: str, score: float, confidence: str | None = None) -> SearchHit:
+        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title, confidence)
 
 
 class _LabelledInstance(Protocol):
@@ -159,21 +191,51 @@ class _RegistryLike(Protocol):
 
 
 #: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
-_TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
+_TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
+#: Whether any tool matches one word (a word FTS5's stemmer knows is not a typo).
+_ANY_TOOL: Final = "SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1"
+#: The tools that match (read lazily: a caller may stop at the first it wants).
+_TOOL_NAMES: Final = "SELECT agent_name FROM tools WHERE tools MATCH ?"
 #: Each app row matching a query, with its BM25 score (the app prior).
 _APP_SCORES: Final = "SELECT label, bm25(apps) FROM apps WHERE apps MATCH ?"
 
 
-def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str]:
+def _row(tool: IndexedTool) -> tuple[str, str, str, str, str, str, str]:
     spec = tool.spec
+    name = split_words(spec.name)
     return (
         tool.agent_name,
-        " ".join(split_words(spec.name)),
+        " ".join(name),
         " ".join(split_words(tool.app)),
         spec.title or "",
         spec.description or "",
         schema_text(spec.input_schema)[:_MAX_PARAM_TEXT],
+        _action(name),
     )
+
+
+def _action(name: list[str]) -> str:
+    """What a tool does, by the convention of verb-first tool names: the first word of its
+    name (``CreateEvent`` -> ``create``, ``list_files`` -> ``list``)."""
+    return name[0] if name else ""
+
+
+def _vocabulary_words(row: tuple[str, ...]) -> list[str]:
+    """The words of a tool's indexed columns (``_row`` without the agent name), for typo correction."""
+    return split_words(" ".join(row[1:]))
+
+
+def _read_only(tool: IndexedTool) -> bool:
+    annotations = tool.spec.annotations
+    return isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+
+
+def _substitute(words: list[str], corrections: Mapping[str, list[str]], *, every: bool) -> list[str]:
+    """``words`` with each corrected word replaced by its corrections (``every``, duplicates
+    dropped) or by the first (keeps positions, for phrase lookup)."""
+    if every:
+        return list(dict.fromkeys(c for w in words for c in corrections.get(w, [w])))
+    return [corrections[w][0] if w in corrections else w for w in words]
 
 
 def _text(tool: IndexedTool) -> str:
@@ -195,7 +257,7 @@ class ToolIndex:
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.execute(
             "CREATE VIRTUAL TABLE tools USING fts5("
-            "agent_name UNINDEXED, name, app, title, description, params, "
+            "agent_name UNINDEXED, name, app, title, description, params, action, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
         # One row per app label: all its tools' names, titles and descriptions (see _apply_app_prior).
@@ -209,6 +271,10 @@ class ToolIndex:
         #: App labels whose row in ``apps`` is out of date (rewritten at the end of replace_all).
         self._stale_apps: set[str] = set()
         self._tools: dict[str, IndexedTool] = {}
+        #: Every word of the indexed text, and the thesaurus's, for typo correction (see _fuzzy).
+        self._vocabulary = Vocabulary(thesaurus_words())
+        #: Light stems of each rated tool's name, title and description (filled when first rated).
+        self._stems: dict[str, frozenset[str]] = {}
         self._rowids: dict[str, int] = {}
         self._fields: dict[str, _HitFields] = {}
         #: A copy of ``_fields`` that is never changed, handed to hybrid searches (None: stale).
@@ -307,11 +373,16 @@ class ToolIndex:
         version = registry.version
         if version == self.version:
             return False
-        self.replace_all(IndexedTool(t.agent_name, t.instance.label, t.spec) for t in registry.tools())
+        self.sync_tools(version, [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in registry.tools()])
+        return True
+
+    def sync_tools(self, version: int, tools: Iterable[IndexedTool]) -> None:
+        """:meth:`sync` with the registry's tools read beforehand (by the registry's thread),
+        so the index may be updated in another thread."""
+        self.replace_all(tools)
         self.version = version
         if self.reranker is not None and self.reranker.background:
             self.reranker.schedule((name, _text(tool)) for name, tool in self._tools.items())
-        return True
 
     def _delete(self, agent_name: str) -> None:
         rowid = self._rowids.pop(agent_name, None)
@@ -319,6 +390,8 @@ class ToolIndex:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
         old = self._tools.pop(agent_name, None)
         if old is not None:
+            self._vocabulary.discard(_vocabulary_words(_row(old)))
+            self._stems.pop(agent_name, None)
             self._stale_apps.add(old.app)
             texts = self._app_texts[old.app]
             del texts[agent_name]
@@ -332,11 +405,13 @@ class ToolIndex:
     def _insert(self, tool: IndexedTool) -> None:
         row = _row(tool)
         cursor = self._db.execute(
-            "INSERT INTO tools (agent_name, name, app, title, description, params) VALUES (?, ?, ?, ?, ?, ?)", row
+            "INSERT INTO tools (agent_name, name, app, title, description, params, action) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)", row
         )
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
         self._tools[tool.agent_name] = tool
+        self._vocabulary.add(_vocabulary_words(row))
         self._stale_apps.add(tool.app)
         self._app_texts.setdefault(tool.app, {})[tool.agent_name] = " ".join(row[1:5])
         self._fields[tool.agent_name] = _HitFields.of(tool)
@@ -345,10 +420,14 @@ class ToolIndex:
     # --- queries ---------------------------------------------------------------------------
 
     def search(self, query: str, limit: int = DEFAULT_LIMIT, *, app: str | None = None) -> list[SearchHit]:
-        """The best ``limit`` tools for ``query``, best first; [] when nothing matches.
+        """The best ``limit`` tools for ``query``, best first.
 
-        ``limit`` is clamped to 0..:data:`MAX_LIMIT` (a non-number means the default);
-        ``app`` keeps only that app label's tools. Never raises for any query text.
+        Never empty for a query with any non-space character while the index holds a tool (of
+        ``app``, if given): when no word matches, looser matching and then the best apps' or
+        the most likely tools answer (see :meth:`prepare`), rated ``"low"``. [] for an empty
+        or blank query, ``limit`` 0 or an empty index. ``limit`` is clamped to
+        0..:data:`MAX_LIMIT` (a non-number means the default); ``app`` keeps only that app
+        label's tools. Never raises for any query text.
         """
         return self.prepare(query, limit, app=app).finish()
 
@@ -356,22 +435,57 @@ class ToolIndex:
         """:meth:`search` up to the semantic ranking, which :meth:`PreparedSearch.finish`
         does: it touches only the re-ranker (thread-safe) and what this step copied (or, for
         the snapshot of every tool's fields, what is never changed), so it may run in a worker
-        thread while the index changes."""
+        thread while the index changes.
+
+        The answer comes from the first of these that finds a tool (``PreparedSearch.match``
+        says which, see :data:`MATCH_KINDS`): the query's words, with unknown words replaced
+        by the index's nearest words (typo correction) and the thesaurus's words at a
+        discount; loose matching (:meth:`_loose`), raised by the apps its words match best;
+        every tool, read-only ones first, taking turns between apps.
+        """
         try:
             limit = max(0, min(int(limit), MAX_LIMIT))
         except (TypeError, ValueError, OverflowError):
             limit = DEFAULT_LIMIT
-        words = query_words(query) if isinstance(query, str) else []
-        if not words or limit == 0 or not self._tools:
+        if not isinstance(query, str):
             return PreparedSearch(query, [], limit)
+        text = query[:MAX_QUERY_CHARS]
+        if not text.strip() or limit == 0 or not self._tools:
+            return PreparedSearch(query, [], limit)
+        typed = query_words(text)
+        all_words = split_words(text)
+        corrections = self._corrections(typed)
+        words = _substitute(typed, corrections, every=True)
+        all_words = _substitute(all_words, corrections, every=False)
         extra: list[str] = []
-        if self.weights.expansion > 0:
-            words, extra = rewrite(words, split_words(query[:MAX_QUERY_CHARS]))
-        scores = self._scores(_TOOL_SCORES, self.weights.columns(), words, extra)
+        if self.weights.expansion > 0 and words:
+            words, extra = rewrite(words, all_words)
+        scores = self._scores(_TOOL_SCORES, self.weights.columns(), words, extra) if words else {}
         if self.weights.app_prior > 0 and scores:
             self._apply_app_prior(scores, words, extra)
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         wanted = limit if self.reranker is None else max(limit, self.reranker.candidates)
+        hits = self._hits(scores, wanted, app)
+        match = "corrected" if corrections else "words"
+        if hits:
+            hits = self._rated(hits, words, match)
+        else:
+            hits, match = self._fallback(typed, wanted, app)
+        if self.reranker is None:
+            return PreparedSearch(query, hits, limit, match=match)
+        # A fallback's hits are no BM25 candidates: the dense ones go first, they come after.
+        bm25_hits = hits if match in ("words", "corrected") else []
+        texts = [_text(self._tools[h.agent_name]) for h in bm25_hits[: self.reranker.candidates]]
+        if self.reranker.dense <= 0:
+            if not bm25_hits:
+                return PreparedSearch(query, hits, limit, match=match)
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match)
+        if self._snapshot is None:
+            self._snapshot = dict(self._fields)
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match)
+
+    def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
+        """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
+        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         hits: list[SearchHit] = []
         for name, score in ranked:
             tool = self._tools[name]
@@ -381,16 +495,139 @@ class ToolIndex:
             hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title))
             if len(hits) == wanted:
                 break
-        if self.reranker is None:
-            return PreparedSearch(query, hits, limit)
-        texts = [_text(self._tools[h.agent_name]) for h in hits[: self.reranker.candidates]]
-        if self.reranker.dense <= 0:
-            if not hits:
-                return PreparedSearch(query, hits, limit)
-            return PreparedSearch(query, hits, limit, self.reranker, texts)
-        if self._snapshot is None:
-            self._snapshot = dict(self._fields)
-        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app)
+        return hits
+
+    def _corrections(self, words: list[str], *, loose: bool = False) -> dict[str, list[str]]:
+        """The nearest known words of each query word the index does not know (a typo)."""
+        out: dict[str, list[str]] = {}
+        for word in words:
+            if word in self._vocabulary or not word.isalpha():
+                continue
+            limit = max_distance(word, loose=loose)
+            if not loose and self._knows(word):  # a form FTS5's stemmer matches ("cropping")
+                continue
+            closest = self._vocabulary.closest(word, limit)
+            if closest:
+                out[word] = closest
+        if out and not loose:
+            self._keep_coherent(out, words)
+        return out
+
+    def _keep_coherent(self, corrections: dict[str, list[str]], words: list[str]) -> None:
+        """Drop, in place, corrections that none of the apps the rest of the query is about has.
+
+        A real word the index lacks looks like a typo too ("team" is one edit from "teal",
+        "lunch" from "launch"); a correction that agrees with the rest of the query is likely
+        right, one that does not is likely a different word. The rest is the query's other
+        words, corrected ("paus the musik": "pause" is checked against "music"); it agrees
+        when an app that matches it within half the best app's score has a tool with the
+        corrected word (see :meth:`_in_apps`). A query with no other word keeps it.
+        """
+        apps_of: dict[str, set[str]] = {}
+
+        def apps(terms: list[str]) -> set[str]:
+            key = " ".join(terms)
+            if key not in apps_of:
+                prior = self._scores(_APP_SCORES, (), *rewrite(terms)) if terms else {}
+                best = max(prior.values(), default=0.0)
+                apps_of[key] = {label for label, score in prior.items() if best > 0 and score >= _COHERENT * best}
+            return apps_of[key]
+
+        before = dict(corrections)
+        for word in before:
+            rest = _substitute([w for w in words if w != word], before, every=True)
+            about = apps(rest)
+            if not about:
+                continue
+            kept = [c for c in before[word] if self._in_apps(c, about)]
+            if kept:
+                corrections[word] = kept
+            else:
+                del corrections[word]
+
+    def _in_apps(self, word: str, apps: set[str]) -> bool:
+        """Whether a tool of ``apps`` has ``word`` (in any column) or, for a word no tool has,
+        a synonym of it from the thesaurus ("photo": image); stops at the first."""
+        match = match_expression([word] if self._knows(word) else list(synonyms(word)))
+        if match is None:
+            return False
+        for (name,) in self._db.execute(_TOOL_NAMES, (match,)):
+            if self._tools[name].app in apps:
+                return True
+        return False
+
+    def _knows(self, word: str) -> bool:
+        match = match_expression([word])
+        return match is not None and self._db.execute(_ANY_TOOL, (match,)).fetchone() is not None
+
+    def _rated(self, hits: list[SearchHit], words: list[str], match: str) -> list[SearchHit]:
+        """``hits`` with their ``confidence``: how many of the query's words (after typo
+        correction, idioms replaced) the tool's name, title, description and app contain, by
+        light stem. ``high``: at least 60 % of them, a score at least half the best one, and
+        no word corrected; ``medium``: at least 30 %; ``low``: fewer (found through the
+        thesaurus or parameter text)."""
+        stems = {light_stem(w) for w in words}
+        if not stems:
+            return [attrs.evolve(hit, confidence="low") for hit in hits]
+        best = hits[0].score
+        rated: list[SearchHit] = []
+        for hit in hits:
+            own = self._stems.get(hit.agent_name)
+            if own is None:
+                text = f"{hit.agent_name} {hit.title or ''} {hit.description}"
+                own = self._stems[hit.agent_name] = frozenset(light_stem(w) for w in split_words(text))
+            share = len(stems & own) / len(stems)
+            if share >= 0.6 and hit.score >= 0.5 * best and match == "words":
+                level = "high"
+            elif share >= 0.3:
+                level = "medium"
+            else:
+                level = "low"
+            rated.append(attrs.evolve(hit, confidence=level))
+        return rated
+
+    def _fallback(self, words: list[str], wanted: int, app: str | None) -> tuple[list[SearchHit], str]:
+        """Hits (all rated ``low``, scores below 0) for a query none of whose words matched."""
+        expression = self._loose(words)
+        if expression is not None:
+            scores = self._bm25_expression(_TOOL_SCORES, self.weights.columns(), expression, 1.0)
+            if self.weights.app_prior > 0 and scores:  # the apps the loose words match best
+                self._raise_by_app(scores, self._bm25_expression(_APP_SCORES, (), expression, 1.0))
+            hits = self._hits(scores, wanted, app)
+            if hits:
+                best = hits[0].score
+                return [attrs.evolve(h, score=h.score / best - 1.0, confidence="low") for h in hits], "loose"
+        return self._most_likely(wanted, app), "any"
+
+    def _loose(self, words: list[str]) -> str | None:
+        """An FTS5 expression for a query whose words matched nothing: each word's light stem
+        (4 letters or more) as a prefix, and its corrections one edit further than usual."""
+        terms = [light_stem(w) for w in words if w.isalpha()]
+        terms = [t for t in terms if len(t) >= 4]
+        for corrections in self._corrections(words, loose=True).values():
+            terms += [light_stem(c) for c in corrections if len(light_stem(c)) >= 3]
+        return prefix_expression(dict.fromkeys(terms))
+
+    def _most_likely(self, wanted: int, app: str | None) -> list[SearchHit]:
+        """Nothing matched at all: read-only tools first (safe to try), apps taking turns."""
+        by_app: dict[str, list[IndexedTool]] = {}
+        for tool in self._tools.values():
+            if app is None or tool.app == app:
+                by_app.setdefault(tool.app, []).append(tool)
+        queues = [sorted(tools, key=lambda t: (not _read_only(t), t.agent_name))
+                  for _, tools in sorted(by_app.items())]
+        out: list[SearchHit] = []
+        turn = 0
+        while len(out) < wanted and any(turn < len(q) for q in queues):
+            for queue in queues:
+                if turn < len(queue):
+                    out.append(self._fallback_hit(queue[turn], -3.0 - len(out) / 1000))
+            turn += 1
+        return out[:wanted]
+
+    def _fallback_hit(self, tool: IndexedTool, score: float) -> SearchHit:
+        spec = tool.spec
+        return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low")
 
     def _apply_app_prior(self, scores: dict[str, float], words: list[str], extra: list[str]) -> None:
         """Raise each hit by how well the query matches its app as a whole, in place.
@@ -401,7 +638,9 @@ class ToolIndex:
         ``1 + app_prior * app_score / best_app_score``, so only tools that matched are moved,
         and most of all within the app the query is about.
         """
-        prior = self._scores(_APP_SCORES, (), words, extra)
+        self._raise_by_app(scores, self._scores(_APP_SCORES, (), words, extra))
+
+    def _raise_by_app(self, scores: dict[str, float], prior: Mapping[str, float]) -> None:
         best = max(prior.values(), default=0.0)
         if best <= 0:
             return
@@ -421,6 +660,9 @@ class ToolIndex:
         match = match_expression(words)
         if match is None:
             return {}
+        return self._bm25_expression(sql, columns, match, factor)
+
+    def _bm25_expression(self, sql: str, columns: tuple[float, ...], match: str, factor: float) -> dict[str, float]:
         try:
             rows = self._db.execute(sql, (*columns, match)).fetchall()
         except sqlite3.Error:  # pragma: no cover - quoting makes this unreachable
@@ -445,6 +687,9 @@ class PreparedSearch:
     bm25: dict[str, float] = attrs.Factory(dict)
     #: ...and the app label asked for (dense candidates are filtered by it too).
     app: str | None = None
+    #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
+    #: to ``"semantic"`` when a tool found by meaning alone comes first).
+    match: str = "words"
 
     @property
     def needs_rerank(self) -> bool:
@@ -467,12 +712,17 @@ class PreparedSearch:
                 hit = by_name.get(name)
                 if hit is not None:
                     ranked.append(attrs.evolve(hit, score=blended))
-                elif self.pool is not None:
-                    ranked.append(self.pool[name].hit(name, blended))
+                elif self.pool is not None:  # by meaning alone: no query word in the tool
+                    ranked.append(self.pool[name].hit(name, blended, "low"))
             taken = {name for name, _ in order}
-            ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
+            # A fallback's hits (no BM25 candidates) only stand in when the dense step found none.
+            if self.texts or not order:
+                ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
             # stable: a candidate before a BM25-only hit of the same score, as before the merge
             hits = sorted(ranked, key=lambda h: -h.score)
+            lexical = by_name if self.texts else {}  # a fallback's hits matched no word
+            if hits and hits[0].agent_name not in lexical:
+                self.match = "semantic"
         return hits[: self.limit]
 
     def _pool_lookup(self) -> Pool:

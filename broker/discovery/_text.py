@@ -30,6 +30,7 @@ __all__ = [
     "split_words",
     "query_words",
     "match_expression",
+    "prefix_expression",
     "schema_text",
 ]
 
@@ -142,3 +143,10 @@ def _walk(schema: Any, out: list[str], depth: int) -> None:
     if isinstance(defs, dict):
         for sub in list(defs.values())[:_MAX_OPTIONS]:
             _walk(sub, out, depth + 1)
+
+
+def prefix_expression(words: Iterable[str]) -> str | None:
+    """An FTS5 MATCH expression matching any token that starts with one of ``words`` (each
+    quoted, as in :func:`match_expression`), or None if none."""
+    quoted = [_quote(w) + "*" for w in words if w]
+    return " OR ".join(quoted) if quoted else None

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-__all__ = ["GROUPS", "BROADER", "PHRASES", "expand", "rewrite"]
+__all__ = ["GROUPS", "BROADER", "PHRASES", "expand", "rewrite", "synonyms", "words"]
 
 GROUPS: Final[tuple[str, ...]] = (
     # files and storage
@@ -495,16 +495,20 @@ _PHRASES: Final = tuple(sorted(((_parse(key), meaning) for key, meaning in PHRAS
                                key=lambda item: (any(gap for _, gap in item[0]), -len(item[0]))))
 
 
-def _find(phrase: tuple[tuple[str, bool], ...], sequence: list[str], taken: set[int]) -> list[int] | None:
-    """Positions of ``phrase``'s words in ``sequence`` (earliest start) not in ``taken``, or None."""
-    for start, word in enumerate(sequence):
-        if start in taken or phrase[0][0] not in _variants(word):
+def _find(phrase: tuple[tuple[str, bool], ...], sequence: list[str], taken: set[int],
+          forms: list[frozenset[str]] | None = None) -> list[int] | None:
+    """Positions of ``phrase``'s words in ``sequence`` (earliest start) not in ``taken``, or None.
+    ``forms``: each word's :func:`_variants`, computed once per query by the caller."""
+    if forms is None:
+        forms = [frozenset(_variants(word)) for word in sequence]
+    for start in range(len(sequence)):
+        if start in taken or phrase[0][0] not in forms[start]:
             continue
         positions = [start]
         for part, gap in phrase[1:]:
             last = positions[-1]
             reach = range(last + 1, min(len(sequence), last + 2 + (_GAP if gap else 0)))
-            found = next((i for i in reach if i not in taken and part in _variants(sequence[i])), None)
+            found = next((i for i in reach if i not in taken and part in forms[i]), None)
             if found is None:
                 break
             positions.append(found)
@@ -525,8 +529,12 @@ def rewrite(words: Iterable[str], all_words: list[str] | None = None) -> tuple[l
     idiom: set[str] = set()
     meanings: list[str] = []
     taken: set[int] = set()
+    forms = [frozenset(_variants(word)) for word in sequence]
+    present = frozenset().union(*forms)
     for phrase, meaning in _PHRASES:
-        positions = _find(phrase, sequence, taken)
+        if any(part not in present for part, _ in phrase):  # most phrases: skipped at once
+            continue
+        positions = _find(phrase, sequence, taken, forms)
         if positions is None:
             continue
         taken.update(positions)
@@ -556,3 +564,34 @@ def expand(words: Iterable[str], all_words: list[str] | None = None) -> list[str
     ``all_words`` is the query's full word sequence (stop words included) for phrase lookup.
     """
     return rewrite(words, all_words)[1]
+
+
+def words() -> frozenset[str]:
+    """Every word the thesaurus knows (group members, broader terms, phrase words), for the
+    index's typo correction: a misspelt query word may be one only the thesaurus has."""
+    known: set[str] = set(_RELATED)
+    for related in _RELATED.values():
+        known.update(related)
+    for key, meaning in PHRASES.items():
+        known.update(part for part in key.split() if part != "~")
+        known.update(meaning)
+    return frozenset(w for w in known if w.isalpha())
+
+
+def _build_synonyms() -> dict[str, tuple[str, ...]]:
+    related: dict[str, list[str]] = {}
+    for group in GROUPS:
+        members = group.split()
+        for word in members:
+            bucket = related.setdefault(word, [])
+            bucket.extend(m for m in members if m != word and m not in bucket)
+    return {word: tuple(others) for word, others in related.items()}
+
+
+_SYNONYMS: Final = _build_synonyms()
+
+
+def synonyms(word: str) -> tuple[str, ...]:
+    """The other members of ``word``'s groups (not its broader terms: ``teal`` -> ``color``
+    says little about which app a query is about)."""
+    return _SYNONYMS.get(word, ())

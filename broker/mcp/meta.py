@@ -13,9 +13,11 @@ library search from a full-mode connection.
 ``search_tools`` is answered here, from one :class:`~broker.discovery.ToolIndex` per
 :class:`MetaTools` (one per daemon, shared by every session), brought up to date with the
 registry lazily, at search time, when the registry's version moved. With the setting
-``discovery_rerank = "semantic"`` the search is hybrid (BM25's best hits plus the tools closest
+``discovery_rerank = "semantic"`` (or ``"auto"``, the default, when the extra is installed) the
+search is hybrid (BM25's best hits plus the tools closest
 by embedding, blended) with a small embedding model, which is warmed up in a background thread
-when the first session starts, and which embeds new tools in one after each sync (see
+when the first discovery-mode session starts (a daemon nobody searches never loads it), and
+which embeds new tools in one after each sync (see
 ``broker.discovery._semantic``). ``call_tool`` is
 unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
 call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
@@ -23,11 +25,16 @@ difference is an unknown tool: a direct call gets JSON-RPC -32602 (the MCP rule 
 unknown tool name), ``call_tool`` gets an ``isError`` result of kind ``unknown_tool`` pointing
 at ``search_tools``, since there the name is an argument the model can correct.
 
-Everything here is synchronous and runs on the daemon's trio thread.
+A search runs in a worker thread (:meth:`MetaTools.search_tools_async`, one at a time through a
+``trio.CapacityLimiter``), holding a lock over the index: BM25 over 10,000 tools takes ~7 ms
+and up to ~40 ms for a long query, an embedding ~20 ms. The registry is read on the trio
+thread, and copied only when its version moved; removals after an app leaves take the lock
+only if it is free (else the next search's sync drops the tools).
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,12 +46,15 @@ from ..discovery import (
     CALL_TOOL,
     DEFAULT_LIMIT,
     SEARCH_TOOLS,
+    IndexedTool,
     PreparedSearch,
     SearchHit,
     SemanticReranker,
+    SemanticUnavailable,
     ToolIndex,
     meta_tools,
     search_result,
+    semantic_available,
 )
 from ..core.validation import compile_schema
 from .results import error_result
@@ -79,73 +89,146 @@ class MetaTools:
     """The search index every session shares, and the ``search_tools`` answer."""
 
     def __init__(self, registry: Registry, *, rerank: str = "off", reranker: SemanticReranker | None = None) -> None:
-        """``rerank``: the ``discovery_rerank`` setting ("off" or "semantic"); ``reranker``: one
-        to use instead (tests give one with their own embedder)."""
+        """``rerank``: the ``discovery_rerank`` setting ("off", "semantic" or "auto": semantic
+        when the extra is installed); ``reranker``: one to use instead (tests give one with
+        their own embedder)."""
         self.registry = registry
         self._index: ToolIndex | None = None
         self._reranker = reranker
+        #: "auto" chose semantic: a model that fails to load means BM25 only, not an error.
+        self._optional = False
+        #: Searches run in worker threads, one at a time (CPU work; the model has one lock anyway).
+        self._limiter: trio.CapacityLimiter | None = None
+        #: Guards the index: held by a search (worker thread) and by syncs and removals.
+        self._lock = threading.Lock()
         # Syncing (adding) is lazy, at search time; letting go of departed tools is not.
         registry.on_change(self._forget_departed)
-        if rerank == "semantic" and reranker is None:
+        if reranker is None and (rerank == "semantic" or (rerank == "auto" and semantic_available())):
+            self._optional = rerank == "auto"
             self._reranker = SemanticReranker(background=True)
+        self._warming = False
+
+    def discovery_session_started(self) -> None:
+        """Warm the model (if any) in a background thread, once: only a daemon that serves
+        discovery mode pays its load time and memory, and its first search does not wait."""
+        if self._reranker is not None and not self._warming:
+            self._warming = True
             self._reranker.warm_up_in_background()
 
     @property
     def index(self) -> ToolIndex:
-        """The index, created on first use and synced with the registry (cheap when unchanged)."""
+        """The index, created on first use and synced with the registry (cheap when unchanged).
+
+        Takes the index lock: waits, at most one search long, for a search in a worker thread."""
+        with self._lock:
+            index = self._ensure_index()
+            index.sync(self.registry)
+        return index
+
+    def _ensure_index(self) -> ToolIndex:  # with self._lock held
         if self._index is None:
             self._index = ToolIndex(reranker=self._reranker)
             weakref.finalize(self, self._index.close)
-        self._index.sync(self.registry)
         return self._index
 
     def _forget_departed(self) -> None:
-        """Drop indexed tools the registry no longer has (their specs, rows and vectors)."""
+        """Drop indexed tools the registry no longer has (their specs, rows and vectors).
+
+        Skipped while a search holds the index (never wait on the event loop): the next
+        search's sync drops them, since the registry's version moved."""
         index = self._index
-        if index is None:
+        if index is None or not self._lock.acquire(blocking=False):
             return
-        gone = [tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None]
-        for name in gone:
-            index.remove(name)
+        try:
+            gone = [tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None]
+            for name in gone:
+                index.remove(name)
+        finally:
+            self._lock.release()
 
     @property
     def reranks(self) -> bool:
-        """Searches embed the query (semantic re-ranking): run them with :meth:`search_tools_async`."""
+        """Searches embed the query (semantic re-ranking)."""
         return self._reranker is not None
 
+    @property
+    def threaded(self) -> bool:
+        """Run searches with :meth:`search_tools_async` (always: a BM25 search takes ~7 ms at
+        10,000 tools, up to ~40 ms for a long query, and an embedding ~20 ms)."""
+        return True
+
     def search_tools(self, arguments: Any, *, session: str | None = None) -> dict[str, Any]:
-        """The ``CallToolResult`` of ``search_tools``: the hits as structuredContent and as JSON text."""
-        prepared = self._prepare(arguments)
-        if isinstance(prepared, dict):
-            return prepared
+        """The ``CallToolResult`` of ``search_tools``: the hits as structuredContent and as JSON
+        text, computed in the calling thread (the agent library, tests; the daemon uses
+        :meth:`search_tools_async`)."""
+        checked = _check(arguments)
+        if isinstance(checked, dict):
+            return checked
+        with self._lock:
+            index = self._ensure_index()
+            index.sync(self.registry)
+            prepared = index.prepare(*checked)
         return self._answer(prepared, prepared.finish(), session)
 
     async def search_tools_async(self, arguments: Any, *, session: str | None = None) -> dict[str, Any]:
-        """:meth:`search_tools` with the re-ranking (~20 ms of model time) in a worker thread,
-        so the event loop — every other call — does not wait for it."""
-        prepared = self._prepare(arguments)
-        if isinstance(prepared, dict):
-            return prepared
-        hits = await trio.to_thread.run_sync(prepared.finish) if prepared.needs_rerank else prepared.finish()
+        """:meth:`search_tools` in a worker thread (one search at a time), so the event loop —
+        every other call — does not wait for it. The registry is read here, on the event loop,
+        and only when it changed since the index last saw it."""
+        checked = _check(arguments)
+        if isinstance(checked, dict):
+            return checked
+        version = self.registry.version
+        index = self._index
+        tools = None
+        if index is None or index.version != version:
+            tools = [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in self.registry.tools()]
+        if self._limiter is None:
+            self._limiter = trio.CapacityLimiter(1)
+        prepared, hits = await trio.to_thread.run_sync(self._search, checked, version, tools, limiter=self._limiter)
+        if hits is None:
+            # "auto" found the extra but its model does not load: BM25 from now on.
+            log.warning("semantic_search_off", reason="the semantic model did not load")
+            hits = prepared.hits[: prepared.limit]
         return self._answer(prepared, hits, session)
 
-    def _prepare(self, arguments: Any) -> PreparedSearch | dict[str, Any]:
-        if arguments is None:
-            arguments = {}
-        errors = _validate_search(arguments) if isinstance(arguments, dict) else ["arguments: must be an object"]
-        if errors:
-            return _invalid(SEARCH_TOOLS, errors)
-        return self.index.prepare(arguments["query"], int(arguments.get("limit", DEFAULT_LIMIT)))
+    def _search(self, checked: tuple[str, int], version: int,
+                tools: list[IndexedTool] | None) -> tuple[PreparedSearch, list[SearchHit] | None]:
+        """A search in a worker thread; None for the hits: the optional model failed to load."""
+        with self._lock:
+            index = self._ensure_index()
+            if tools is not None:
+                index.sync_tools(version, tools)
+            prepared = index.prepare(*checked)
+        try:
+            return prepared, prepared.finish()
+        except SemanticUnavailable:
+            if not self._optional:
+                raise
+            with self._lock:
+                self._reranker = None
+                if self._index is not None:
+                    self._index.reranker = None
+            return prepared, None
 
     def _answer(self, prepared: PreparedSearch, hits: list[SearchHit], session: str | None) -> dict[str, Any]:
-        structured = search_result(hits)
+        structured = search_result(hits, prepared.match if hits else None)
         log.info("TOOL_SEARCH", session=session, query_chars=len(prepared.query), limit=prepared.limit,
-                 hits=[hit.agent_name for hit in hits])
+                 hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None)
         return {
             "content": [{"type": "text", "text": _encoder.encode(structured).decode()}],
             "structuredContent": structured,
             "isError": False,
         }
+
+
+def _check(arguments: Any) -> tuple[str, int] | dict[str, Any]:
+    """``search_tools``'s ``(query, limit)``, or the error result for bad arguments."""
+    if arguments is None:
+        arguments = {}
+    errors = _validate_search(arguments) if isinstance(arguments, dict) else ["arguments: must be an object"]
+    if errors:
+        return _invalid(SEARCH_TOOLS, errors)
+    return arguments["query"], int(arguments.get("limit", DEFAULT_LIMIT))
 
 
 def unwrap_call(arguments: Any) -> tuple[str, Any] | dict[str, Any]:

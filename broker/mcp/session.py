@@ -382,6 +382,8 @@ class Session:
         self.server = server
         #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
         self.discovery = discovery
+        if discovery:
+            server.meta.discovery_session_started()
         self._nursery = nursery
         self.transport = transport
         self.label = label
@@ -635,7 +637,7 @@ class Session:
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
         if name == SEARCH_TOOLS:
-            if self.server.meta.reranks:  # the query is embedded in a thread: a task waits for it
+            if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
                 search = _InFlight()
                 self._in_flight[request.id] = search
                 self._nursery.start_soon(self._run, Session._search_in_thread, request, context, outbox, search,

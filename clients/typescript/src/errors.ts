@@ -1,0 +1,83 @@
+/**
+ * The error tree of `@toolbridge/app` (mirrors Python's `app_client.errors`).
+ *
+ * Every error this package raises or emits is a {@link ToolbridgeError}, so an app can catch
+ * them all at once. Protocol errors say who broke the protocol: {@link LocalProtocolError}
+ * means we were about to send something invalid, {@link RemoteProtocolError} means the daemon
+ * sent something invalid. Both carry the wire's machine-readable `code` (protocol.md §2).
+ */
+
+/** Root of every error raised or emitted by this package. */
+export class ToolbridgeError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A message broke the wire protocol; `code` is one of protocol.md's error codes. */
+export class ProtocolError extends ToolbridgeError {
+  readonly code: string;
+  readonly correlationId: number | undefined;
+  constructor(code: string, message: string, correlationId?: number) {
+    super(message);
+    this.code = code;
+    this.correlationId = correlationId;
+  }
+}
+
+/** We were about to send something the protocol does not allow (e.g. a line over the limit). */
+export class LocalProtocolError extends ProtocolError {}
+
+/** The daemon sent something the protocol does not allow (garbage, a line over the limit, ...). */
+export class RemoteProtocolError extends ProtocolError {}
+
+/** The connection to the daemon closed (or was never open). */
+export class ConnectionClosed extends ToolbridgeError {}
+
+/** No running daemon could be found (no runtime.json or token, or a malformed one). */
+export class DaemonNotFound extends ToolbridgeError {}
+
+/** The daemon refused the registration for good (invalid tool, bad app name, ...). */
+export class RegistrationRejected extends ToolbridgeError {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/**
+ * Another process registered this app's `instanceId` and the daemon dropped us. The app stops:
+ * reconnecting would only evict the other process in turn (give each process its own id; the
+ * default does).
+ */
+export class InstanceReplaced extends ToolbridgeError {}
+
+/** A tool cannot be declared as given (bad name, bad schema, duplicate, ...). Thrown at once. */
+export class ToolDefinitionError extends ToolbridgeError {}
+
+/** The daemon refused an `addTools` / `removeTools` request; `code` says why. */
+export class ToolUpdateRejected extends ToolbridgeError {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** `connect({timeoutMs})` ran out before the first registration; `lastError` says what failed. */
+export class ConnectTimeout extends ToolbridgeError {}
+
+/**
+ * Throw this from a tool handler to fail the call with `message` shown to the agent. Any other
+ * error fails the call with a generic `"<tool> failed: <ErrorName>"` (its details stay in the
+ * app's log), so keep secrets out of a ToolError's message.
+ */
+export class ToolError extends ToolbridgeError {}
+
+/** The reason a call's `ctx.signal` is aborted with when the daemon cancelled the call. */
+export class CallCancelled extends ToolbridgeError {}
+
+/** The reason a call's `ctx.signal` is aborted with when the call's deadline passed. */
+export class CallTimeout extends ToolbridgeError {}

@@ -1,0 +1,37 @@
+/**
+ * `@toolbridge/app`: offer a Node.js (or Electron main-process) app's tools to AI agents
+ * through the toolbridge daemon. See the README section "Apps in JavaScript/TypeScript" and
+ * protocol.md for the wire contract this implements.
+ *
+ * ```ts
+ * import { App } from "@toolbridge/app";
+ * const app = new App({ name: "Notes" });
+ * app.tool("echo", { inputSchema: { type: "object", properties: { text: { type: "string" } } } },
+ *   async ({ text }) => text);
+ * await app.connect();
+ * ```
+ */
+export { App, CONNECT_TIMEOUT_MS, ENV_INSTANCE_ID, FATAL_REGISTRATION_CODES } from "./app.js";
+export type { AppEvents, AppOptions, ConnectionState, ToolDeclaration } from "./app.js";
+export { Backoff } from "./backoff.js";
+export type { BackoffOptions } from "./backoff.js";
+export type { ToolContext } from "./context.js";
+export {
+  DEFAULT_HOST, ENV_HOME, ENV_HOST, ENV_PORT, ENV_TLS, ENV_TLS_CA, ENV_TOKEN, RUNTIME_FILE, TOKEN_FILE,
+  defaultHome, findDaemon, readRuntime, readToken, resolveHome,
+} from "./discovery.js";
+export type { DaemonAddress, DiscoveryOptions, RuntimeInfo } from "./discovery.js";
+export {
+  CallCancelled, CallTimeout, ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced,
+  LocalProtocolError, ProtocolError, RegistrationRejected, RemoteProtocolError, ToolDefinitionError,
+  ToolError, ToolUpdateRejected, ToolbridgeError,
+} from "./errors.js";
+export { failure, image, result, text, toToolResult } from "./results.js";
+export type { ContentBlock, ResultInit } from "./results.js";
+export type { Logger } from "./session.js";
+export { APP_NAME_PATTERN, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
+export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike } from "./tools.js";
+export {
+  DEFAULT_MAX_LINE_BYTES, LineFramer, PROTOCOL_VERSION, decodeMessage, encodeMessage,
+} from "./wire.js";
+export type { Json, JsonObject, Registered, ToolResult, ToolSpec } from "./wire.js";

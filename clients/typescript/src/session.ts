@@ -1,0 +1,557 @@
+/**
+ * One registered connection: handshake, reader, calls, progress, tool updates, goodbye.
+ *
+ * Theory of operation
+ * -------------------
+ * A {@link Session} lives for one socket. {@link Session.handshake} sends `register` and waits
+ * for `registered` (answering `ping` meanwhile); an `error` instead rejects with
+ * {@link RegistrationRejected}. Afterwards the socket's `data` handler is the reader: it feeds
+ * the sans-IO {@link LineFramer} (bounded at the negotiated `maxLineBytes`) and acts on each
+ * message at once, never waiting for a handler:
+ *
+ * - `ping` → `pong`, written straight from the reader, so heartbeats flow while handlers run
+ *   (as long as no handler blocks the event loop: CPU-heavy work belongs in a worker thread);
+ * - `toolInvocation` → a call (below); `toolCancel` → abort that call's signal;
+ * - `toolsUpdated` / an `error` without `correlationId` → settle the oldest pending tool update
+ *   (`addTools`/`removeTools` carry no id; the daemon answers each in order);
+ * - a line that is not a valid message gets a non-fatal `error` reply with the wire's code, and
+ *   is reported as a {@link RemoteProtocolError} (the app's `error` event); the link goes on.
+ *
+ * Calls: each invocation gets an AbortController and a deadline timer, waits for one of the
+ * app's `maxConcurrency` slots, then runs its handler. The slot is held until the handler
+ * really settles (JavaScript cannot stop a handler that ignores its signal), so the app never
+ * runs more handlers at once than it declared. At the deadline the signal aborts and the call is
+ * answered `success: false, errorKind: "timeout"` (the daemon waits a little longer than
+ * `timeoutMs` to hear it). After a `toolCancel` the app sends **nothing** for that call: no
+ * response, no progress — the daemon ended the call when it sent the cancel.
+ *
+ * The link ends on end of stream, a socket error, missed heartbeats (nothing at all received
+ * for three heartbeat intervals), the daemon's `replaced` error, or {@link Session.goodbye}.
+ * Then every running call's signal aborts (no responses are sent) and pending tool updates
+ * reject with {@link ConnectionClosed}. Writes go through `socket.write`, which keeps message
+ * order; progress waits for the socket to drain when more than {@link PROGRESS_HIGH_WATER}
+ * bytes are queued, so a flood of progress cannot grow memory without bound.
+ */
+import type { Socket } from "node:net";
+import {
+  CallCancelled, CallTimeout, ConnectionClosed, LocalProtocolError, RegistrationRejected,
+  RemoteProtocolError, ToolError, ToolUpdateRejected,
+} from "./errors.js";
+import type { ToolContext } from "./context.js";
+import { describeError, failure, toToolResult } from "./results.js";
+import type { ToolDefinition } from "./tools.js";
+import {
+  DEFAULT_MAX_LINE_BYTES, LineFramer, PROTOCOL_VERSION, decodeMessage, encodeMessage,
+  type Incoming, type JsonObject, type Registered, type ToolInvocation, type ToolResult, type ToolSpec,
+} from "./wire.js";
+
+/** Missed heartbeat intervals after which a silent link counts as dead. */
+export const HEARTBEAT_MISSES = 3;
+/** Bytes queued on the socket above which progress waits for it to drain. */
+export const PROGRESS_HIGH_WATER = 1024 * 1024;
+
+export interface Logger {
+  debug(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  error(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface SessionHooks {
+  tools: ReadonlyMap<string, ToolDefinition>;
+  limiter: Limiter;
+  log: Logger;
+  onNames(names: Record<string, string>): void;
+  onProtocolError(err: Error): void;
+}
+
+export interface EndResult {
+  reason: string;
+  replaced: boolean;
+}
+
+/** A counting semaphore; `acquire` gives up when `signal` aborts. */
+export class Limiter {
+  private free: number;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(readonly total: number) {
+    this.free = total;
+  }
+
+  acquire(signal: AbortSignal): Promise<boolean> {
+    if (this.free > 0) {
+      this.free -= 1;
+      return Promise.resolve(true);
+    }
+    return new Promise((resolve) => {
+      const grant = (): void => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(true);
+      };
+      const onAbort = (): void => {
+        const at = this.waiters.indexOf(grant);
+        if (at >= 0) this.waiters.splice(at, 1);
+        resolve(false);
+      };
+      this.waiters.push(grant);
+      signal.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  release(): void {
+    const next = this.waiters.shift();
+    if (next !== undefined) next();
+    else this.free += 1;
+  }
+}
+
+interface Call {
+  readonly invocation: ToolInvocation;
+  readonly controller: AbortController;
+  /** Settled: answered, cancelled or lost; nothing more goes out for it. */
+  done: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+interface PendingUpdate {
+  resolve(names: Record<string, string>): void;
+  reject(err: Error): void;
+}
+
+export class Session {
+  private readonly framer = new LineFramer(DEFAULT_MAX_LINE_BYTES);
+  private peerMaxLineBytes = DEFAULT_MAX_LINE_BYTES;
+  private readonly calls = new Map<number, Call>();
+  private readonly pending: PendingUpdate[] = [];
+  private phase: "handshake" | "serving" | "ended" = "handshake";
+  private handshakeWaiter: { resolve(r: Registered): void; reject(e: Error): void } | undefined;
+  private lastReceived = Date.now();
+  private watchdog: NodeJS.Timeout | undefined;
+  private endReason: string | undefined;
+  private replaced = false;
+  /** Set by goodbye(): the daemon's answers from now on are not worth a warning. */
+  private closing = false;
+  private readonly ended: Promise<EndResult>;
+  private resolveEnded!: (result: EndResult) => void;
+
+  constructor(private readonly socket: Socket, private readonly hooks: SessionHooks) {
+    this.ended = new Promise((resolve) => {
+      this.resolveEnded = resolve;
+    });
+    socket.setNoDelay(true);
+    socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    socket.on("error", (err: Error) => this.end(`the connection failed (${err.message})`));
+    socket.on("close", () => {
+      if (this.phase === "serving" && this.framer.buffered > 0) {
+        // A close in the middle of a line: the partial line is dropped, and the app hears of it.
+        this.hooks.onProtocolError(new RemoteProtocolError("truncated_line",
+          `the daemon closed the connection in the middle of a line (${this.framer.buffered} bytes dropped)`));
+      }
+      this.end("the daemon closed the connection");
+    });
+  }
+
+  /** Calls received and not yet answered, cancelled or lost. */
+  get activeCalls(): number {
+    return this.calls.size;
+  }
+
+  // --- handshake -------------------------------------------------------------------------
+
+  /** Send `register`; resolve with `registered`, reject with RegistrationRejected or ConnectionClosed. */
+  handshake(register: object): Promise<Registered> {
+    return new Promise((resolve, reject) => {
+      this.handshakeWaiter = { resolve, reject };
+      try {
+        this.write(register);
+      } catch (err) {
+        this.handshakeWaiter = undefined;
+        reject(err);
+      }
+    });
+  }
+
+  private settleHandshake(message: Incoming | Error): void {
+    const waiter = this.handshakeWaiter;
+    if (waiter === undefined) return;
+    if (message instanceof Error) {
+      this.handshakeWaiter = undefined;
+      waiter.reject(message);
+      this.end(message.message);
+      return;
+    }
+    if (message.type === "registered") {
+      if (message.protocolVersion !== PROTOCOL_VERSION) {
+        // Negotiation (protocol.md §7): the daemon answers min(ours, its highest). Any other
+        // answer is a version this client cannot speak, so it closes the connection itself.
+        this.handshakeWaiter = undefined;
+        waiter.reject(new RegistrationRejected("unsupported_version",
+          `the daemon answered protocol version ${message.protocolVersion}; this client speaks ${PROTOCOL_VERSION}`));
+        this.end("unsupported protocol version");
+        return;
+      }
+      this.handshakeWaiter = undefined;
+      this.phase = "serving";
+      this.peerMaxLineBytes = message.maxLineBytes > 0 ? message.maxLineBytes : DEFAULT_MAX_LINE_BYTES;
+      this.framer.maxLineBytes = this.peerMaxLineBytes;
+      this.startWatchdog(message.heartbeatIntervalMs);
+      waiter.resolve(message);
+    } else if (message.type === "error") {
+      this.handshakeWaiter = undefined;
+      waiter.reject(new RegistrationRejected(message.code, message.message));
+      this.end(`registration refused (${message.code})`);
+    } else if (message.type === "ping") {
+      this.trySend({ type: "pong", id: message.id });
+    }
+  }
+
+  // --- serving ---------------------------------------------------------------------------
+
+  /** Resolves when the link ends, with why (and whether another registration replaced us). */
+  serve(): Promise<EndResult> {
+    return this.ended;
+  }
+
+  private startWatchdog(intervalMs: number): void {
+    if (!(intervalMs > 0)) return;
+    const limit = HEARTBEAT_MISSES * intervalMs;
+    this.lastReceived = Date.now();
+    this.watchdog = setInterval(() => {
+      if (Date.now() - this.lastReceived > limit) {
+        this.end(`no message from the daemon for ${limit / 1000} s (missed heartbeats)`);
+      }
+    }, Math.max(50, Math.min(intervalMs, 1000)));
+    this.watchdog.unref();
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.phase === "ended") return;
+    this.lastReceived = Date.now();
+    this.framer.receiveData(chunk);
+    for (;;) {
+      let message: Incoming;
+      try {
+        const line = this.framer.nextLine();
+        if (line === null) return;
+        message = decodeMessage(line);
+      } catch (err) {
+        // Only RemoteProtocolError is expected; anything else is still the peer's bad line, and
+        // must never escape into the socket's event handler (that would crash the host app).
+        this.onBadLine(err instanceof RemoteProtocolError ? err
+          : new RemoteProtocolError("invalid_message", `the line could not be read (${String(err)})`));
+        if (this.isEnded()) return;
+        continue;
+      }
+      try {
+        this.dispatch(message);
+      } catch (err) {
+        // Never let a bug or a throwing callback escape into the socket's event handler.
+        this.hooks.log.error("toolbridge: message handling failed", { error: String(err) });
+      }
+      if (this.isEnded()) return;
+    }
+  }
+
+  /** A method, so TypeScript does not narrow the phase across calls that may end the link. */
+  private isEnded(): boolean {
+    return this.phase === "ended";
+  }
+
+  private onBadLine(err: RemoteProtocolError): void {
+    if (this.phase === "handshake") {
+      this.settleHandshake(new ConnectionClosed(
+        `the peer sent an invalid message before registration (${err.code}: ${err.message}); is it a toolbridge daemon?`));
+      return;
+    }
+    this.hooks.log.warn("toolbridge: invalid message from the daemon", { code: err.code, error: err.message });
+    this.hooks.onProtocolError(err);
+    this.trySend({ type: "error", code: err.code, message: err.message });
+  }
+
+  private dispatch(message: Incoming): void {
+    if (this.phase === "handshake") {
+      this.settleHandshake(message);
+      return;
+    }
+    switch (message.type) {
+      case "ping":
+        this.trySend({ type: "pong", id: message.id });
+        break;
+      case "toolInvocation":
+        this.startCall(message);
+        break;
+      case "toolCancel":
+        this.cancelCall(message.correlationId, message.reason);
+        break;
+      case "toolsUpdated":
+        this.pending.shift()?.resolve(message.toolNames);
+        this.hooks.onNames(message.toolNames);
+        break;
+      case "error":
+        this.onError(message);
+        break;
+      case "pong":
+      case "registered":
+        break;
+      case "other":
+        this.trySend({ type: "error", code: "unexpected_message", message: `an app does not accept '${message.kind}' messages` });
+        break;
+    }
+  }
+
+  private onError(message: Extract<Incoming, { type: "error" }>): void {
+    const fields = { code: message.code, error: message.message, correlationId: message.correlationId };
+    if (message.code === "replaced") {
+      this.hooks.log.error("toolbridge: another process registered this instance id; not reconnecting", fields);
+      this.replaced = true;
+      this.end("replaced by another registration of this instance");
+    } else if (message.correlationId === undefined && this.pending.length > 0) {
+      this.hooks.log.warn("toolbridge: the daemon refused a tool update", fields);
+      this.pending.shift()!.reject(new ToolUpdateRejected(message.code, message.message));
+    } else if (this.closing) {
+      this.hooks.log.debug("toolbridge: the daemon answered while we were closing", fields);
+    } else if (message.fatal) {
+      this.hooks.log.error("toolbridge: the daemon reported a fatal error and will close the connection", fields);
+    } else {
+      this.hooks.log.warn("toolbridge: the daemon reported an error", fields);
+    }
+  }
+
+  // --- writing ---------------------------------------------------------------------------
+
+  /** Encode and write one message; throws ConnectionClosed or LocalProtocolError (over the limit). */
+  private write(message: object): void {
+    if (this.phase === "ended" || this.socket.destroyed || !this.socket.writable) {
+      throw new ConnectionClosed(this.endReason ?? "the connection is closed");
+    }
+    this.socket.write(encodeMessage(message, this.peerMaxLineBytes));
+  }
+
+  private trySend(message: object): boolean {
+    try {
+      this.write(message);
+      return true;
+    } catch (err) {
+      if (!(err instanceof ConnectionClosed)) this.hooks.log.warn("toolbridge: message not sent", { error: String(err) });
+      return false;
+    }
+  }
+
+  // --- calls -----------------------------------------------------------------------------
+
+  private startCall(invocation: ToolInvocation): void {
+    const cid = invocation.correlationId;
+    if (this.calls.has(cid)) {
+      this.hooks.log.warn("toolbridge: duplicate correlation id; invocation ignored", { correlationId: cid });
+      this.trySend({ type: "error", code: "duplicate_correlation_id", message: `call ${cid} is already running` });
+      return;
+    }
+    const call: Call = { invocation, controller: new AbortController(), done: false, timer: undefined };
+    this.calls.set(cid, call);
+    const timeoutMs = invocation.timeoutMs;
+    const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+    let started = false;
+    if (timeoutMs !== undefined) {
+      call.timer = setTimeout(() => {
+        if (call.done) return;
+        const seconds = timeoutMs / 1000;
+        call.controller.abort(new CallTimeout(`${invocation.tool} timed out after ${seconds} s`));
+        this.hooks.log.warn("toolbridge: tool call timed out", { tool: invocation.tool, correlationId: cid, started });
+        this.respond(call, started
+          ? failure(`${invocation.tool} timed out after ${seconds} s`, "timeout")
+          : failure(`${invocation.tool} timed out after ${seconds} s without starting: the app was still busy `
+            + `with earlier calls (it runs ${this.hooks.limiter.total} at a time)`, "timeout"));
+      }, timeoutMs);
+    }
+    const session = this;
+    const ctx: ToolContext = {
+      correlationId: cid,
+      tool: invocation.tool,
+      signal: call.controller.signal,
+      deadline,
+      timeoutMs,
+      progressRequested: invocation.progress,
+      timeRemaining: () => (deadline === undefined ? Infinity : deadline - Date.now()),
+      reportProgress: (progress, total, message) => session.progress(call, progress, total, message),
+    };
+    this.runCall(call, ctx, () => {
+      started = true;
+    }).catch((err: unknown) => {
+      // A bug (or a throwing user-supplied parser): fail the call rather than leave it hanging,
+      // and never leave an unhandled rejection behind.
+      this.hooks.log.error("toolbridge: running a call failed", { tool: invocation.tool, error: String(err) });
+      this.respond(call, failure(`${invocation.tool} failed: internal error in the app's toolbridge client`));
+    });
+  }
+
+  private async runCall(call: Call, ctx: ToolContext, markStarted: () => void): Promise<void> {
+    const { tool: name, parameters } = call.invocation;
+    const definition = this.hooks.tools.get(name);
+    if (definition === undefined) {
+      this.respond(call, failure(`unknown tool '${name}'`));
+      return;
+    }
+    let args: unknown = parameters;
+    if (definition.parse !== undefined) {
+      const parsed = definition.parse(parameters);
+      if (!parsed.success) {
+        this.respond(call, failure(`invalid arguments for ${name}: ${describeIssues(parsed.error)}`));
+        return;
+      }
+      args = parsed.data;
+    }
+    if (!(await this.hooks.limiter.acquire(call.controller.signal))) return;
+    let outcome: ToolResult;
+    try {
+      markStarted();
+      const value = await (definition.handler as (a: unknown, c: ToolContext) => unknown)(args, ctx);
+      if (call.done) return;
+      try {
+        outcome = toToolResult(value);
+      } catch (err) {
+        this.hooks.log.error("toolbridge: tool returned a value that cannot be sent", { tool: name, error: String(err) });
+        outcome = failure(`${name} failed: it returned a value that is not JSON`);
+      }
+    } catch (err) {
+      if (call.done) return; // cancelled, timed out or lost: the error is the abort's echo
+      if (err instanceof ToolError) this.hooks.log.info("toolbridge: tool reported an error", { tool: name });
+      else this.hooks.log.error("toolbridge: tool handler threw", { tool: name, error: err instanceof Error ? err.stack ?? err.message : String(err) });
+      outcome = failure(describeError(name, err));
+    } finally {
+      this.hooks.limiter.release();
+    }
+    this.respond(call, outcome);
+  }
+
+  private respond(call: Call, result: ToolResult): void {
+    if (call.done) return;
+    this.finish(call);
+    const cid = call.invocation.correlationId;
+    try {
+      this.write({ type: "toolResponse", correlationId: cid, result });
+    } catch (err) {
+      if (err instanceof LocalProtocolError) {
+        this.hooks.log.error("toolbridge: tool result cannot be sent", { tool: call.invocation.tool, error: err.message });
+        const reason = err.code === "line_too_long" ? "too large" : "not encodable";
+        this.trySend({ type: "toolResponse", correlationId: cid,
+          result: failure(`${call.invocation.tool} failed: its result is ${reason} (${err.message})`) });
+      }
+      // ConnectionClosed: the daemon already failed the call.
+    }
+  }
+
+  private finish(call: Call): void {
+    call.done = true;
+    if (call.timer !== undefined) clearTimeout(call.timer);
+    this.calls.delete(call.invocation.correlationId);
+  }
+
+  private cancelCall(cid: number, reason: string | undefined): void {
+    const call = this.calls.get(cid);
+    if (call === undefined) {
+      this.hooks.log.debug("toolbridge: toolCancel for a call not running", { correlationId: cid });
+      return;
+    }
+    this.hooks.log.info("toolbridge: call cancelled by the daemon", { tool: call.invocation.tool, correlationId: cid, reason });
+    this.finish(call);
+    call.controller.abort(new CallCancelled(`${call.invocation.tool} was cancelled (${reason ?? "cancelled"})`));
+  }
+
+  private async progress(call: Call, progress: number, total?: number, message?: string): Promise<void> {
+    if (call.done || this.phase !== "serving") return;
+    if (typeof progress !== "number" || !Number.isFinite(progress)) throw new TypeError("progress must be a finite number");
+    if (total !== undefined && (typeof total !== "number" || !Number.isFinite(total))) throw new TypeError("total must be a finite number");
+    if (this.socket.writableLength > PROGRESS_HIGH_WATER) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          this.socket.off("drain", done);
+          this.socket.off("close", done);
+          call.controller.signal.removeEventListener("abort", done);
+          resolve();
+        };
+        this.socket.once("drain", done);
+        this.socket.once("close", done);
+        call.controller.signal.addEventListener("abort", done, { once: true });
+      });
+      if (call.done || this.phase !== "serving") return;
+    }
+    const update: JsonObject = { type: "toolProgress", correlationId: call.invocation.correlationId, progress };
+    if (total !== undefined) update.total = total;
+    if (message !== undefined) update.message = String(message);
+    this.trySend(update);
+  }
+
+  // --- tool updates ----------------------------------------------------------------------
+
+  /** Send `addTools` / `removeTools`; resolve with the daemon's new name map. */
+  updateTools(message: { type: "addTools"; tools: ToolSpec[] } | { type: "removeTools"; names: string[] }): Promise<Record<string, string>> {
+    return new Promise((resolve, reject) => {
+      const entry: PendingUpdate = { resolve, reject };
+      this.pending.push(entry);
+      try {
+        this.write(message);
+      } catch (err) {
+        this.pending.splice(this.pending.indexOf(entry), 1);
+        reject(err);
+      }
+    });
+  }
+
+  // --- ending ----------------------------------------------------------------------------
+
+  /** End the link (first reason wins): abort every call, fail pending updates, destroy the socket. */
+  end(reason: string): void {
+    if (this.phase === "ended") return;
+    this.phase = "ended";
+    this.endReason = reason;
+    if (this.watchdog !== undefined) clearInterval(this.watchdog);
+    for (const call of [...this.calls.values()]) {
+      this.finish(call);
+      call.controller.abort(new ConnectionClosed(reason));
+    }
+    for (const entry of this.pending.splice(0)) entry.reject(new ConnectionClosed(reason));
+    if (this.handshakeWaiter !== undefined) {
+      const waiter = this.handshakeWaiter;
+      this.handshakeWaiter = undefined;
+      waiter.reject(new ConnectionClosed(reason));
+    }
+    this.socket.destroy();
+    this.resolveEnded({ reason, replaced: this.replaced });
+  }
+
+  /**
+   * Quit on purpose: abort running calls (no responses), send `goodbye` (unless `sayGoodbye` is
+   * false) so the daemon releases this instance's names at once, close our side and wait
+   * (bounded) for the daemon to close.
+   */
+  async goodbye(sayGoodbye = true, waitMs = 2000): Promise<void> {
+    if (this.phase === "ended") return;
+    this.closing = true;
+    for (const call of [...this.calls.values()]) {
+      this.finish(call);
+      call.controller.abort(new ConnectionClosed("the app is closing"));
+    }
+    if (this.phase === "serving" && sayGoodbye) this.trySend({ type: "goodbye" });
+    const closed = new Promise<void>((resolve) => {
+      if (this.socket.destroyed) resolve();
+      else this.socket.once("close", () => resolve());
+    });
+    this.socket.end();
+    const timer = setTimeout(() => this.socket.destroy(), waitMs);
+    await closed;
+    clearTimeout(timer);
+    this.end("the app closed the connection");
+  }
+}
+
+function describeIssues(error: { issues?: unknown[]; message?: string }): string {
+  if (Array.isArray(error.issues) && error.issues.length > 0) {
+    return error.issues.slice(0, 5).map((issue) => {
+      const record = issue as { path?: unknown[]; message?: string };
+      const path = Array.isArray(record.path) && record.path.length > 0 ? `at $.${record.path.join(".")}: ` : "";
+      return `${path}${record.message ?? "invalid"}`;
+    }).join("; ");
+  }
+  return error.message ?? "they do not match the input schema";
+}

@@ -1,0 +1,29 @@
+"""The conformance kit (`toolbridge conformance app`, issue 16 §1) against the TypeScript fixture app.
+
+The kit lives in ``broker.conformance`` (helper "kit"'s branch); until that branch is merged this
+module is skipped, afterwards it runs like the Python fixture's own kit test.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ts_testkit import FIXTURE_APP, ROOT, build, node, node_env
+
+conformance = pytest.importorskip("broker.conformance", reason="the conformance kit (issue 16 §1) is not merged yet")
+
+
+def test_the_typescript_fixture_app_passes_every_scenario() -> None:
+    build()
+    scenarios = len(conformance.load_scenarios())
+    done = subprocess.run(
+        [sys.executable, "-m", "broker", "conformance", "app", "--", node(), str(FIXTURE_APP)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=node_env(),
+    )
+    lines = done.stdout.splitlines()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sum(line.startswith("pass: ") for line in lines) == scenarios
+    assert lines[-1] == f"{scenarios} of {scenarios} scenarios passed"
