@@ -174,6 +174,8 @@ class AgentConnect(_Base, tag="agentConnect"):
 
     token: str = ""
     discovery: bool = False
+    #: Code mode (``toolbridge stdio --code``): tools/list holds search_tools and run_code.
+    code: bool = False
 
 
 class AgentConnected(_Base, tag="agentConnected"):

@@ -523,11 +523,11 @@ class AgentLinkClient:
         #: True once ``agentConnected`` came: MCP JSON-RPC lines from now on.
         self.connected = False
 
-    def connect(self, token: str, *, discovery: bool = False) -> bytes:
-        """The ``agentConnect`` line (``AGENT``)."""
+    def connect(self, token: str, *, discovery: bool = False, code: bool = False) -> bytes:
+        """The ``agentConnect`` line (``AGENT``); ``code`` asks for code mode."""
         self._first("agentConnect")
         self.phase = Phase.AGENT
-        return encode_message(AgentConnect(token=token, discovery=discovery))
+        return encode_message(AgentConnect(token=token, discovery=discovery, code=code))
 
     def admin(self, token: str, command: str, args: dict[str, Any] | None = None) -> bytes:
         """The ``admin`` line (``ADMIN``)."""

@@ -53,12 +53,14 @@ def toolbridge_command() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "broker"]
 
 
-def server_entry(home: Path, *, discovery: bool = False) -> dict[str, Any]:
+def server_entry(home: Path, *, discovery: bool = False, code: bool = False) -> dict[str, Any]:
     """The ``mcpServers`` entry: absolute command, ``stdio``, and the home by ``--home``."""
     command = toolbridge_command()
     args = [*command[1:], "stdio", "--home", str(home.expanduser().absolute())]
     if discovery:
         args.append("--discovery")
+    if code:
+        args.append("--code")
     return {"command": command[0], "args": args}
 
 
@@ -125,7 +127,7 @@ def _claude_code_command(entry: dict[str, Any], name: str) -> str:
 
 def cmd_agent_config(args: argparse.Namespace) -> int:
     home = home_from(args)
-    entry = server_entry(home, discovery=args.discovery)
+    entry = server_entry(home, discovery=args.discovery, code=args.code)
     path = Path(args.config).expanduser() if args.config else config_path(args.agent)
     if not args.write:
         print(json.dumps({"mcpServers": {args.name: entry}}, indent=2))
@@ -156,5 +158,7 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument("--config", metavar="PATH", help="the config file to write instead of the agent's usual one")
     parser.add_argument("--name", default=SERVER_NAME, help=f"the server's name in the config (default {SERVER_NAME})")
     parser.add_argument("--discovery", action="store_true", help="discovery mode (only search_tools and call_tool)")
+    parser.add_argument("--code", action="store_true",
+                        help="code mode (search_tools and run_code; needs pip install 'toolbridge[code]')")
     parser.set_defaults(func=cmd_agent_config)
 

@@ -5,7 +5,8 @@ Theory of operation
 The relay speaks no MCP itself. It finds the daemon through the home directory
 (``runtime.json`` for the port, ``token`` for the secret), opens a connection (its Unix socket
 when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
-``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``), waits
+``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``,
+``"code":true`` for ``--code``), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr, starting
 with the home used and where it came from (``--home``, ``TOOLBRIDGE_HOME`` or the default: MCP
@@ -175,10 +176,13 @@ class Relay:
     def __init__(
         self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False,
         serve_args: Sequence[str] = (),
+        code: bool = False,
     ) -> None:
         self.home = home
         #: Passed on to ``toolbridge serve`` when the relay starts the daemon (``--port`` ...).
         self.serve_args = tuple(serve_args)
+        #: Ask the daemon for code mode (search_tools and run_code are listed).
+        self.code = code
         #: Ask the daemon for discovery mode (only the meta-tools are listed).
         self.discovery = discovery
         self.auto_start = auto_start
@@ -518,7 +522,7 @@ class Relay:
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
         channel = LineChannel(stream, max_line_bytes=DAEMON_LINE_LIMIT)
-        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT)
+        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT, code=self.code)
         # The same channel goes on reading (lines the daemon sent right after agentConnected,
         # already read with it, are not lost).
         return channel
@@ -580,11 +584,13 @@ def _stdout() -> trio.abc.SendStream:
 
 
 async def run_relay(
-    home: Path, auto_start: bool = True, discovery: bool = False, serve_args: Sequence[str] = ()
+    home: Path, auto_start: bool = True, discovery: bool = False, serve_args: Sequence[str] = (),
+    code: bool = False,
 ) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
-        await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args).run(stdin, stdout)
+        await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args,
+                    code=code).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -610,7 +616,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
         serve_args += ["--port", str(args.port)]
     if args.http_port is not None:
         serve_args += ["--http-port", str(args.http_port)]
-    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args)
+    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args, args.code)
     return 0
 
 
@@ -631,5 +637,10 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument(
         "--discovery", action="store_true",
         help="discovery mode: list only search_tools and call_tool instead of every app tool",
+    )
+    parser.add_argument(
+        "--code", action="store_true",
+        help="code mode: list search_tools and run_code (programs that call app tools in a Deno sandbox; "
+        "needs pip install 'toolbridge[code]')",
     )
     parser.set_defaults(func=cmd_stdio)

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ._model import CodegenTool, tools_from_admin
 from ._python import generate_python
-from ._typescript import generate_typescript
+from ._typescript import ToolBinding, generate_typescript, typescript_bindings
 
 __all__ = [
     "CodegenTool",
@@ -27,6 +27,8 @@ __all__ = [
     "generate_typescript",
     "tools_from_admin",
     "tools_from_registry",
+    "typescript_bindings",
+    "ToolBinding",
 ]
 
 LANGUAGES: Final = ("python", "typescript")

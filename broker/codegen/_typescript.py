@@ -23,11 +23,13 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+import attrs
+
 from ._model import AppPlan, CodegenTool, LanguageRules, Plan, ToolPlan, build_plan
 from ._names import TS_RESERVED, camel_case, clean_text
 from ._schema import Arr, Lit, Map, ObjectDef, Prim, Ref, TypeExpr, Union_
 
-__all__ = ["generate_typescript", "TYPESCRIPT_RULES"]
+__all__ = ["generate_typescript", "typescript_bindings", "ToolBinding", "TYPESCRIPT_RULES"]
 
 _IDENT = re.compile(r"^[A-Za-z_$][A-Za-z0-9_$]*$")
 #: Global names the file uses, or that a declaration would confusingly shadow.
@@ -210,3 +212,42 @@ def generate_typescript(tools: Sequence[CodegenTool], *, source: str = "toolbrid
             out.append(f"  {_string(tool_plan.tool.agent_name)}: {args};")
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+@attrs.frozen
+class ToolBinding:
+    """How code mode exposes one tool: ``apps[app_attr][method](args)``, and its declaration."""
+
+    agent_name: str
+    app_attr: str
+    method: str
+    #: The tool's object types and its method signature, as ``apps.<App>.<method>(...)``.
+    signature: str
+
+
+def typescript_bindings(tools: Sequence[CodegenTool]) -> dict[str, ToolBinding]:
+    """Per agent-facing name: the ``apps.<App>.<method>`` path and a TypeScript declaration.
+
+    Names come from the same plan as :func:`generate_typescript`, so a program written against
+    ``toolbridge codegen --lang typescript`` output calls the same methods (code mode).
+    """
+    plan: Plan = build_plan(tools, TYPESCRIPT_RULES)
+    objects = plan.object_map()
+    bindings: dict[str, ToolBinding] = {}
+    for app in plan.apps:
+        path = f"apps.{app.attr}" if _IDENT.match(app.attr) else f"apps[{_string(app.attr)}]"
+        for tool_plan in app.tools:
+            lines: list[str] = []
+            for object_name in tool_plan.objects:
+                lines += _interface(objects[object_name], _owner(tool_plan, object_name))
+            notes: list[str] = []
+            args, optional = _args_type(tool_plan, objects, notes)
+            result = render_type(tool_plan.result, notes) if tool_plan.result is not None else "unknown"
+            spec = tool_plan.tool.spec
+            doc = [p for p in (spec.title, spec.description, _notes_text(notes)) if p]
+            if doc:
+                lines += _doc("\n\n".join(doc), "")
+            lines.append(f"{path}.{tool_plan.method}(args{'?' if optional else ''}: {args}): Promise<{result}>;")
+            name = tool_plan.tool.agent_name
+            bindings[name] = ToolBinding(name, app.attr, tool_plan.method, "\n".join(lines))
+    return bindings

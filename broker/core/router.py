@@ -106,6 +106,11 @@ class Router:
 
     # --- the public face -----------------------------------------------------------------
 
+    @property
+    def call_log(self) -> CallLog | None:
+        """The call log every call is recorded in (code mode adds its ``run_code`` rows), or None."""
+        return self._call_log
+
     def list_tools(self) -> list[RegisteredTool]:
         return self.registry.tools()
 

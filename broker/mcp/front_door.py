@@ -108,9 +108,10 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
     await conn.send(AgentConnected())
     outbox = ConnectionOutbox(conn)
     label = server.next_label("stdio")
-    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery)
+    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code)
     async with open_session(
-        server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery
+        server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery,
+        code=hello.code,
     ) as session:
         while True:
             try:

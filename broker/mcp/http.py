@@ -3,14 +3,15 @@
 Theory of operation
 -------------------
 Every request passes the same gate first, in this order: ``Host`` must be a loopback name
-or configured (421 otherwise: DNS rebinding), the path must be ``/mcp`` or
-``/mcp/discovery`` (the second serves discovery mode, see ``session``; other paths go to the
-status page and ``/metrics``, ``status_page``, or get 404), a present ``Origin`` must be
-loopback or configured (403), and ``Authorization: Bearer <token>`` must be the daemon's token
-or a named token with the ``agent`` scope (403 for a missing or unknown token too: never 401,
-which MCP clients take as "start OAuth"; 403 for one without that scope; checked by
-``tokens.Authenticator``, in constant time, on every request, so a revoked token stops
-working at once). With ``tls_cert`` / ``tls_key`` hypercorn serves HTTPS. Then:
+or configured (421 otherwise: DNS rebinding), the path must be ``/mcp``,
+``/mcp/discovery`` or ``/mcp/code`` (the others serve discovery mode and code mode, see
+``session``; other paths go to the status page and ``/metrics``, ``status_page``, or get
+404), a present ``Origin`` must be loopback or configured (403), and
+``Authorization: Bearer <token>`` must be the daemon's token or a named token with the
+``agent`` scope (403 for a missing or unknown token too: never 401, which MCP clients take as
+"start OAuth"; 403 for one without that scope; checked by ``tokens.Authenticator``, in
+constant time, on every request, so a revoked token stops working at once). With
+``tls_cert`` / ``tls_key`` hypercorn serves HTTPS. Then:
 
 * ``POST`` carries one JSON-RPC message (``Content-Type: application/json``, 415; ``Accept``
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
@@ -36,6 +37,7 @@ by the HTTP server, so nothing outlives it; idle ones expire.
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
 import socket
@@ -77,6 +79,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 PATH: Final = "/mcp"
 #: The same endpoint in discovery mode: tools/list holds only search_tools and call_tool.
 DISCOVERY_PATH: Final = "/mcp/discovery"
+#: The same endpoint in code mode: tools/list holds search_tools and run_code (``code``).
+CODE_PATH: Final = "/mcp/code"
 #: A request silent for this long switches to SSE, and SSE streams get a comment this often.
 SSE_AFTER_SECONDS: Final = 15.0
 #: Legacy sessions with nothing in flight and no GET stream are dropped after this long.
@@ -234,11 +238,13 @@ class HttpApp:
             raise _Reply(421, "Misdirected Request: the Host header must name 127.0.0.1 or localhost "
                          "(add other names to allowed_hosts in the daemon's config)")
         path = scope["path"].rstrip("/")
-        if path not in (PATH, DISCOVERY_PATH):
+        if path not in (PATH, DISCOVERY_PATH, CODE_PATH):
             if await self.pages.serve(scope, headers, receive, send):  # the status page, /metrics
                 return
-            raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode)")
+            raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode, "
+                         f"{CODE_PATH} for code mode)")
         discovery = path == DISCOVERY_PATH
+        code = path == CODE_PATH
         if not origin_allowed(headers.get("origin"), settings.allowed_origins):
             log.warning("http_rejected", reason="origin", origin=headers.get("origin"))
             raise _Reply(403, "Forbidden: requests from this Origin are not allowed "
@@ -259,7 +265,7 @@ class HttpApp:
                          f"(its scopes: {grant.describe()})", SERVER_ERROR)
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, receive, send, discovery)
+            await self._post(headers, receive, send, discovery, code=code)
         elif method == "GET":
             await self._get(headers, receive, send)
         elif method == "DELETE":
@@ -298,7 +304,8 @@ class HttpApp:
             if not message.get("more_body", False):
                 return b"".join(chunks)
 
-    async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool) -> None:
+    async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool, *,
+                    code: bool = False) -> None:
         if "application/json" not in media_types(headers.get("content-type")):
             raise _Reply(415, "Unsupported Media Type: the body must be application/json")
         wants_json, wants_sse = accepts(headers.get("accept"))
@@ -318,11 +325,12 @@ class HttpApp:
             isinstance(message, Request) and protocol.modern_version_of(message.params) is not None
         )
         if modern:
-            await self._post_modern(headers, message, receive, send, discovery)
+            await self._post_modern(headers, message, receive, send, discovery, code=code)
         else:
-            await self._post_legacy(headers, message, receive, send, discovery)
+            await self._post_legacy(headers, message, receive, send, discovery, code=code)
 
-    async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool) -> None:
+    async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
+                           code: bool = False) -> None:
         if not isinstance(message, Request):
             # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
             await _send_empty(send, 202)
@@ -331,21 +339,23 @@ class HttpApp:
             envelope = protocol.read_envelope(message.params, check_version=False)
             # A discovery-mode client never saw app tools' schemas in tools/list, so it cannot
             # mirror their x-mcp-header arguments: only the routing headers are checked there.
-            schema = None if discovery else self._input_schema(message)
+            schema = None if discovery or code else self._input_schema(message)
             check_modern_headers(headers, message, envelope.protocol_version, schema)
             protocol.check_modern_version(envelope.protocol_version)
         except RpcError as exc:
             raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
                          request_id=message.id, data=exc.data) from None
-        async with open_session(self.server, transport="http", stateful=False, discovery=discovery) as session:
+        async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
+                                code=code) as session:
             await self._exchange(session, message, receive, send, modern=True)
 
-    async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool) -> None:
+    async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
+                           code: bool = False) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             if isinstance(message, Request) and message.method == "initialize":
                 # The session keeps the mode of the path it was started at.
-                await self._initialize(message, receive, send, discovery)
+                await self._initialize(message, receive, send, discovery, code=code)
                 return
             raise _Reply(
                 400, "Bad Request: missing Mcp-Session-Id header. Start a session with initialize "
@@ -378,12 +388,14 @@ class HttpApp:
             raise _Reply(404, "Not Found: unknown or expired Mcp-Session-Id; start a new session with initialize")
         return entry
 
-    async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool) -> None:
+    async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool, *,
+                          code: bool = False) -> None:
         if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
             raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
                          SERVER_ERROR, request_id=request.id)
         session_id = secrets.token_urlsafe(24)
-        session: Session = await self._nursery.start(self._run_session, session_id, discovery)
+        session: Session = await self._nursery.start(
+            functools.partial(self._run_session, session_id, discovery, code=code))
         try:
             await self._exchange(session, request, receive, send, modern=False,
                                  session_header=session_id.encode())
@@ -394,12 +406,12 @@ class HttpApp:
             log.info("http_session_started", session=session.label, sessions=len(self._sessions))
 
     async def _run_session(
-        self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session]
+        self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session], code: bool = False
     ) -> None:
         label = self.server.next_label("http")
         try:
             async with open_session(
-                self.server, transport="http", label=label, stateful=True, discovery=discovery
+                self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code
             ) as session:
                 self._sessions[session_id] = _HttpSession(session_id, session)
                 task_status.started(session)

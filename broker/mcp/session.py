@@ -36,6 +36,11 @@ Discovery mode (``Session.discovery``, chosen by the transport: ``agentConnect``
 session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
+
+Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbridge stdio
+--code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
+signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
+cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ from .jsonrpc import (
     encode_result,
     is_request_id,
 )
+from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 
@@ -378,11 +384,15 @@ class Session:
         label: str | None,
         reinitialize: bool,
         discovery: bool = False,
+        code: bool = False,
     ) -> None:
         self.server = server
+        #: Code mode: tools/list holds search_tools and run_code (see the module docstring).
+        self.code = code
         #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
-        self.discovery = discovery
-        if discovery:
+        #: Code mode behaves as discovery mode (a fixed list) apart from its tools.
+        self.discovery = discovery or code
+        if self.discovery:  # both search: warm the model (if any) now
             server.meta.discovery_session_started()
         self._nursery = nursery
         self.transport = transport
@@ -617,15 +627,26 @@ class Session:
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
             discovery=self.discovery,
         )
-        return self.server.initialize_result(self.protocol_version, discovery=self.discovery)
+        result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
+        if self.code:
+            result["instructions"] = CODE_INSTRUCTIONS
+        return result
 
     def _ping(self, request: Request, context: RequestContext) -> dict[str, Any]:
         return {}
 
     def _discover(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        return self.server.discover_result(discovery=self.discovery)
+        result = self.server.discover_result(discovery=self.discovery)
+        if self.code:
+            result["instructions"] = CODE_INSTRUCTIONS
+        return result
 
     def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        if self.code:
+            listed: dict[str, Any] = {"tools": code_tools()}
+            if context.modern:  # the same fields as any modern tools/list
+                listed.update(self.server._modern_fields(ttl=True))
+            return listed
         return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
     def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
@@ -636,6 +657,11 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
+        if self.code and name in CODE_TOOL_NAMES:  # answered by broker.mcp.code, in a task
+            task = _InFlight()
+            self._in_flight[request.id] = task
+            self._nursery.start_soon(self._run, Session._code_tool, request, context, outbox, task, name=f"mcp {name}")
+            return None
         if name == SEARCH_TOOLS:
             if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
                 search = _InFlight()
@@ -666,6 +692,18 @@ class Session:
         elif not call.done:
             self._in_flight[request.id] = call
         return None
+
+    async def _code_tool(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        mode = code_mode(self.server)
+        arguments = request.params.get("arguments")
+        if request.params.get("name") == RUN_CODE:
+            result = await mode.run(arguments, caller=self._caller(context), session=self.label or "session",
+                                    timeout=protocol.timeout_of(request.params))
+        else:
+            result = await mode.search(arguments, session=self.label)
+        return _completed(result, context.modern)
 
     async def _search_in_thread(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -778,16 +816,18 @@ async def open_session(
     stateful: bool = True,
     reinitialize: bool = False,
     discovery: bool = False,
+    code: bool = False,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
     ``stateful`` sessions (stdio, a legacy HTTP session) watch the tool list for the
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
-    ``discovery`` selects discovery mode (see the module docstring).
+    ``discovery`` selects discovery mode, ``code`` code mode (see the module docstring).
     """
     async with trio.open_nursery() as nursery:
         session = Session(
-            server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery
+            server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery,
+            code=code,
         )
         session.notify_outbox = notify
         if stateful:
