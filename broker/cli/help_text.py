@@ -56,6 +56,7 @@ HELP: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
                      "are kept, the old file saved as .bak). claude-code writes .mcp.json in the current "
                      "directory.",
                      ("toolbridge agent-config claude-desktop --write",)),
+    "open": ("", ("toolbridge open", "toolbridge open --print   # print the one-time link instead (SSH, scripts)")),
 }
 
 

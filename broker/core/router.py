@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -67,6 +68,8 @@ MAX_TIMEOUT: Final = 24 * 3600.0
 LARGE_ARGUMENTS: Final = 16 * 1024
 _CHECK_THREADS: Final = 2
 _MAX_APP_ERROR_CHARS: Final = 4000
+#: See :attr:`Router.observers`.
+CallObserver = Callable[[str, "RegisteredTool | None", CallerInfo, float, CallOutcome], None]
 
 
 class Router:
@@ -88,6 +91,9 @@ class Router:
         #: Where calls with large arguments are checked off the loop (``serve_checks``).
         self._checks: trio.Nursery | None = None
         self._check_threads = trio.CapacityLimiter(_CHECK_THREADS)
+        #: Told of every call's end after its audit (the metrics and the status page):
+        #: ``observer(name, tool, caller, duration_ms, outcome)``; must be quick and not raise.
+        self.observers: list[CallObserver] = []
 
     async def serve_checks(self) -> None:
         """Check large arguments in worker threads for as long as this runs (the daemon's life)."""
@@ -474,6 +480,11 @@ class Router:
                 outcome=outcome,
                 duration_ms=duration_ms,
             )
+        for observe in self.observers:
+            try:
+                observe(name, tool, caller, duration_ms, outcome)
+            except Exception:  # counting a call must never fail it (start_call never raises)
+                log.exception("call_observer_failed", tool=name)
 
 
 def _is_large(arguments: dict[str, Any], limit: int) -> bool:
