@@ -106,6 +106,10 @@ class RemoveTools(_Base, tag="removeTools"):
     names: list[str]
 
 
+class Goodbye(_Base, tag="goodbye"):
+    """The app is quitting on purpose: the broker releases its names at once (no grace)."""
+
+
 # --- broker -> app -------------------------------------------------------------------------
 
 
@@ -117,7 +121,9 @@ class Registered(_Base, tag="registered"):
     #: Registered tool name -> agent-facing MCP name.
     tool_names: dict[str, str]
     heartbeat_interval_ms: int
-    protocol_version: int = PROTOCOL_VERSION
+    #: The version both sides speak: min(the app's ``register.protocolVersion``, the broker's
+    #: highest). ``None``: a broker from before negotiation, which speaks version 1.
+    protocol_version: int | None = None
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     max_tools: int = 0
     max_schema_bytes: int = 0
@@ -200,6 +206,7 @@ Message = Union[
     ToolProgress,
     AddTools,
     RemoveTools,
+    Goodbye,
     Registered,
     ToolInvocation,
     ToolCancel,
@@ -244,10 +251,19 @@ def decode_message(line: bytes) -> Message:
     except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
         code, detail = _classify(line, str(exc))
     except msgspec.DecodeError as exc:
-        code, detail = "invalid_json", f"the line is not valid JSON ({exc})"
+        code, detail = _not_json(line, f"the line is not valid JSON ({exc})")
     except RecursionError:  # msgspec refuses very deep nesting this way, not with DecodeError
         code, detail = "invalid_json", _TOO_DEEP
     raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line))
+
+
+def _not_json(line: bytes, detail: str) -> tuple[str, str]:
+    """``invalid_utf8`` when the bytes are not UTF-8 (msgspec reports that as bad JSON)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "invalid_utf8", f"the line is not valid UTF-8 (byte {exc.start})"
+    return "invalid_json", detail
 
 
 def _classify(line: bytes, detail: str) -> tuple[str, str]:
@@ -255,7 +271,7 @@ def _classify(line: bytes, detail: str) -> tuple[str, str]:
     try:
         value = _generic_decoder.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):  # pragma: no cover - decoded once already
-        return "invalid_json", "the line is not valid JSON"
+        return _not_json(line, "the line is not valid JSON")
     except RecursionError:
         return "invalid_json", _TOO_DEEP
     if not isinstance(value, dict):
@@ -278,7 +294,7 @@ def encode_message(message: Message) -> bytes:
 
 #: What an app may send (after ``register``, which comes first and once).
 APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
-    Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Ping, Pong, Error,
+    Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
 )
 #: What the broker may send to an app.
 BROKER_TO_APP: Final[tuple[type[Message], ...]] = (
