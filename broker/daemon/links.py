@@ -34,6 +34,7 @@ import structlog
 import trio
 
 from app_client.protocol import (
+    PROTOCOL_VERSION,
     AddTools,
     BadLine,
     Error,
@@ -195,6 +196,8 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
             app_label=instance.label,
             tool_names=instance.tool_names(),
             heartbeat_interval_ms=seconds_to_ms(settings.heartbeat_interval),
+            # Negotiated (protocol.md section 7): both sides speak the lower of the two highest.
+            protocol_version=min(register.protocol_version, PROTOCOL_VERSION),
             max_line_bytes=settings.max_line_bytes,
             max_tools=settings.max_tools_per_app,
             max_schema_bytes=settings.max_schema_bytes,

@@ -1,0 +1,160 @@
+"""protocol.md decisions of issue 16, against the real daemon over real sockets (no app_client).
+
+One test (or two) per decided item: version negotiation (1), a malformed toolProgress (2),
+shutdown (4), the pairing of tool-update answers (7), goodbye (8). Item 3 (invalid_utf8) is in
+test_protocol_raw.py's bad-line table and test_wire.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from broker.config.settings import Settings
+from broker.core.router import CallOutcome
+from broker.daemon.run import DaemonInfo, run_daemon
+from rawapp import ECHO_TOOL, RawApp
+
+
+async def start_call(
+    nursery: trio.Nursery, info: DaemonInfo, name: str, box: list[CallOutcome], done: trio.Event
+) -> None:
+    async def agent() -> None:
+        box.append(await info.core.router.call_tool(name, {}))
+        done.set()
+
+    nursery.start_soon(agent)
+
+
+# --- item 1: version negotiation -------------------------------------------------------------
+
+
+async def test_registered_states_the_negotiated_version(daemon: DaemonInfo) -> None:
+    """registered.protocolVersion = min(the app's highest, the broker's): always sent."""
+    for sent, answered in ((None, 1), (1, 1), (2, 1), (7, 1)):
+        app = await RawApp.connect(daemon.port)
+        extra: dict[str, Any] = {} if sent is None else {"protocolVersion": sent}
+        registered = await app.register(daemon.token, instanceId=f"v{sent}", **extra)
+        assert registered["type"] == "registered"
+        assert registered["protocolVersion"] == answered, (sent, registered)
+        await app.aclose()
+
+
+async def test_a_version_below_the_lowest_is_fatal(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    error = await app.register(daemon.token, protocolVersion=0)
+    assert error["type"] == "error" and error["code"] == "unsupported_version" and error["fatal"] is True
+    assert await app.closed()
+
+
+# --- item 2: a malformed toolProgress --------------------------------------------------------
+
+
+async def test_a_malformed_progress_is_a_non_fatal_error_and_the_call_goes_on(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    box: list[CallOutcome] = []
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await start_call(nursery, daemon, "WatchTower__Echo", box, done)
+        cid = (await app.recv_type("toolInvocation"))["correlationId"]
+        await app.send({"type": "toolProgress", "correlationId": cid, "progress": "x"})
+        error = await app.recv_type("error")
+        assert error["code"] == "invalid_message" and error["correlationId"] == cid
+        assert error.get("fatal", False) is False
+        assert not done.is_set()  # the call still runs ...
+        await app.send({"type": "toolResponse", "correlationId": cid, "result": {"data": "fine"}})
+        await done.wait()
+    assert box[0].kind == "ok"  # ... and the app's answer is its outcome
+
+
+async def test_a_malformed_response_still_fails_its_call_at_once(daemon: DaemonInfo) -> None:
+    """Only progress is spared: a response that cannot be read is the call's end."""
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    box: list[CallOutcome] = []
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await start_call(nursery, daemon, "WatchTower__Echo", box, done)
+        cid = (await app.recv_type("toolInvocation"))["correlationId"]
+        await app.send({"type": "toolResponse", "correlationId": cid, "result": 5})
+        assert (await app.recv_type("error"))["code"] == "invalid_message"
+        await done.wait()
+    assert box[0].kind == "app_error"
+
+
+# --- item 4: shutdown --------------------------------------------------------------------------
+
+
+async def test_shutdown_cancels_each_call_in_flight_at_its_app_then_closes(tmp_path: Path) -> None:
+    shutdown = trio.Event()
+    async with trio.open_nursery() as nursery:
+        info = await nursery.start(lambda task_status: run_daemon(
+            Settings(home=tmp_path / "home", port=0, http_port=None), shutdown=shutdown, task_status=task_status))
+        app = await RawApp.connect(info.port)
+        await app.register(info.token)
+        box: list[CallOutcome] = []
+        done = trio.Event()
+        await start_call(nursery, info, "WatchTower__Echo", box, done)
+        cid = (await app.recv_type("toolInvocation"))["correlationId"]
+        shutdown.set()
+        cancel = await app.recv_type("toolCancel")
+        assert cancel == {"type": "toolCancel", "correlationId": cid, "reason": "shutdown"}
+        # Closed right after the cancel, not when the daemon's 1 s drain runs out.
+        assert await app.closed(timeout=0.9)
+        await done.wait()
+        assert box[0].kind == "shutdown"
+        await RawApp.close_all()
+
+
+# --- item 7: pairing tool updates ------------------------------------------------------------
+
+
+async def test_tool_update_answers_come_in_request_order_without_ids(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token)
+    await app.send({"type": "addTools", "tools": [{"name": "Undo"}]})
+    await app.send({"type": "addTools", "tools": [{"name": "bad name!"}]})
+    await app.send({"type": "removeTools", "names": ["Undo"]})
+    first = await app.recv_type("toolsUpdated")
+    assert set(first["toolNames"]) == {"Echo", "Undo"}
+    second = await app.recv_type("error")
+    assert second["code"] == "invalid_tool" and "correlationId" not in second and not second.get("fatal")
+    third = await app.recv_type("toolsUpdated")
+    assert set(third["toolNames"]) == {"Echo"}
+
+
+# --- item 8: goodbye ---------------------------------------------------------------------------
+
+
+async def test_goodbye_releases_the_names_at_once_and_fails_calls_in_flight(daemon: DaemonInfo) -> None:
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token, instanceId="process-1")
+    box: list[CallOutcome] = []
+    done = trio.Event()
+    async with trio.open_nursery() as nursery:
+        await start_call(nursery, daemon, "WatchTower__Echo", box, done)
+        await app.recv_type("toolInvocation")
+        await app.send({"type": "goodbye"})
+        assert await app.closed()  # nothing answered: the broker just closes
+        await done.wait()
+    assert box[0].kind == "app_disconnected"
+    assert [t.agent_name for t in daemon.core.router.list_tools()] == []  # no grace period
+    # A restarted app (a new per-process instanceId) gets the plain label back, not WatchTower_2.
+    again = await RawApp.connect(daemon.port)
+    registered = await again.register(daemon.token, instanceId="process-2")
+    assert registered["appLabel"] == "WatchTower"
+    assert registered["toolNames"] == {"Echo": "WatchTower__Echo"}
+
+
+async def test_without_goodbye_the_names_wait_for_the_grace_period(daemon: DaemonInfo) -> None:
+    """The contrast: a link that just closes keeps its names (a restart would be WatchTower_2)."""
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token, instanceId="process-1")
+    await app.aclose()
+    again = await RawApp.connect(daemon.port)
+    registered = await again.register(daemon.token, instanceId="process-2")
+    assert registered["appLabel"] == "WatchTower_2"
+    assert ECHO_TOOL["name"] in registered["toolNames"]
