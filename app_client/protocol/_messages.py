@@ -243,18 +243,19 @@ def decode_message(line: bytes) -> Message:
     its ``correlation_id`` is set when the line names one, so the call it belongs to can fail
     at once.
     """
+    kind = None
     try:
         message: Message = _decoder.decode(line)
         return message
     except UnicodeDecodeError:
         code, detail = "invalid_utf8", "the line is not valid UTF-8"
     except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
-        code, detail = _classify(line, str(exc))
+        code, detail, kind = _classify(line, str(exc))
     except msgspec.DecodeError as exc:
         code, detail = _not_json(line, f"the line is not valid JSON ({exc})")
     except RecursionError:  # msgspec refuses very deep nesting this way, not with DecodeError
         code, detail = "invalid_json", _TOO_DEEP
-    raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line))
+    raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line), message_type=kind)
 
 
 def _not_json(line: bytes, detail: str) -> tuple[str, str]:
@@ -266,22 +267,22 @@ def _not_json(line: bytes, detail: str) -> tuple[str, str]:
     return "invalid_json", detail
 
 
-def _classify(line: bytes, detail: str) -> tuple[str, str]:
-    """Tell an unknown ``type`` apart from a known message with bad fields."""
+def _classify(line: bytes, detail: str) -> tuple[str, str, str | None]:
+    """Tell an unknown ``type`` apart from a known message (the third item) with bad fields."""
     try:
         value = _generic_decoder.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):  # pragma: no cover - decoded once already
-        return _not_json(line, "the line is not valid JSON")
+        return (*_not_json(line, "the line is not valid JSON"), None)
     except RecursionError:
-        return "invalid_json", _TOO_DEEP
+        return "invalid_json", _TOO_DEEP, None
     if not isinstance(value, dict):
-        return "not_an_object", f"each line must be a JSON object, got {type(value).__name__}"
+        return "not_an_object", f"each line must be a JSON object, got {type(value).__name__}", None
     kind = value.get("type")
     if not isinstance(kind, str):
-        return "invalid_message", 'the object has no string "type" field'
+        return "invalid_message", 'the object has no string "type" field', None
     if kind not in _MESSAGE_TYPES:
-        return "unknown_type", f"unknown message type {kind!r}"
-    return "invalid_message", f"invalid {kind!r} message: {detail}"
+        return "unknown_type", f"unknown message type {kind!r}", None
+    return "invalid_message", f"invalid {kind!r} message: {detail}", kind
 
 
 def encode_message(message: Message) -> bytes:

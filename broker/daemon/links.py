@@ -8,7 +8,8 @@ After a valid ``register`` the connection becomes an :class:`AppLink`, the
 the link when nothing at all has arrived for ``heartbeat_timeout`` — any line counts, so an app whose
 GUI thread is busy but whose reader still answers pings stays alive. Bad lines get an
 ``error`` reply and are otherwise ignored; a bad line that names one of this link's calls
-fails that call at once. A ``toolResponse`` or ``toolProgress`` is accepted only for a call
+fails that call at once, unless it is a ``toolProgress`` (a broken progress report is not a
+broken answer: the call goes on). A ``toolResponse`` or ``toolProgress`` is accepted only for a call
 that was sent over this very link; anything else is logged and dropped. The rules (what an app
 may send, which correlation ids are this link's) are the connection's sans-IO protocol machine
 (``conn.protocol``, :class:`app_client.protocol.BrokerConnection`); this module does the rest.
@@ -304,7 +305,8 @@ def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:
     log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
     link.conn.send_nowait(bad.reply())
     call = links.calls.get(exc.correlation_id) if exc.correlation_id is not None else None
-    if call is not None and call.link is link:
+    # A broken progress report is only an error reply: the call goes on (protocol.md, error).
+    if call is not None and call.link is link and exc.message_type != "toolProgress":
         links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
