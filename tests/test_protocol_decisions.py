@@ -158,3 +158,28 @@ async def test_without_goodbye_the_names_wait_for_the_grace_period(daemon: Daemo
     registered = await again.register(daemon.token, instanceId="process-2")
     assert registered["appLabel"] == "WatchTower_2"
     assert ECHO_TOOL["name"] in registered["toolNames"]
+
+
+async def test_app_client_says_goodbye_when_it_stops(daemon: DaemonInfo) -> None:
+    """app_client sends goodbye on a clean close: the names go at once; goodbye=False keeps them."""
+    from app_client import App
+
+    def names() -> list[str]:
+        return [t.agent_name for t in daemon.core.router.list_tools()]
+
+    for goodbye, after in ((True, []), (False, ["Quitter__ping"])):
+        app = App("Quitter", host="127.0.0.1", port=daemon.port, token=daemon.token, goodbye=goodbye)
+
+        @app.tool
+        def ping() -> str:
+            return "pong"
+
+        async with app.connected(timeout=10):
+            assert names() == ["Quitter__ping"]
+            tool = daemon.core.registry.lookup("Quitter__ping")
+            assert tool is not None
+            instance = tool.instance
+        with trio.fail_after(5):  # the broker reads goodbye (or the close), then unlinks the app
+            await daemon.core.registry.changed.wait_until(lambda: instance.link is None)
+        # With goodbye the instance is gone at once; without, its grace period keeps the names.
+        assert names() == after

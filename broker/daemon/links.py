@@ -15,7 +15,8 @@ may send, which correlation ids are this link's) are the connection's sans-IO pr
 (``conn.protocol``, :class:`app_client.protocol.BrokerConnection`); this module does the rest.
 
 When the link ends, for whatever reason, every call in flight on it fails at once with
-``app_disconnected`` and the instance enters its reconnect grace period.
+``app_disconnected`` and the instance enters its reconnect grace period — unless the app said
+``goodbye`` first (it quit on purpose): then the instance and its names are dropped at once.
 
 Before anything is registered the token must allow the name (``tokens``: ``app:<pattern>``
 for apps, ``uplink`` for a ``register`` carrying ``via``), and a broker's uplink must not
@@ -39,6 +40,7 @@ from app_client.protocol import (
     AddTools,
     BadLine,
     Error,
+    Goodbye,
     Message,
     Ping,
     Pong,
@@ -118,6 +120,8 @@ class AppLink:
         self.id = conn.id
         self._links = links
         self.instance: Instance | None = None
+        #: The app said ``goodbye``: its instance is dropped at once, without a grace period.
+        self.said_goodbye = False
 
     @property
     def label(self) -> str:
@@ -230,7 +234,9 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
             link.id, OutcomeKind.APP_DISCONNECTED, f"the app {instance.label} disconnected during the call"
         )
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
-        if still_ours:
+        if still_ours and link.said_goodbye:
+            links.registry.expire(instance)  # it quit on purpose: release its names now
+        elif still_ours:
             # Runs after the connection's cancel scope has ended (``BrokerCore.handle_connection``).
             ended.instance = instance
 
@@ -327,6 +333,10 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         conn.send_nowait(Pong(id=message.id))
     elif isinstance(message, Pong):
         pass  # receiving it already refreshed the link's liveness
+    elif isinstance(message, Goodbye):
+        log.info("app_goodbye", conn_id=link.id, label=instance.label)
+        link.said_goodbye = True
+        conn.close_after_flush("the app said goodbye")
     elif isinstance(message, RemoveTools):
         links.registry.remove_tools(instance, message.names)
         log.info("app_tools_removed", label=instance.label, tools=message.names)
