@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from broker.config.settings import Settings
 from broker.core.router import CallOutcome
@@ -183,3 +184,59 @@ async def test_app_client_says_goodbye_when_it_stops(daemon: DaemonInfo) -> None
             await daemon.core.registry.changed.wait_until(lambda: instance.link is None)
         # With goodbye the instance is gone at once; without, its grace period keeps the names.
         assert names() == after
+
+
+# --- item 6: what pathGuard refuses ----------------------------------------------------------
+
+
+async def test_path_guard_refuses_exactly_dot_dot_segments(daemon: DaemonInfo) -> None:
+    """The strings protocol.md lists: refused with the guard on, delivered with pathGuard false."""
+    app = await RawApp.connect(daemon.port)
+    await app.register(daemon.token, tools=[ECHO_TOOL, {**ECHO_TOOL, "name": "Free", "pathGuard": False}])
+    refused = ["..", "../x", "a/../b", "a\\..", "%2e%2e%2fx", "\uff0e\uff0e/x", "a\u2215..\u2215b"]
+    passed = ["a..b", "...", "..x", "see ../docs"]
+    for text in refused:
+        outcome = await daemon.core.router.call_tool("WatchTower__Echo", {"text": text})
+        assert outcome.kind == "guard_rejected", text
+    async with trio.open_nursery() as nursery:
+
+        async def answer() -> None:
+            while True:
+                inv = await app.recv_type("toolInvocation")
+                await app.send({"type": "toolResponse", "correlationId": inv["correlationId"],
+                                "result": {"data": inv["parameters"]["text"]}})
+
+        nursery.start_soon(answer)
+        for text in passed:
+            assert (await daemon.core.router.call_tool("WatchTower__Echo", {"text": text})).kind == "ok", text
+        for text in refused:
+            assert (await daemon.core.router.call_tool("WatchTower__Free", {"text": text})).kind == "ok", text
+        nursery.cancel_scope.cancel()
+
+
+# --- item 9: retry rules: no runtime.json, no default port ------------------------------------
+
+
+async def test_without_runtime_json_the_app_waits_and_never_tries_a_default_port(
+    tmp_path: Path, monkeypatch: Any, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The token is at hand (file and variable) but the daemon is down: nothing is dialled."""
+    from app_client import App, ConnectionState
+    from app_client.discovery import DaemonAddress
+
+    for name in ("TOOLBRIDGE_PORT", "TOOLBRIDGE_HOST", "TOOLBRIDGE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TOOLBRIDGE_TOKEN", "secret-token")
+    (tmp_path / "token").write_text("secret-token\n", encoding="utf-8")
+    dialled: list[DaemonAddress] = []
+
+    async def connector(address: DaemonAddress) -> trio.abc.Stream:
+        dialled.append(address)
+        raise OSError("refused")
+
+    app = App("Waiting", home=tmp_path, connector=connector)
+    with trio.move_on_after(60):  # a minute of retries (virtual time)
+        await app.run()
+    assert dialled == []
+    assert app.state is ConnectionState.DISCONNECTED
+    assert app.last_error is not None and "runtime.json" in app.last_error
