@@ -114,6 +114,10 @@ FATAL_REGISTRATION_CODES: Final = frozenset(
         "invalid_message",
         "line_too_long",
         "not_registered",
+        # The first line could not be read: the same bytes would be refused again.
+        "invalid_json",
+        "invalid_utf8",
+        "not_an_object",
     }
 )
 #: Error code the broker sends before dropping a link whose instance re-registered elsewhere.
