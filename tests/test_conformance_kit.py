@@ -152,3 +152,16 @@ def test_no_command_is_a_usage_error() -> None:
     done = conformance()
     assert done.returncode == 2
     assert "give the app's command after --" in done.stderr
+
+
+def test_an_app_that_exits_at_once_fails_with_its_exit_code_and_stderr(tmp_path: Path) -> None:
+    script = tmp_path / "crash.py"
+    script.write_text('import sys\nprint("boom: no display", file=sys.stderr)\nsys.exit(3)\n', encoding="utf-8")
+    done = conformance("--only", "echo", "--", sys.executable, str(script))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines[0] == (
+        "FAIL: echo: step 1: expected the app to connect within 5000 ms, got no connection "
+        "(the app exited with code 3)"
+    )
+    assert lines[1] == "    app stderr: boom: no display"

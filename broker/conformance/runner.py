@@ -123,6 +123,7 @@ class _Script:
         self.process: trio.Process | None = None
         self.stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         self._listen_scope: trio.CancelScope | None = None
+        self._stderr_done = trio.Event()
         self._incoming_send, self._incoming = trio.open_memory_channel[trio.SocketStream](8)
 
     # --- set-up ---------------------------------------------------------------------------
@@ -195,6 +196,7 @@ class _Script:
             pass
         if partial:
             self.stderr.append(partial.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
+        self._stderr_done.set()
 
     async def stop_app(self) -> None:
         process = self.process
@@ -208,9 +210,10 @@ class _Script:
             if process.returncode is None:
                 self._signal_group(signal.SIGKILL if os.name == "posix" else None)
                 await process.wait()
-            # Let the stderr reader take what the app wrote last.
+            # Let the stderr reader take what the app wrote last (bounded: a child the app
+            # started may hold the pipe open).
             with trio.move_on_after(0.5):
-                await trio.sleep(0)
+                await self._stderr_done.wait()
             if process.stdin is not None:
                 await process.stdin.aclose()
 
@@ -320,10 +323,30 @@ class _Script:
         handler: Callable[[Any, float, dict[str, Any]], Any] = getattr(self, "_do_" + action)
         await handler(argument, within, step)
 
-    async def _do_accept(self, _: Any, within: float, step: dict[str, Any]) -> None:
-        stream = None
+    async def _next_connection(self, within: float) -> trio.SocketStream | None:
+        """The app's next connection within ``within`` ms; None if none came or the app exited."""
+        process = self.process
+        assert process is not None
+        stream: trio.SocketStream | None = None
         with trio.move_on_after(within / 1000):
-            stream = await self._incoming.receive()
+            async with trio.open_nursery() as nursery:
+
+                async def exited() -> None:
+                    await process.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(exited)
+                stream = await self._incoming.receive()
+                nursery.cancel_scope.cancel()
+        if stream is None:  # it may have connected just before it exited
+            try:
+                stream = self._incoming.receive_nowait()
+            except trio.WouldBlock:
+                pass
+        return stream
+
+    async def _do_accept(self, _: Any, within: float, step: dict[str, Any]) -> None:
+        stream = await self._next_connection(within)
         if stream is None:
             raise _Failed(f"expected the app to connect within {within:g} ms, got no connection")
         await self._close_link()
@@ -430,19 +453,7 @@ class _Script:
         await self._close_link()
 
     async def _do_noConnection(self, ms: float, within: float, step: dict[str, Any]) -> None:
-        process = self.process
-        assert process is not None
-        stream = None
-        with trio.move_on_after(float(ms) / 1000):
-            async with trio.open_nursery() as nursery:
-
-                async def exited() -> None:
-                    await process.wait()
-                    nursery.cancel_scope.cancel()
-
-                nursery.start_soon(exited)
-                stream = await self._incoming.receive()
-                nursery.cancel_scope.cancel()
+        stream = await self._next_connection(float(ms))
         if stream is not None:
             await stream.aclose()
             raise _Failed(f"expected no new connection for {ms:g} ms (the error is fatal), got one")
@@ -474,6 +485,8 @@ async def run_scenario(scenario: Scenario, command: Sequence[str]) -> Result:
                 await script.run(command)
             except _Failed as exc:
                 failure = str(exc)
+            except (KeyError, ValueError, TypeError) as exc:  # a vector the checks let through
+                failure = f"the vector is wrong: {exc!r}"
             finally:
                 await script.stop_app()
                 nursery.cancel_scope.cancel()
