@@ -34,6 +34,8 @@ import msgspec
 from app_client.errors import RemoteProtocolError
 from app_client.wire import decode_message
 
+from ..errors import BrokerError
+
 __all__ = ["PLACEHOLDERS", "Mismatch", "fill", "match", "normalize"]
 
 #: Placeholders a pattern may use, and what each matches.
@@ -66,7 +68,7 @@ _TYPES: Final[dict[str, Callable[[Any], bool]]] = {
 }
 
 
-class Mismatch(Exception):
+class Mismatch(BrokerError):
     """The line does not match; ``str()`` says where and why."""
 
 

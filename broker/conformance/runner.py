@@ -45,6 +45,7 @@ from app_client.errors import RemoteProtocolError
 from app_client.wire import DEFAULT_MAX_LINE_BYTES, LineFramer
 
 from ..config import home as home_files
+from ..errors import BrokerError
 from ..version import VERSION
 from .matching import Mismatch, fill, match, normalize
 from .vectors import DEFAULT_WITHIN_MS, Scenario
@@ -82,8 +83,8 @@ class Result:
         return f"FAIL: {self.scenario.name}{optional}: {self.failure}"
 
 
-class _Failed(Exception):
-    pass
+class _Failed(BrokerError):
+    """A step did not hold; the message is the report line's tail."""
 
 
 def _show(line: object) -> str:

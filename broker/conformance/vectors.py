@@ -16,6 +16,8 @@ from typing import Any, Final, Literal
 
 import msgspec
 
+from ..errors import BrokerError
+
 __all__ = ["ACTIONS", "DEFAULT_WITHIN_MS", "Scenario", "VectorError", "load_scenarios", "vector_files"]
 
 #: How long an ``expect`` or ``accept`` waits unless the step says ``withinMs``.
@@ -42,7 +44,8 @@ ACTIONS: Final = {
     "expectExit": "the app process must exit within withinMs with this exit code",
 }
 
-VectorError = ValueError
+class VectorError(BrokerError, ValueError):
+    """A vector file is malformed (a bug in the kit, or a name given to ``--only`` is unknown)."""
 
 
 class Scenario(msgspec.Struct, rename="camel", forbid_unknown_fields=True, frozen=True):
