@@ -3,7 +3,8 @@
 ``python tests/conformance_broken_app.py FAULT``:
 
 * ``ignore-cancel``: ``toolCancel`` is ignored, so a cancelled call still answers;
-* ``no-goodbye``: the app closes without sending ``goodbye``.
+* ``no-goodbye``: the app closes without sending ``goodbye``;
+* ``ignore-term PIDFILE``: SIGTERM is ignored (the runner must kill it); the pid goes to PIDFILE.
 
 The conformance tests check that the kit names the scenario that catches each fault.
 """
@@ -35,6 +36,13 @@ if fault == "ignore-cancel":
     protocol.AppConnection.receive_message = ignore_cancel  # type: ignore[method-assign]
 elif fault == "no-goodbye":
     session.Session.say_goodbye = lambda self: trio.lowlevel.checkpoint()  # type: ignore[method-assign, attr-defined]
+elif fault == "ignore-term":
+    import os
+    import signal
+
+    Path(sys.argv[2]).write_text(str(os.getpid()), encoding="utf-8")
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    conformance_app._wait_for_quit = trio.sleep_forever  # type: ignore[assignment]
 else:
     raise SystemExit(f"unknown fault {fault!r}")
 

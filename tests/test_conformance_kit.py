@@ -7,6 +7,7 @@ must fail the scenario that checks it, with a message that shows the offending l
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -165,3 +166,13 @@ def test_an_app_that_exits_at_once_fails_with_its_exit_code_and_stderr(tmp_path:
         "(the app exited with code 3)"
     )
     assert lines[1] == "    app stderr: boom: no display"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM and process groups are POSIX")
+def test_an_app_that_ignores_sigterm_is_killed_at_the_end(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    done = conformance("--only", "echo", "--", *BROKEN, "ignore-term", str(pid_file))
+    assert done.stdout.startswith("pass: echo"), done.stdout + done.stderr
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # gone (killed after the grace period, and reaped by the runner)
