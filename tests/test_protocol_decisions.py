@@ -240,3 +240,51 @@ async def test_without_runtime_json_the_app_waits_and_never_tries_a_default_port
     assert dialled == []
     assert app.state is ConnectionState.DISCONNECTED
     assert app.last_error is not None and "runtime.json" in app.last_error
+
+
+# --- the same rules in the sans-IO machine (app_client.protocol), synchronously ----------------
+
+
+def _app_machine() -> Any:
+    from app_client.protocol import AppConnection, Register
+
+    machine = AppConnection()
+    machine.start(Register(app_name="Demo", token="t"))
+    return machine
+
+
+def test_machine_a_registered_above_our_version_is_a_rejection() -> None:
+    from app_client.protocol import FATAL_REGISTRATION_CODES, Phase, Registered, Rejected
+
+    machine = _app_machine()
+    event = machine.receive_message(Registered("a", "i", "Demo", {}, 5000, protocol_version=2))
+    assert isinstance(event, Rejected) and event.error.code == "unsupported_version"
+    assert event.error.code in FATAL_REGISTRATION_CODES and machine.phase is Phase.CLOSED
+    accepted = _app_machine().receive_message(Registered("a", "i", "Demo", {}, 5000, protocol_version=1))
+    assert isinstance(accepted, Registered)
+    old_broker = _app_machine().receive_message(Registered("a", "i", "Demo", {}, 5000))
+    assert isinstance(old_broker, Registered)  # no version: a broker from before negotiation
+
+
+def test_machine_goodbye_goes_only_once_registered() -> None:
+    import pytest
+
+    from app_client.protocol import Goodbye, LocalProtocolError, Registered
+
+    machine = _app_machine()
+    with pytest.raises(LocalProtocolError):
+        machine.send(Goodbye())
+    machine.receive_message(Registered("a", "i", "Demo", {}, 5000))
+    assert machine.send(Goodbye()) == b'{"type":"goodbye"}\n'
+
+
+def test_retry_rules_in_the_machine_match_protocol_md() -> None:
+    """The do-not-retry list of protocol.md ("Retrying a registration") is the library's."""
+    import re
+
+    from app_client.protocol import FATAL_REGISTRATION_CODES
+
+    text = (Path(__file__).resolve().parent.parent / "protocol.md").read_text(encoding="utf-8")
+    section = text[text.index("- **Do not retry**"):text.index("- **Retry with backoff**")]
+    codes = section[section.index("and stop):"):]
+    assert set(re.findall(r"`([a-z0-9_]+)`", codes)) == set(FATAL_REGISTRATION_CODES)
