@@ -176,3 +176,12 @@ def test_an_app_that_ignores_sigterm_is_killed_at_the_end(tmp_path: Path) -> Non
     pid = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # gone (killed after the grace period, and reaped by the runner)
+
+
+def test_list_names_every_scenario_with_its_summary() -> None:
+    done = conformance("--list")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert len(lines) == len(load_scenarios())
+    assert any(line.startswith("cancel-by-agent: After toolCancel") for line in lines)
+    assert any(line.startswith("silence (optional): ") for line in lines)

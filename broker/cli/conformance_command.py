@@ -18,26 +18,28 @@ __all__ = ["add_parser", "cmd_conformance_app"]
 
 
 def cmd_conformance_app(args: argparse.Namespace) -> int:
-    from ..conformance import load_scenarios, run_all
+    from ..conformance import Result, load_scenarios, run_all
     from ..conformance.vectors import VectorError
 
     command = list(args.app_command)
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
-        print("toolbridge conformance app: give the app's command after --, "
-              "e.g. `toolbridge conformance app -- python examples/conformance_app.py`", file=sys.stderr)
-        return EXIT_USAGE
     try:
         scenarios = load_scenarios(args.only or None)
     except VectorError as exc:
         print(f"toolbridge conformance: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.list:
+        for scenario in scenarios:
+            optional = "" if scenario.required else " (optional)"
+            print(f"{scenario.name}{optional}: {scenario.summary}")
+        return EXIT_OK
+    if not command:
+        print("toolbridge conformance app: give the app's command after --, "
+              "e.g. `toolbridge conformance app -- python examples/conformance_app.py`", file=sys.stderr)
+        return EXIT_USAGE
 
-    def report(result: object) -> None:
-        from ..conformance import Result
-
-        assert isinstance(result, Result)
+    def report(result: Result) -> None:
         print(result.line(), flush=True)
         for line in result.stderr_tail:
             print(f"    app stderr: {line}", flush=True)
@@ -67,5 +69,6 @@ def add_parser(sub: SubParsers) -> None:
     )
     app.add_argument("--only", action="append", metavar="NAME", help="run only this scenario (repeatable)")
     app.add_argument("--jobs", type=int, default=4, help="scenarios run at once (default 4)")
+    app.add_argument("--list", action="store_true", help="list the scenarios and what each checks, then exit")
     app.add_argument("app_command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     app.set_defaults(func=cmd_conformance_app)
