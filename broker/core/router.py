@@ -209,8 +209,8 @@ class Router:
         self.shutting_down = True
 
     def fail_all(self, kind: OutcomeKind, message: str) -> int:
-        """Fail every call admitted, queued or sent (daemon shutdown)."""
-        return sum(self.fail(call, kind, message) for call in self.calls)
+        """Fail every call admitted, queued or sent (daemon shutdown); apps get ``toolCancel``."""
+        return sum(self._finish(call, CallOutcome(kind, message), stop_app=True) for call in self.calls)
 
     # --- the stages ----------------------------------------------------------------------
 
@@ -407,7 +407,7 @@ class Router:
             if outcome.correlation_id != cid:  # an app's answer is built with it already
                 outcome = attrs.evolve(outcome, correlation_id=cid)
             if stop_app and call.sent and call.link is not None:
-                reason = "timeout" if outcome.kind is OutcomeKind.TIMEOUT else "cancelled"
+                reason = _CANCEL_REASONS.get(outcome.kind, "cancelled")
                 call.link.send_reliable_nowait(ToolCancel(cid, reason=reason))
         instance = call.tool.instance
         if call.queued is not None:
@@ -520,6 +520,10 @@ def _app_reported_kind(error_kind: str | None) -> OutcomeKind:
     except ValueError:
         return OutcomeKind.APP_ERROR
     return kind if kind.app_reportable else OutcomeKind.APP_ERROR
+
+
+#: ``toolCancel.reason`` by outcome (protocol.md lists the values); anything else: "cancelled".
+_CANCEL_REASONS: Final = {OutcomeKind.TIMEOUT: "timeout", OutcomeKind.SHUTDOWN: "shutdown"}
 
 
 def _internal_error(correlation_id: int | None) -> CallOutcome:
