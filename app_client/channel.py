@@ -149,6 +149,8 @@ class LineChannel(LineReader):
         self.stream = stream
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
+        #: Bytes written so far (``bytes_received``: see LineReader).
+        self.bytes_sent = 0
         #: Cancelled by :meth:`abort`; the owner runs the connection's tasks inside it.
         self.scope = trio.CancelScope()
         self.closed_reason: str | None = None
@@ -270,6 +272,7 @@ class LineChannel(LineReader):
                     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                         self._write_failed(exc)
                         return
+                    self.bytes_sent += size
                 if timeout.cancelled_caught:
                     _log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
                     self.abort(f"the peer did not read for {self._write_timeout:g} s")

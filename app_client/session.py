@@ -35,7 +35,8 @@ answers are matched to requests first-in first-out (the machine pairs them:
 :class:`~app_client.protocol.UpdateAnswered`). A ``toolsUpdated`` with nothing pending
 is an unsolicited refresh of the agent-facing names.
 
-When the link ends (end of stream, broken stream, missed heartbeats, or the broker's fatal
+When the app stops (its task is cancelled), :meth:`say_goodbye` sends ``goodbye`` so the
+broker releases the instance's names at once. When the link ends (end of stream, broken stream, missed heartbeats, or the broker's fatal
 ``error``), the reader ends the nursery: running calls are cancelled (their contexts are
 marked cancelled, no responses are sent), pending tool updates fail with
 :class:`~app_client.errors.ConnectionClosed`, and :meth:`serve` returns the reason. An
@@ -65,6 +66,7 @@ from .protocol import (
     BadLine,
     ConnectionClosed,
     Error,
+    Goodbye,
     Ignored,
     LocalProtocolError,
     Message,
@@ -91,6 +93,8 @@ __all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
 
 #: Missed heartbeat intervals after which a silent link counts as dead.
 HEARTBEAT_MISSES: Final = 3
+#: Seconds a clean close waits to hand ``goodbye`` to the stream.
+GOODBYE_TIMEOUT: Final = 1.0
 
 _log = structlog.get_logger(__name__)
 
@@ -203,6 +207,23 @@ class Session:
             )
         assert self._reason is not None
         return self._reason
+
+    async def say_goodbye(self) -> None:
+        """Tell the broker the app quits on purpose (``goodbye``), after :meth:`serve` ended.
+
+        Best effort, shielded and bounded by :data:`GOODBYE_TIMEOUT`: the broker then releases
+        the instance's names at once instead of keeping them for the grace period. Nothing is
+        sent on a broken link or one the broker replaced.
+        """
+        if self._replaced or self._conn.channel.closed_reason is not None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(GOODBYE_TIMEOUT):
+            try:
+                # The leading newline ends any line a cancelled write left unfinished (the
+                # broker ignores empty lines), so goodbye is read as a line of its own.
+                await self._conn.send_bytes(b"\n" + self._conn.encode(Goodbye()))
+            except (ConnectionClosed, LocalProtocolError):
+                pass
 
     def _end(self, reason: str) -> None:
         """End the link: first reason wins; cancels every task and fails waiting updates."""

@@ -1,6 +1,7 @@
 """Scenario 4 — pipeline cost: each router stage per call, and relay throughput with the call log on/off.
 
-Usage: ``python bench/pipeline.py --iterations 20000 --repeats 7 --calls 10000 [--json]``
+Usage: ``python bench/pipeline.py --iterations 20000 --repeats 7 --calls 10000 [--json]
+[--metrics on|off] [--no-relay]``
 
 Part 1, in this process, with the daemon's real objects (``BrokerCore``, its registry, router,
 call log, and logging configured as ``toolbridge serve`` does, writing JSON lines to a file):
@@ -148,6 +149,21 @@ async def in_process(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             lambda: jsonrpc.encode_result(7, call_result(ok, "Bench__write")), it, reps)
         stages["pipeline_stages_total"] = sum(
             stages[k] for k in ("resolve", "validate", "guards", "audit"))
+        if args.metrics == "on":
+            # The status page's and /metrics' observer (broker.mcp.monitor), which a daemon with
+            # its HTTP port on runs at every call's end; the whole calls below include it too.
+            from broker.mcp.monitor import Monitor
+            from broker.mcp.session import McpServer
+
+            monitor = Monitor(McpServer.of(core))
+            stages["metrics_observer"] = per_op(
+                lambda: monitor.call_ended("Bench__write", tool, caller, 0.1, ok), it, reps)
+            # Without the call log, beside audit_without_call_log: the call-log writer thread,
+            # still busy with the rows of the stages above, would take the GIL and blur the delta.
+            router._call_log = None
+            stages["audit_without_call_log_with_metrics"] = per_op(
+                lambda: router._audit("Bench__write", tool, caller, time.perf_counter(), ok, ARGS), it, reps)
+            router._call_log = call_log
 
         # Whole calls through the router to the in-memory app.
         async def sequential(n: int) -> float:
@@ -223,10 +239,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=300)
     parser.add_argument("--max-seconds", type=float, default=20.0)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--metrics", choices=["on", "off"], default="on",
+                        help="part 1 with the metrics/status-page observer installed (as with HTTP on) or not")
+    parser.add_argument("--no-relay", action="store_true", help="part 1 only")
     args = parser.parse_args()
     with h.temp_home() as home:
         part1 = trio.run(in_process, args, home / "inproc")
-        part2 = relay_call_log(args, home)
+        part2 = relay_call_log(args, home) if not args.no_relay else {"summary": {}, "throughput_ratio": {}}
     result = {"scenario": "pipeline", "machine": h.machine(), "params": vars(args), **part1, "relay": part2}
     rows = [[k, v] for k, v in part1["stages_us"].items()] + [[k, v] for k, v in part1["whole_call_us"].items()]
     relay_rows = [[k, v["calls_per_s"], v["p50_ms"], v["p99_ms"]] for k, v in part2["summary"].items()]

@@ -192,6 +192,7 @@ async def test_bad_lines_get_errors_and_the_link_goes_on(daemon: DaemonInfo) -> 
         (b'{"type": "toolResponse", "correlationId": "seven", "result": {}}\n', "invalid_message"),
         (b'{"type": "toolProgress"}\n', "invalid_message"),
         (b'{"type": "addTools", "tools": [{"name": "\xff\xfe"}]}\n', "invalid_utf8"),
+        (b"\xff\n", "invalid_utf8"),  # issue 16 item 3: was invalid_json
         (b'{"type": "registered", "appId": "x", "instanceId": "x", "appLabel": "x", "toolNames": {}, "heartbeatIntervalMs": 1}\n',
          "unexpected_message"),
     ]

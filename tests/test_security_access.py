@@ -153,14 +153,14 @@ async def test_http_needs_the_token_even_with_a_valid_session_id(tmp_path: Path)
             if authorization is not None:
                 headers["authorization"] = authorization
             response = await post(http, url, listing, **headers)
-            assert response.status_code == 401, authorization
+            assert response.status_code == 403, authorization
             assert "result" not in response.json()
         # A token in the URL is not a token.
         response = await http.post(f"{url}?token={info.token}", content=json.dumps(INITIALIZE), headers=POST)
-        assert response.status_code == 401
+        assert response.status_code == 403
         # GET and DELETE of the session need it too.
-        assert (await http.get(url, headers={"mcp-session-id": session, "accept": "text/event-stream"})).status_code == 401
-        assert (await http.delete(url, headers={"mcp-session-id": session})).status_code == 401
+        assert (await http.get(url, headers={"mcp-session-id": session, "accept": "text/event-stream"})).status_code == 403
+        assert (await http.delete(url, headers={"mcp-session-id": session})).status_code == 403
         assert (await post(http, url, listing, **good, **{"mcp-session-id": session})).status_code == 200
 
 

@@ -140,7 +140,7 @@ async def test_agent_scope_for_stdio_http_and_admin(tmp_path: Path, monkeypatch:
             scoped = await http.post(url, json=INIT, headers={**headers, "Authorization": f"Bearer {app_secret}"})
             assert scoped.status_code == 403 and "may not connect agents" in scoped.text
             unknown = await http.post(url, json=INIT, headers={**headers, "Authorization": "Bearer tbk_nope"})
-            assert unknown.status_code == 401
+            assert unknown.status_code == 403 and "no valid token" in unknown.text
 
         for secret, expected in ((agent_secret, "agentConnected"), (app_secret, "error")):
             conn = await RawApp.connect(daemon.port)

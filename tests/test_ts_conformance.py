@@ -1,19 +1,13 @@
-"""The conformance kit (`toolbridge conformance app`, issue 16 §1) against the TypeScript fixture app.
-
-The kit lives in ``broker.conformance`` (helper "kit"'s branch); until that branch is merged this
-module is skipped, afterwards it runs like the Python fixture's own kit test.
-"""
+"""The conformance kit (`toolbridge conformance app`, issue 16 §1) against the TypeScript fixture
+app, like the Python fixture's own kit test (tests/test_conformance_kit.py)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import pytest
-
+from broker import conformance
 from ts_testkit import FIXTURE_APP, ROOT, build, node, node_env
-
-conformance = pytest.importorskip("broker.conformance", reason="the conformance kit (issue 16 §1) is not merged yet")
 
 
 def test_the_typescript_fixture_app_passes_every_scenario() -> None:

@@ -51,6 +51,11 @@ def test_roundtrip_and_unknown_fields_are_ignored() -> None:
         (b"{}", "invalid_message"),
         (b'{"type":"toolResponse","correlationId":1}', "invalid_message"),
         (b'{"type":"register","appName":"\xc3"}', "invalid_utf8"),
+        # Outside a string msgspec calls a bad byte malformed JSON; it is still not UTF-8
+        # (issue 16 item 3: a bare 0xFF line got invalid_json).
+        (b"\xff", "invalid_utf8"),
+        (b'\xfe{"type":"ping"}', "invalid_utf8"),
+        (b'{"type":"toolProgress","x":"\xff"', "invalid_utf8"),
     ],
 )
 def test_bad_lines_raise_remote_protocol_errors(line: bytes, code: str) -> None:

@@ -22,13 +22,18 @@ class ProtocolError(ToolbridgeError):
     ``code`` is one of the error codes listed in protocol.md (``invalid_json``,
     ``line_too_long``, ``unknown_type``, ...). ``correlation_id`` is set when the offending
     message could be tied to a call, so that call can fail at once instead of timing out.
+    ``message_type`` is the ``type`` of a known message with bad fields (``invalid_message``),
+    so a receiver can tell a broken ``toolProgress`` (the call goes on) from a broken answer.
     """
 
-    def __init__(self, code: str, message: str, *, correlation_id: int | None = None) -> None:
+    def __init__(
+        self, code: str, message: str, *, correlation_id: int | None = None, message_type: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.correlation_id = correlation_id
+        self.message_type = message_type
 
 
 class LocalProtocolError(ProtocolError):

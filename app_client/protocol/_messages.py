@@ -106,6 +106,10 @@ class RemoveTools(_Base, tag="removeTools"):
     names: list[str]
 
 
+class Goodbye(_Base, tag="goodbye"):
+    """The app is quitting on purpose: the broker releases its names at once (no grace)."""
+
+
 # --- broker -> app -------------------------------------------------------------------------
 
 
@@ -117,7 +121,9 @@ class Registered(_Base, tag="registered"):
     #: Registered tool name -> agent-facing MCP name.
     tool_names: dict[str, str]
     heartbeat_interval_ms: int
-    protocol_version: int = PROTOCOL_VERSION
+    #: The version both sides speak: min(the app's ``register.protocolVersion``, the broker's
+    #: highest). ``None``: a broker from before negotiation, which speaks version 1.
+    protocol_version: int | None = None
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     max_tools: int = 0
     max_schema_bytes: int = 0
@@ -202,6 +208,7 @@ Message = Union[
     ToolProgress,
     AddTools,
     RemoveTools,
+    Goodbye,
     Registered,
     ToolInvocation,
     ToolCancel,
@@ -238,36 +245,46 @@ def decode_message(line: bytes) -> Message:
     its ``correlation_id`` is set when the line names one, so the call it belongs to can fail
     at once.
     """
+    kind = None
     try:
         message: Message = _decoder.decode(line)
         return message
     except UnicodeDecodeError:
         code, detail = "invalid_utf8", "the line is not valid UTF-8"
     except msgspec.ValidationError as exc:  # a subclass of DecodeError: test it first
-        code, detail = _classify(line, str(exc))
+        code, detail, kind = _classify(line, str(exc))
     except msgspec.DecodeError as exc:
-        code, detail = "invalid_json", f"the line is not valid JSON ({exc})"
+        code, detail = _not_json(line, f"the line is not valid JSON ({exc})")
     except RecursionError:  # msgspec refuses very deep nesting this way, not with DecodeError
         code, detail = "invalid_json", _TOO_DEEP
-    raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line))
+    raise RemoteProtocolError(code, detail, correlation_id=_find_correlation_id(line), message_type=kind)
 
 
-def _classify(line: bytes, detail: str) -> tuple[str, str]:
-    """Tell an unknown ``type`` apart from a known message with bad fields."""
+def _not_json(line: bytes, detail: str) -> tuple[str, str]:
+    """``invalid_utf8`` when the bytes are not UTF-8 (msgspec reports that as bad JSON)."""
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return "invalid_utf8", f"the line is not valid UTF-8 (byte {exc.start})"
+    return "invalid_json", detail
+
+
+def _classify(line: bytes, detail: str) -> tuple[str, str, str | None]:
+    """Tell an unknown ``type`` apart from a known message (the third item) with bad fields."""
     try:
         value = _generic_decoder.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):  # pragma: no cover - decoded once already
-        return "invalid_json", "the line is not valid JSON"
+        return (*_not_json(line, "the line is not valid JSON"), None)
     except RecursionError:
-        return "invalid_json", _TOO_DEEP
+        return "invalid_json", _TOO_DEEP, None
     if not isinstance(value, dict):
-        return "not_an_object", f"each line must be a JSON object, got {type(value).__name__}"
+        return "not_an_object", f"each line must be a JSON object, got {type(value).__name__}", None
     kind = value.get("type")
     if not isinstance(kind, str):
-        return "invalid_message", 'the object has no string "type" field'
+        return "invalid_message", 'the object has no string "type" field', None
     if kind not in _MESSAGE_TYPES:
-        return "unknown_type", f"unknown message type {kind!r}"
-    return "invalid_message", f"invalid {kind!r} message: {detail}"
+        return "unknown_type", f"unknown message type {kind!r}", None
+    return "invalid_message", f"invalid {kind!r} message: {detail}", kind
 
 
 def encode_message(message: Message) -> bytes:
@@ -280,7 +297,7 @@ def encode_message(message: Message) -> bytes:
 
 #: What an app may send (after ``register``, which comes first and once).
 APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
-    Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Ping, Pong, Error,
+    Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
 )
 #: What the broker may send to an app.
 BROKER_TO_APP: Final[tuple[type[Message], ...]] = (

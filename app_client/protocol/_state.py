@@ -29,7 +29,8 @@ timers, authentication and policy stay with the owner; the rules are here:
 
 :class:`AppConnection` (an app's side)
     ``register`` first (:meth:`~AppConnection.start`); before ``registered`` only a ``ping``
-    is answered and anything else is :class:`Ignored`; an ``error`` is :class:`Rejected`, a
+    is answered and anything else is :class:`Ignored`; an ``error`` is :class:`Rejected`, and
+    so is a ``registered`` whose ``protocolVersion`` is above the one this side speaks; a
     bad line raises (the peer is no toolbridge daemon). ``registered.maxLineBytes`` bounds the
     lines this side sends. A ``toolInvocation`` whose id is still running is a
     :class:`BadLine` (``duplicate_correlation_id``); after a ``toolCancel`` the app sends no
@@ -64,6 +65,7 @@ from ._messages import (
     AgentConnect,
     AgentConnected,
     Error,
+    Goodbye,
     Message,
     Ping,
     Pong,
@@ -111,6 +113,11 @@ FATAL_REGISTRATION_CODES: Final = frozenset(
         "unsupported_version",
         "invalid_message",
         "line_too_long",
+        "not_registered",
+        # The first line could not be read: the same bytes would be refused again.
+        "invalid_json",
+        "invalid_utf8",
+        "not_an_object",
     }
 )
 #: Error code the broker sends before dropping a link whose instance re-registered elsewhere.
@@ -359,7 +366,7 @@ class BrokerConnection:
 _APP_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (),
     Phase.REGISTERING: (Pong,),
-    Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Ping, Pong, Error),
+    Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error),
     Phase.CLOSED: (),
 }
 
@@ -417,6 +424,15 @@ class AppConnection:
         """Judge a decoded message from the broker (see the module docstring)."""
         if self.phase is Phase.REGISTERING:
             if isinstance(message, Registered):
+                version = message.protocol_version
+                if version is not None and version > PROTOCOL_VERSION:
+                    # Negotiation (protocol.md section 7) never answers above what we sent: a
+                    # broker that does is broken, and we cannot speak its version.
+                    self.phase = Phase.CLOSED
+                    return Rejected(Error(
+                        "unsupported_version",
+                        f"the broker answered protocolVersion {version}; this client speaks at most "
+                        f"{PROTOCOL_VERSION}", fatal=True))
                 self.peer_max_line_bytes = message.max_line_bytes or DEFAULT_MAX_LINE_BYTES
                 self.phase = Phase.REGISTERED
                 return message

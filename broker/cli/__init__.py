@@ -23,7 +23,17 @@ import trio
 from ..config.logsetup import configure_logging
 from ..errors import BrokerError
 from ..version import VERSION
-from . import agent_config, client_commands, codegen_command, daemon_control, doctor_command, logs_command, stdio_relay
+from . import (
+    agent_config,
+    client_commands,
+    codegen_command,
+    conformance_command,
+    daemon_control,
+    doctor_command,
+    logs_command,
+    open_command,
+    stdio_relay,
+)
 from .help_text import describe
 from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers, add_home, home_from
 
@@ -122,6 +132,8 @@ COMMANDS: tuple[Callable[[SubParsers], None], ...] = (
     daemon_control.add_parser,  # stop, restart
     doctor_command.add_parser,  # doctor
     agent_config.add_parser,  # agent-config
+    open_command.add_parser,  # open (the status page)
+    conformance_command.add_parser,  # conformance app
 )
 
 

@@ -56,6 +56,11 @@ HELP: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
                      "are kept, the old file saved as .bak). claude-code writes .mcp.json in the current "
                      "directory.",
                      ("toolbridge agent-config claude-desktop --write",)),
+    "open": ("", ("toolbridge open", "toolbridge open --print   # print the one-time link instead (SSH, scripts)")),
+    "conformance": ("Check an app client library against the protocol's conformance kit: `conformance app -- "
+                    "COMMAND` plays a scripted broker against your fixture app (broker/conformance/README.md), "
+                    "one line per scenario; exit status 1 if a required scenario failed.",
+                    ("toolbridge conformance app -- python examples/conformance_app.py",)),
 }
 
 

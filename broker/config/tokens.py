@@ -251,6 +251,11 @@ class Authenticator:
         self._live: dict[tuple[str, str], weakref.WeakSet[Any]] = {}
         self.reload_if_changed()
 
+    def derive_key(self, label: bytes) -> bytes:
+        """HMAC-SHA256 of ``label`` under the default token: a key of its own for ``label``'s use
+        (the status page's login tickets, ``web_login``), so the token itself stays here."""
+        return hmac.new(self._default, label, hashlib.sha256).digest()
+
     def _stat(self) -> tuple[int, int, int] | None:
         if self._home is None:
             return None

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -67,6 +68,8 @@ MAX_TIMEOUT: Final = 24 * 3600.0
 LARGE_ARGUMENTS: Final = 16 * 1024
 _CHECK_THREADS: Final = 2
 _MAX_APP_ERROR_CHARS: Final = 4000
+#: See :attr:`Router.observers`.
+CallObserver = Callable[[str, "RegisteredTool | None", CallerInfo, float, CallOutcome], None]
 
 
 class Router:
@@ -88,6 +91,9 @@ class Router:
         #: Where calls with large arguments are checked off the loop (``serve_checks``).
         self._checks: trio.Nursery | None = None
         self._check_threads = trio.CapacityLimiter(_CHECK_THREADS)
+        #: Told of every call's end after its audit (the metrics and the status page):
+        #: ``observer(name, tool, caller, duration_ms, outcome)``; must be quick and not raise.
+        self.observers: list[CallObserver] = []
 
     async def serve_checks(self) -> None:
         """Check large arguments in worker threads for as long as this runs (the daemon's life)."""
@@ -203,8 +209,8 @@ class Router:
         self.shutting_down = True
 
     def fail_all(self, kind: OutcomeKind, message: str) -> int:
-        """Fail every call admitted, queued or sent (daemon shutdown)."""
-        return sum(self.fail(call, kind, message) for call in self.calls)
+        """Fail every call admitted, queued or sent (daemon shutdown); apps get ``toolCancel``."""
+        return sum(self._finish(call, CallOutcome(kind, message), stop_app=True) for call in self.calls)
 
     # --- the stages ----------------------------------------------------------------------
 
@@ -401,7 +407,7 @@ class Router:
             if outcome.correlation_id != cid:  # an app's answer is built with it already
                 outcome = attrs.evolve(outcome, correlation_id=cid)
             if stop_app and call.sent and call.link is not None:
-                reason = "timeout" if outcome.kind is OutcomeKind.TIMEOUT else "cancelled"
+                reason = _CANCEL_REASONS.get(outcome.kind, "cancelled")
                 call.link.send_reliable_nowait(ToolCancel(cid, reason=reason))
         instance = call.tool.instance
         if call.queued is not None:
@@ -474,6 +480,11 @@ class Router:
                 outcome=outcome,
                 duration_ms=duration_ms,
             )
+        for observe in self.observers:
+            try:
+                observe(name, tool, caller, duration_ms, outcome)
+            except Exception:  # counting a call must never fail it (start_call never raises)
+                log.exception("call_observer_failed", tool=name)
 
 
 def _is_large(arguments: dict[str, Any], limit: int) -> bool:
@@ -509,6 +520,10 @@ def _app_reported_kind(error_kind: str | None) -> OutcomeKind:
     except ValueError:
         return OutcomeKind.APP_ERROR
     return kind if kind.app_reportable else OutcomeKind.APP_ERROR
+
+
+#: ``toolCancel.reason`` by outcome (protocol.md lists the values); anything else: "cancelled".
+_CANCEL_REASONS: Final = {OutcomeKind.TIMEOUT: "timeout", OutcomeKind.SHUTDOWN: "shutdown"}
 
 
 def _internal_error(correlation_id: int | None) -> CallOutcome:

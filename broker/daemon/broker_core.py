@@ -166,9 +166,14 @@ class BrokerCore:
         """Refuse new calls and fail those in flight; return how many were failed."""
         self.router.begin_shutdown()
         self.shutdown_started.set()
-        return self.router.fail_all(
+        failed = self.router.fail_all(
             OutcomeKind.SHUTDOWN, "toolbridge is shutting down; the call did not complete"
         )
+        # Each app has its toolCancel (reason "shutdown") queued: send it, then close the link
+        # (protocol.md section 6), rather than leave apps waiting for the drain to run out.
+        for link in list(self.app_links.live.values()):
+            link.conn.close_after_flush("toolbridge is shutting down")
+        return failed
 
     async def handle_connection(self, stream: trio.abc.Stream) -> None:
         settings = self.settings

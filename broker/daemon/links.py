@@ -8,13 +8,15 @@ After a valid ``register`` the connection becomes an :class:`AppLink`, the
 the link when nothing at all has arrived for ``heartbeat_timeout`` — any line counts, so an app whose
 GUI thread is busy but whose reader still answers pings stays alive. Bad lines get an
 ``error`` reply and are otherwise ignored; a bad line that names one of this link's calls
-fails that call at once. A ``toolResponse`` or ``toolProgress`` is accepted only for a call
+fails that call at once, unless it is a ``toolProgress`` (a broken progress report is not a
+broken answer: the call goes on). A ``toolResponse`` or ``toolProgress`` is accepted only for a call
 that was sent over this very link; anything else is logged and dropped. The rules (what an app
 may send, which correlation ids are this link's) are the connection's sans-IO protocol machine
 (``conn.protocol``, :class:`app_client.protocol.BrokerConnection`); this module does the rest.
 
 When the link ends, for whatever reason, every call in flight on it fails at once with
-``app_disconnected`` and the instance enters its reconnect grace period.
+``app_disconnected`` and the instance enters its reconnect grace period — unless the app said
+``goodbye`` first (it quit on purpose): then the instance and its names are dropped at once.
 
 Before anything is registered the token must allow the name (``tokens``: ``app:<pattern>``
 for apps, ``uplink`` for a ``register`` carrying ``via``), and a broker's uplink must not
@@ -34,9 +36,11 @@ import structlog
 import trio
 
 from app_client.protocol import (
+    PROTOCOL_VERSION,
     AddTools,
     BadLine,
     Error,
+    Goodbye,
     Message,
     Ping,
     Pong,
@@ -116,6 +120,8 @@ class AppLink:
         self.id = conn.id
         self._links = links
         self.instance: Instance | None = None
+        #: The app said ``goodbye``: its instance is dropped at once, without a grace period.
+        self.said_goodbye = False
 
     @property
     def label(self) -> str:
@@ -195,6 +201,8 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
             app_label=instance.label,
             tool_names=instance.tool_names(),
             heartbeat_interval_ms=seconds_to_ms(settings.heartbeat_interval),
+            # Negotiated (protocol.md section 7): both sides speak the lower of the two highest.
+            protocol_version=min(register.protocol_version, PROTOCOL_VERSION),
             max_line_bytes=settings.max_line_bytes,
             max_tools=settings.max_tools_per_app,
             max_schema_bytes=settings.max_schema_bytes,
@@ -226,7 +234,9 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
             link.id, OutcomeKind.APP_DISCONNECTED, f"the app {instance.label} disconnected during the call"
         )
         bound.info("app_disconnected", failed_calls=failed, reason=conn.closed_reason or "closed")
-        if still_ours:
+        if still_ours and link.said_goodbye:
+            links.registry.expire(instance)  # it quit on purpose: release its names now
+        elif still_ours:
             # Runs after the connection's cancel scope has ended (``BrokerCore.handle_connection``).
             ended.instance = instance
 
@@ -301,7 +311,8 @@ def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:
     log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
     link.conn.send_nowait(bad.reply())
     call = links.calls.get(exc.correlation_id) if exc.correlation_id is not None else None
-    if call is not None and call.link is link:
+    # A broken progress report is only an error reply: the call goes on (protocol.md, error).
+    if call is not None and call.link is link and exc.message_type != "toolProgress":
         links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
@@ -322,6 +333,10 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         conn.send_nowait(Pong(id=message.id))
     elif isinstance(message, Pong):
         pass  # receiving it already refreshed the link's liveness
+    elif isinstance(message, Goodbye):
+        log.info("app_goodbye", conn_id=link.id, label=instance.label)
+        link.said_goodbye = True
+        conn.close_after_flush("the app said goodbye")
     elif isinstance(message, RemoveTools):
         links.registry.remove_tools(instance, message.names)
         log.info("app_tools_removed", label=instance.label, tools=message.names)

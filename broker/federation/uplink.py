@@ -191,6 +191,8 @@ class Uplink:
             prepare_register=self._prepare_register,
             check_registered=self._check_registered,
             on_state_change=self._state_changed,
+            # A restarting child comes back as the same instance: keep its names meanwhile.
+            goodbye=False,
         )
 
     def status(self) -> dict[str, Any]:

@@ -4,13 +4,14 @@ Theory of operation
 -------------------
 Every request passes the same gate first, in this order: ``Host`` must be a loopback name
 or configured (421 otherwise: DNS rebinding), the path must be ``/mcp``,
-``/mcp/discovery`` or ``/mcp/code`` (404; the others serve discovery mode and code mode, see
-``session``), a present
-``Origin`` must be loopback or configured (403), and ``Authorization: Bearer <token>`` must
-be the daemon's token or a named token with the ``agent`` scope (401 for an unknown token,
-403 for one without that scope; checked by ``tokens.Authenticator``, in constant time, on
-every request, so a revoked token stops working at once). With ``tls_cert`` / ``tls_key``
-hypercorn serves HTTPS. Then:
+``/mcp/discovery`` or ``/mcp/code`` (the others serve discovery mode and code mode, see
+``session``; other paths go to the status page and ``/metrics``, ``status_page``, or get
+404), a present ``Origin`` must be loopback or configured (403), and
+``Authorization: Bearer <token>`` must be the daemon's token or a named token with the
+``agent`` scope (403 for a missing or unknown token too: never 401, which MCP clients take as
+"start OAuth"; 403 for one without that scope; checked by ``tokens.Authenticator``, in
+constant time, on every request, so a revoked token stops working at once). With
+``tls_cert`` / ``tls_key`` hypercorn serves HTTPS. Then:
 
 * ``POST`` carries one JSON-RPC message (``Content-Type: application/json``, 415; ``Accept``
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
@@ -46,7 +47,7 @@ import logging
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import attrs
 import structlog
@@ -69,6 +70,9 @@ from .jsonrpc import (
 )
 from .scope import APPS_PATH_PREFIX, check_app_name
 from .session import McpServer, Session, open_session
+
+if TYPE_CHECKING:
+    from .status_page import StatusPages
 
 log = structlog.get_logger("toolbridge.http")
 
@@ -205,6 +209,11 @@ class HttpApp:
         self.settings = server.settings
         self._nursery = nursery
         self._sessions: dict[str, _HttpSession] = {}
+        # Imported here: the stdio relay imports this module, and need not load prometheus_client.
+        from .status_page import StatusPages
+
+        #: Everything on this port but /mcp: the status page and /metrics (``status_page``).
+        self.pages: StatusPages = StatusPages(server, self._grant)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -237,6 +246,8 @@ class HttpApp:
         path = scope["path"].rstrip("/")
         app = _app_of(scope["path"])
         if path not in (PATH, DISCOVERY_PATH, CODE_PATH) and app is None:
+            if await self.pages.serve(scope, headers, receive, send):  # the status page, /metrics
+                return
             raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode, "
                          f"{CODE_PATH} for code mode, {APPS_PATH_PREFIX}<app label> for one app's tools)")
         discovery = path == DISCOVERY_PATH
@@ -245,14 +256,16 @@ class HttpApp:
             log.warning("http_rejected", reason="origin", origin=headers.get("origin"))
             raise _Reply(403, "Forbidden: requests from this Origin are not allowed "
                          "(add it to allowed_origins in the daemon's config)")
-        grant = self._grant(headers.get("authorization"))
+        authorization = headers.get("authorization")
+        grant = self._grant(authorization)
         if grant is None:
             log.warning("http_rejected", reason="token")
-            raise _Reply(
-                401, "Unauthorized: send the header 'Authorization: Bearer <token>' with the token "
-                "printed by `toolbridge token`", SERVER_ERROR,
-                headers=[(b"www-authenticate", b'Bearer realm="toolbridge"')],
-            )
+            # 403, not 401: to an MCP client a 401 means "do OAuth" (the spec's authorization
+            # section), whatever its WWW-Authenticate says, so OAuth-capable clients (the SDKs,
+            # Claude Code) would start discovery and registration and show *their* failure
+            # instead of this message. toolbridge's token is a static key set in the client's
+            # config; a 403 without a challenge reaches the user as this JSON-RPC error.
+            raise _Reply(403, no_token_message(authorization), SERVER_ERROR)
         if not grant.allows_agent_to(app):
             log.warning("http_rejected", reason="token scope", token=grant.name, app=app)
             raise _Reply(403, f"Forbidden: the token {grant.name!r} may not connect agents"
@@ -567,6 +580,14 @@ class HttpApp:
         entry.session.close()
         log.info("http_session_closed", session=entry.session.label)
         await _send_empty(send, 200)
+
+
+def no_token_message(authorization: str | None) -> str:
+    """Why a request without a valid token is refused, and what to do (see ``_route``)."""
+    what = "no 'Authorization' header" if authorization is None else "the 'Authorization' header holds no valid token"
+    return (f"Forbidden: {what}. toolbridge does not use OAuth: configure your MCP client to send the header "
+            "'Authorization: Bearer <token>' with the token printed by `toolbridge token` (it changes when "
+            "the token is rotated).")
 
 
 def _app_of(raw_path: str) -> str | None:

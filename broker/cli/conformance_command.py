@@ -1,0 +1,74 @@
+"""``toolbridge conformance app -- COMMAND...``: check an app client against the conformance kit.
+
+The runner and the vectors live in :mod:`broker.conformance`; this module only parses the
+command line, prints one line per scenario and the summary, and chooses the exit status
+(0 only when every required scenario passed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import trio
+
+from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers
+
+__all__ = ["add_parser", "cmd_conformance_app"]
+
+
+def cmd_conformance_app(args: argparse.Namespace) -> int:
+    from ..conformance import Result, load_scenarios, run_all
+    from ..conformance.vectors import VectorError
+
+    command = list(args.app_command)
+    if command and command[0] == "--":
+        command = command[1:]
+    try:
+        scenarios = load_scenarios(args.only or None)
+    except VectorError as exc:
+        print(f"toolbridge conformance: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.list:
+        for scenario in scenarios:
+            optional = "" if scenario.required else " (optional)"
+            print(f"{scenario.name}{optional}: {scenario.summary}")
+        return EXIT_OK
+    if not command:
+        print("toolbridge conformance app: give the app's command after --, "
+              "e.g. `toolbridge conformance app -- python examples/conformance_app.py`", file=sys.stderr)
+        return EXIT_USAGE
+
+    def report(result: Result) -> None:
+        print(result.line(), flush=True)
+        for line in result.stderr_tail:
+            print(f"    app stderr: {line}", flush=True)
+
+    results = trio.run(lambda: run_all(scenarios, command, jobs=args.jobs, report=report))
+    passed = sum(result.passed for result in results)
+    required_failed = [r.scenario.name for r in results if not r.passed and r.scenario.required]
+    optional_failed = [r.scenario.name for r in results if not r.passed and not r.scenario.required]
+    summary = f"{passed} of {len(results)} scenarios passed"
+    if required_failed:
+        summary += f"; {len(required_failed)} required failed: {', '.join(required_failed)}"
+    if optional_failed:
+        summary += f"; optional failed: {', '.join(optional_failed)}"
+    print(summary)
+    return EXIT_ERROR if required_failed else EXIT_OK
+
+
+def add_parser(sub: SubParsers) -> None:
+    conformance = sub.add_parser("conformance", help="check an app client against the protocol's conformance kit")
+    kinds = conformance.add_subparsers(dest="kind", metavar="KIND", required=True)
+    app = kinds.add_parser(
+        "app",
+        help="play the kit's scripted broker against an app command (its fixture app)",
+        description="Start COMMAND once per scenario with TOOLBRIDGE_HOME (and TOOLBRIDGE_PORT, "
+        "TOOLBRIDGE_TOKEN) pointing at a scripted broker, and report each scenario. The app must "
+        "follow the fixture contract in broker/conformance/README.md.",
+    )
+    app.add_argument("--only", action="append", metavar="NAME", help="run only this scenario (repeatable)")
+    app.add_argument("--jobs", type=int, default=4, help="scenarios run at once (default 4)")
+    app.add_argument("--list", action="store_true", help="list the scenarios and what each checks, then exit")
+    app.add_argument("app_command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
+    app.set_defaults(func=cmd_conformance_app)

@@ -1,0 +1,289 @@
+"""What the daemon is doing, for people and for Prometheus: the status page's state and ``/metrics``.
+
+Theory of operation
+-------------------
+One :class:`Monitor` per daemon, built by the HTTP front door (``http.HttpApp``). Most of what
+it reports is read from the daemon's own state only when someone asks (a scrape, a poll of the
+status page): connected apps and their admission queues from the registry, calls in flight
+from the correlation map, sessions from the :class:`~broker.mcp.session.McpServer`. That costs
+nothing per call. What cannot be read later is counted as it happens, through two hooks:
+
+* :meth:`call_ended`, one of the router's ``observers``, runs at every call's end: plain
+  arithmetic on one list per (app, tool, outcome kind) — calls, seconds, the longest, a count
+  per latency bucket — and a ring of the last :data:`RECENT_CALLS` calls (names, duration,
+  outcome kind; an error message only when the daemon composed it from names and numbers,
+  never an argument value or an app's text). ``prometheus_client``'s own ``Counter`` and
+  ``Histogram`` take a lock per update and cost ~4x as much per call (BENCHMARKS.md), so the
+  scrape turns these lists into its metric families instead (the library's custom-collector
+  pattern); the text format is still the library's.
+* :meth:`registry_changed`, a registry listener, notices app links that appear (registrations)
+  and go (disconnects) and folds a departed link's byte counts into the running totals, so
+  ``toolbridge_app_bytes_total`` is a true counter across reconnects.
+
+Metrics live in a :class:`prometheus_client.CollectorRegistry` of the daemon's own (never the
+process-global one: two daemons in one process, as in the tests, do not mix), exposed by
+:meth:`Monitor.exposition`. Label values are names of registered tools and apps only: a call of
+an unknown tool counts under ``tool=""``, so an agent cannot grow the series without bound.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Final
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+
+from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..version import VERSION
+
+if TYPE_CHECKING:
+    from ..core.registry import RegisteredTool
+    from .session import McpServer
+
+__all__ = ["Monitor", "RECENT_CALLS", "LATENCY_BUCKETS"]
+
+#: How many finished calls the status page shows.
+RECENT_CALLS: Final = 50
+#: Latency buckets in seconds: local tools answer in milliseconds, exports take minutes.
+LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                          10.0, 30.0, 60.0, 300.0)
+#: Series (app, tool, kind) kept before those of tools no longer registered are dropped.
+_MAX_SERIES: Final = 10_000
+#: Where a series' bucket counts start (after calls, seconds and the longest in ms).
+_FIRST_BUCKET: Final = 3
+
+
+class Monitor:
+    """Counts and reads the daemon's activity (see the module docstring)."""
+
+    def __init__(self, server: McpServer) -> None:
+        self.server = server
+        self.router = server.router
+        self.apps = server.registry
+        #: When counting began: the HTTP server starts with the daemon.
+        self.started_at = time.time()
+        self.registry = CollectorRegistry()
+        #: Per (app, tool, outcome kind): [calls, seconds, max ms, one count per latency bucket].
+        self._series: dict[tuple[str, str, str], list[float]] = {}
+        self.registry.register(_StateCollector(self))
+        #: The last calls, newest last: (unix time, tool, app label, agent, session, ms, kind, message).
+        self.recent: collections.deque[tuple[float, str, str, str | None, str | None, float, str, str | None]] = (
+            collections.deque(maxlen=RECENT_CALLS))
+        self.registrations = 0
+        self.disconnects = 0
+        #: Bytes read from and written to app links that have gone (live ones are read at scrape).
+        self.departed_bytes = [0, 0]
+        self._links: dict[int, Any] = {}
+        self.router.observers.append(self.call_ended)
+        self.apps.on_change(self.registry_changed)
+        self.registry_changed()
+
+    # --- the hooks -----------------------------------------------------------------------------
+
+    def call_ended(self, name: str, tool: RegisteredTool | None, caller: CallerInfo, duration_ms: float,
+                   outcome: CallOutcome) -> None:
+        """A router observer: count one finished call (plain arithmetic; see the module docstring)."""
+        kind = outcome.kind
+        if tool is not None:
+            key = (tool.instance.app_name, name, kind.value)
+            label = tool.instance.label
+        else:
+            key, label = ("", "", kind.value), ""
+        series = self._series.get(key)
+        if series is None:
+            series = self._new_series(key)
+        seconds = duration_ms / 1000
+        series[0] += 1
+        series[1] += seconds
+        if duration_ms > series[2]:
+            series[2] = duration_ms
+        series[_FIRST_BUCKET + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        message = outcome.message if kind is not OutcomeKind.OK and kind.value_free and outcome.result is None else None
+        self.recent.append((time.time(), name, label, caller.agent, caller.session, duration_ms, kind.value, message))
+
+    def _new_series(self, key: tuple[str, str, str]) -> list[float]:
+        if len(self._series) >= _MAX_SERIES:  # keep the tools still registered; the rest restart at 0
+            registry = self.apps
+            self._series = {k: v for k, v in self._series.items() if not k[1] or registry.lookup(k[1])}
+        series = self._series[key] = [0, 0.0, 0.0] + [0] * (len(LATENCY_BUCKETS) + 1)
+        return series
+
+    def registry_changed(self) -> None:
+        """Notice app links that came (registered) and went (disconnected).
+
+        A registry listener, and also run before every read: a registration changes the registry
+        (listeners run), a disconnect only pulses ``changed``, so it is noticed at the next read
+        or change; the departed link's byte counts are final by then, and exact."""
+        live = {id(link): link for i in self.apps.instances() if (link := i.link) is not None}
+        for key, link in self._links.items():
+            if key not in live:
+                self.disconnects += 1
+                self.departed_bytes[0] += _bytes(link, "bytes_received")
+                self.departed_bytes[1] += _bytes(link, "bytes_sent")
+        self.registrations += sum(1 for key in live if key not in self._links)
+        self._links = live
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def exposition(self) -> bytes:
+        """The metrics in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+    def app_bytes(self) -> tuple[int, int]:
+        """Bytes read from and written to app links since the daemon started."""
+        self.registry_changed()
+        received, sent = self.departed_bytes
+        for link in self._links.values():
+            received += _bytes(link, "bytes_received")
+            sent += _bytes(link, "bytes_sent")
+        return received, sent
+
+    def state(self) -> dict[str, Any]:
+        """What the status page shows, as JSON-ready values."""
+        now = time.perf_counter()
+        trio_now = _trio_time()
+        apps = []
+        for instance in self.apps.instances():
+            linked = instance.link is not None
+            apps.append({
+                "label": instance.label, "app": instance.app_name, "instance": instance.instance_id,
+                "version": instance.app_version,
+                "state": "connected" if linked else "reconnecting",
+                "graceSeconds": None if linked or instance.grace_deadline is None or trio_now is None
+                else round(max(0.0, instance.grace_deadline - trio_now), 1),
+                "tools": sorted(t.agent_name for t in instance.tools.values()),
+                "inFlight": instance.admission.active, "queued": instance.admission.waiting,
+            })
+        sessions = []
+        for session in sorted(self.server.open_sessions, key=lambda s: s.label or ""):
+            sessions.append({
+                "label": session.label, "transport": session.transport, "client": session.client_name,
+                "clientVersion": session.client_version, "discovery": session.discovery,
+                "inFlight": session.in_flight,
+                "idleSeconds": None if trio_now is None else round(trio_now - session.last_activity, 1),
+            })
+        calls = []
+        for call in self.router.calls:
+            calls.append({
+                "id": call.correlation_id, "tool": call.name, "app": call.tool.instance.label,
+                "agent": call.caller.agent, "session": call.caller.session,
+                "elapsedMs": round((now - call.started) * 1000), "timeoutMs": round(call.timeout * 1000),
+                "progress": call.last_progress,
+            })
+        recent = [
+            {"at": at, "tool": tool, "app": app, "agent": agent, "session": session, "durationMs": round(ms, 1),
+             "outcome": kind, "message": message}
+            for at, tool, app, agent, session, ms, kind, message in reversed(self.recent)
+        ]
+        per_tool: dict[str, list[float]] = {}  # calls, failures, seconds, max ms
+        for (_, name, kind), series in self._series.items():
+            if name:
+                entry = per_tool.setdefault(name, [0, 0, 0.0, 0.0])
+                entry[0] += series[0]
+                entry[1] += series[0] if kind != OutcomeKind.OK else 0
+                entry[2] += series[1]
+                entry[3] = max(entry[3], series[2])
+        tools = [
+            {"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total * 1000 / n, 1),
+             "maxMs": round(worst, 1)}
+            for name, (n, failed, total, worst) in sorted(per_tool.items())
+        ]
+        return {
+            "daemon": {"version": VERSION, "pid": os.getpid(), "uptimeSeconds": round(time.time() - self.started_at)},
+            "apps": apps, "sessions": sessions,
+            "agentConnections": sum(1 for s in self.server.open_sessions if s.transport == "stdio"),
+            "calls": calls, "recent": recent, "tools": tools,
+        }
+
+
+def _bytes(link: Any, what: str) -> int:
+    conn = getattr(link, "conn", None)  # an in-process test link has none
+    value = getattr(conn, what, 0)
+    return value if isinstance(value, int) else 0
+
+
+def _trio_time() -> float | None:
+    import trio
+
+    try:
+        return trio.current_time()
+    except RuntimeError:  # outside trio (a scrape is always inside; a test may not be)
+        return None
+
+
+class _StateCollector(Collector):
+    """The gauges and counters read from the daemon's state at each scrape."""
+
+    def __init__(self, monitor: Monitor) -> None:
+        self._monitor = monitor
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # unchecked: names come from collect() (no duplicates with the counters)
+
+    def collect(self) -> Iterator[Metric]:
+        monitor = self._monitor
+        calls = CounterMetricFamily("toolbridge_calls", "Tool calls ended, by app, tool and outcome kind",
+                                    labels=["app", "tool", "outcome"])
+        latency: dict[tuple[str, str], list[float]] = {}
+        for (app, tool, kind), series in sorted(monitor._series.items()):
+            calls.add_metric([app, tool, kind], series[0])
+            merged = latency.setdefault((app, tool), [0.0] * len(series))
+            for i, value in enumerate(series):
+                merged[i] += value
+        yield calls
+        histogram = HistogramMetricFamily("toolbridge_call_duration_seconds",
+                                          "Time from a call's arrival to its outcome, by app and tool",
+                                          labels=["app", "tool"])
+        bounds = [*(str(b) for b in LATENCY_BUCKETS), "+Inf"]
+        for (app, tool), series in latency.items():
+            cumulative = list(itertools.accumulate(series[_FIRST_BUCKET:]))
+            histogram.add_metric([app, tool], list(zip(bounds, cumulative)), sum_value=series[1])
+        yield histogram
+        monitor.registry_changed()
+        instances = monitor.apps.instances()
+        apps = GaugeMetricFamily("toolbridge_apps", "App instances registered, by state", labels=["state"])
+        linked = sum(1 for i in instances if i.link is not None)
+        apps.add_metric(["connected"], linked)
+        apps.add_metric(["reconnecting"], len(instances) - linked)
+        yield apps
+        in_flight = GaugeMetricFamily("toolbridge_calls_in_flight", "Calls holding an admission slot, by app",
+                                      labels=["app"])
+        queued = GaugeMetricFamily("toolbridge_calls_queued", "Calls waiting for an admission slot, by app",
+                                   labels=["app"])
+        for instance in instances:
+            in_flight.add_metric([instance.label], instance.admission.active)
+            queued.add_metric([instance.label], instance.admission.waiting)
+        yield in_flight
+        yield queued
+        yield GaugeMetricFamily("toolbridge_calls_sent", "Calls sent to apps and not answered yet",
+                                value=len(monitor.router.calls))
+        sessions = GaugeMetricFamily("toolbridge_agent_sessions",
+                                     "MCP sessions open (stdio, and handshake-era HTTP), by transport",
+                                     labels=["transport"])
+        by_transport = collections.Counter(s.transport for s in monitor.server.open_sessions)
+        for transport in ("stdio", "http", *sorted(set(by_transport) - {"stdio", "http"})):
+            sessions.add_metric([transport], by_transport.get(transport, 0))
+        yield sessions
+        yield GaugeMetricFamily("toolbridge_tools", "Tools offered to agents", value=len(monitor.apps.tools()))
+        registrations = CounterMetricFamily("toolbridge_app_registrations", "App links registered")
+        registrations.add_metric([], monitor.registrations)
+        yield registrations
+        disconnects = CounterMetricFamily("toolbridge_app_disconnects", "App links that went away")
+        disconnects.add_metric([], monitor.disconnects)
+        yield disconnects
+        received, sent = monitor.app_bytes()
+        relayed = CounterMetricFamily("toolbridge_app_bytes", "Bytes on app links, by direction",
+                                      labels=["direction"])
+        relayed.add_metric(["received"], received)
+        relayed.add_metric(["sent"], sent)
+        yield relayed
+        yield GaugeMetricFamily("toolbridge_uptime_seconds", "Seconds since the daemon started",
+                                value=time.time() - monitor.started_at)
