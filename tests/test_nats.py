@@ -1,0 +1,192 @@
+"""Federation over NATS (issue 22): daemons on a real nats-server cluster offer and call tools."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import msgspec
+import pytest
+import trio
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytest.importorskip("nats")
+
+from app_client.protocol import ToolSpec  # noqa: E402
+from broker.config.settings import Settings  # noqa: E402
+from broker.errors import ConfigError, StartupError  # noqa: E402
+from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
+from broker.federation.nats_link import Announcement, NatsFederation, check_broker_name, nats_options  # noqa: E402
+from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
+from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url  # noqa: E402
+from natskit import Node, nats_cluster  # noqa: E402
+
+pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
+
+#: Fast announcements, so a silent broker is dropped within ~1 s in tests.
+INTERVAL = 0.3
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def nats_of(daemon: Daemon) -> NatsFederation:
+    federation = daemon.info.nats
+    assert isinstance(federation, NatsFederation)
+    return federation
+
+
+async def start_broker(nursery: trio.Nursery, tmp_path: Path, name: str, node: Node, **settings: Any) -> Daemon:
+    return await start_daemon(nursery, tmp_path / name, nats_url=node.url, broker_name=name,
+                              nats_announce_interval=INTERVAL, **settings)
+
+
+@asynccontextmanager
+async def agent(daemon: Daemon, mode: str = "auto") -> AsyncIterator[Client]:
+    async with http_client(daemon.info) as http:
+        async with Client(streamable_http_client(mcp_url(daemon.info), http_client=http), mode=mode) as client:
+            yield client
+
+
+async def test_an_agent_on_a_calls_apps_on_b_and_c_across_a_three_node_cluster(tmp_path: Path) -> None:
+    async with nats_cluster(3) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
+        b = await start_broker(nursery, tmp_path, "B", nodes[1])
+        c = await start_broker(nursery, tmp_path, "C", nodes[2])
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        app_c = await ScriptedApp(c.port, c.token, app_name="Other").start(nursery)
+        await wait_until(a.core, lambda: {"B__Demo__echo", "C__Other__echo"} <= tool_names(a.core))
+        # Only each broker's own tools travel: B does not offer C's tools again, A offers none.
+        assert not any(name.startswith("C__") for name in tool_names(b.core) if "B__" in name)
+        assert {n for n in tool_names(b.core) if n.startswith("A__")} == set()
+
+        async with agent(a) as client:
+            listed = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"B__Demo__echo", "B__Demo__slow", "C__Other__echo"} <= listed
+
+            ok = await client.call_tool("B__Demo__echo", {"text": "hi"})
+            assert (ok.is_error, ok.structured_content) == (False, {"echo": {"text": "hi"}})
+            assert app_b.invocations[-1].tool == "echo" and app_b.invocations[-1].parameters == {"text": "hi"}
+            ok_c = await client.call_tool("C__Other__echo", {"text": "there"})
+            assert ok_c.structured_content == {"echo": {"text": "there"}}
+
+            failed = await client.call_tool("B__Demo__fail", {})
+            assert failed.is_error and "disk is full" in text_of(failed)
+
+            invalid = await client.call_tool("B__Demo__echo", {"text": 5})  # A's pipeline checks it
+            assert invalid.is_error and "text" in text_of(invalid)
+
+            # The deadline travels in a header and shrinks at B; B's timeout (the nearest) wins.
+            timed_out = await client.call_tool("B__Demo__slow", {}, meta={"toolbridge/timeoutMs": 2500})
+            assert timed_out.is_error
+            assert text_of(timed_out).startswith("at broker 'B': Demo__slow timed out after"), text_of(timed_out)
+            assert (timed_out.meta or {}).get("toolbridge/errorKind") == "timeout"
+            slow = next(i for i in app_b.invocations if i.tool == "slow")
+            assert slow.timeout_ms is not None and slow.timeout_ms <= 2000
+            await app_b.until(lambda: len(app_b.cancels) == 1)
+
+        # Cancellation: the agent gives up on A; B cancels its call; the app is told.
+        async with agent(a, mode="legacy") as client:
+            async with trio.open_nursery() as calls:
+                scope = trio.CancelScope()
+
+                async def call() -> None:
+                    with scope:
+                        await client.call_tool("B__Demo__slow", {})
+
+                calls.start_soon(call)
+                await app_b.until(lambda: sum(i.tool == "slow" for i in app_b.invocations) == 2)
+                scope.cancel()
+            await app_b.until(lambda: len(app_b.cancels) == 2)
+        await wait_until(b.core, lambda: len(b.core.calls) == 0)
+        await wait_until(a.core, lambda: len(a.core.calls) == 0)
+
+        # Daemon C stops: its tools leave A's list; B's stay.
+        c.kill()
+        await wait_until(a.core, lambda: not any(n.startswith("C__") for n in tool_names(a.core)))
+        assert "B__Demo__echo" in tool_names(a.core)
+        assert sorted(nats_of(a).remotes) == ["B"]
+        for app in (app_b, app_c):
+            await app.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
+async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp_path: Path) -> None:
+    import nats
+
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
+        # A "broker" that announces a tool and is gone: nobody listens on its call subject.
+        ghost = Announcement(broker="ghost", broker_id="ghost-id", interval_ms=60_000,
+                             tools=[ToolSpec("Demo__run", "Runs", {"type": "object"})])
+        async with open_asyncio_thread("test-nats") as aio:
+            nc = await aio.run(nats.connect(nodes[0].url))
+            try:
+                await wait_until(a.core, lambda: nats_of(a).connected)
+                # And one that announces once, fast, then falls silent (a crashed daemon).
+                mute = Announcement(broker="mute", broker_id="mute-id", interval_ms=400,
+                                    tools=[ToolSpec("Demo__run", "Runs", {"type": "object"})])
+                await aio.run(nc.publish("toolbridge.tools.ghost", msgspec.json.encode(ghost)))
+                await aio.run(nc.publish("toolbridge.tools.mute", msgspec.json.encode(mute)))
+                await aio.run(nc.flush())
+                await wait_until(a.core, lambda: "ghost__Demo__run" in tool_names(a.core))
+                await wait_until(a.core, lambda: "mute__Demo__run" in tool_names(a.core))
+            finally:
+                await aio.run(nc.close())
+        async with agent(a) as client:
+            with trio.fail_after(2):  # not the 30 s default deadline
+                result = await client.call_tool("ghost__Demo__run", {})
+            assert result.is_error and "no responders" in text_of(result), text_of(result)
+            assert (result.meta or {}).get("toolbridge/errorKind") == "app_disconnected"
+            assert "ghost__Demo__run" not in {tool.name for tool in (await client.list_tools()).tools}
+        assert len(a.core.calls) == 0
+        # Silent for 3.5 of its intervals: dropped without any call.
+        await wait_until(a.core, lambda: "mute__Demo__run" not in tool_names(a.core), timeout=5)
+        assert sorted(nats_of(a).remotes) == []
+        a.shutdown.set()
+
+
+async def test_a_broker_whose_nats_node_dies_reconnects_to_another_and_calls_resume(tmp_path: Path) -> None:
+    async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
+        b = await start_broker(nursery, tmp_path, "B", nodes[1])
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
+        nodes[1].kill()
+        await wait_until(b.core, lambda: not nats_of(b).connected)
+        # B learnt the other node from the cluster and moves there; A sees its tools again.
+        await wait_until(b.core, lambda: nats_of(b).connected, timeout=15)
+        async with agent(a) as client:
+            with trio.fail_after(10):
+                while True:
+                    result = await client.call_tool("B__Demo__echo", {"text": "back"})
+                    if not result.is_error:
+                        break
+                    # Calls made while B was away fail at once (no responders), never hang.
+                    await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
+            assert result.structured_content == {"echo": {"text": "back"}}
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
+def test_nats_options_are_checked_before_the_daemon_starts(tmp_path: Path) -> None:
+    assert nats_options(Settings(home=tmp_path)) is None
+    options = nats_options(Settings(home=tmp_path, nats_url="127.0.0.1:4222", broker_name="desk-1"))
+    assert options is not None and options.url == "nats://127.0.0.1:4222" and options.name == "desk-1"
+    with pytest.raises(ConfigError, match="broker_name"):
+        check_broker_name("a.b")
+    with pytest.raises(ConfigError, match="broker_name"):
+        check_broker_name("a__b")
+    with pytest.raises(ConfigError, match="nats_credentials"):
+        nats_options(Settings(home=tmp_path, nats_url="nats://127.0.0.1:4222", nats_credentials=str(tmp_path / "x")))
+    with pytest.raises(StartupError, match="without TLS"):
+        nats_options(Settings(home=tmp_path, nats_url="nats://nats.example.com:4222"))
+    secure = nats_options(Settings(home=tmp_path, nats_url="tls://nats.example.com:4222"))
+    assert secure is not None and secure.ssl_context is not None
