@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,16 @@ async def test_an_agent_on_a_calls_apps_on_b_and_c_across_a_three_node_cluster(t
             failed = await client.call_tool("B__Demo__fail", {})
             assert failed.is_error and "disk is full" in text_of(failed)
 
+            seen: list[tuple[float, float | None, str | None]] = []
+
+            async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                seen.append((progress, total, message))
+
+            done = await client.call_tool("B__Demo__progress", {}, progress_callback=on_progress)
+            assert text_of(done) == "done"
+            assert seen == [(1, 2, "step 1"), (2, 2, "step 2")]
+            assert app_b.invocations[-1].progress is True
+
             invalid = await client.call_tool("B__Demo__echo", {"text": 5})  # A's pipeline checks it
             assert invalid.is_error and "text" in text_of(invalid)
 
@@ -114,7 +125,21 @@ async def test_an_agent_on_a_calls_apps_on_b_and_c_across_a_three_node_cluster(t
         for app in (app_b, app_c):
             await app.close()
         for daemon in (a, b):
-            daemon.shutdown.set()
+            await daemon.stop()
+        # Both call logs have each call: A's under the remote name, B's as a call from A over NATS.
+        rows_a = call_log(a, "B__Demo__")
+        rows_b = call_log(b, "Demo__")
+        assert ("B__Demo__echo", "B", "ok") in {(tool, app, kind) for tool, app, kind, *_ in rows_a}
+        assert ("B__Demo__slow", "B", "timeout") in {(tool, app, kind) for tool, app, kind, *_ in rows_a}
+        assert {("Demo__echo", "nats", "A", "ok"), ("Demo__slow", "nats", "A", "timeout"),
+                ("Demo__slow", "nats", "A", "cancelled")} <= {(tool, agent, session, kind)
+                                                              for tool, _, kind, agent, session in rows_b}
+
+
+def call_log(daemon: Daemon, prefix: str) -> list[tuple[str, str, str, str, str]]:
+    with closing(sqlite3.connect(daemon.home / "calls.sqlite3")) as db:
+        return db.execute("SELECT tool, app, error_kind, agent, session FROM calls WHERE tool LIKE ?",
+                          (prefix + "%",)).fetchall()
 
 
 async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp_path: Path) -> None:
@@ -159,9 +184,9 @@ async def test_a_broker_whose_nats_node_dies_reconnects_to_another_and_calls_res
         app_b = await ScriptedApp(b.port, b.token).start(nursery)
         await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
         nodes[1].kill()
-        await wait_until(b.core, lambda: not nats_of(b).connected)
         # B learnt the other node from the cluster and moves there; A sees its tools again.
-        await wait_until(b.core, lambda: nats_of(b).connected, timeout=15)
+        await wait_until(b.core, lambda: nats_of(b).reconnects == 1, timeout=15)
+        assert str(nats_of(b)._nc.connected_url.port) == str(nodes[0].port)
         async with agent(a) as client:
             with trio.fail_after(10):
                 while True:

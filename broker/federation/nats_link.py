@@ -16,6 +16,8 @@ Subjects (``NAME`` and tool names are ``[A-Za-z0-9_-]``, so each is one subject 
   list every broker, with its name and id as metadata). Headers: ``Toolbridge-Timeout-Ms``
   (the caller's remaining budget; this hop takes :func:`~broker.federation.uplink.hop_budget`
   of it), ``Toolbridge-Call-Id`` and ``Toolbridge-From``.
+  A caller that wants progress names an inbox it listens on in ``Toolbridge-Progress``; the
+  owner publishes each report there as ``[progress, total, message]`` before its reply.
 * ``toolbridge.cancel.<NAME>`` — the caller gave up on the call named by ``Toolbridge-Call-Id``.
 * ``toolbridge.tools.<NAME>`` — an :class:`Announcement`: the broker's own tools (never the
   ones it learned over NATS, so nothing goes round), sent when they change and every
@@ -76,6 +78,7 @@ HELLO_SUBJECT: Final = f"{PREFIX}.hello"
 H_TIMEOUT: Final = "Toolbridge-Timeout-Ms"
 H_CALL: Final = "Toolbridge-Call-Id"
 H_FROM: Final = "Toolbridge-From"
+H_PROGRESS: Final = "Toolbridge-Progress"
 #: Broker names are one NATS subject token and leave room in ``<NAME>__<app>__<tool>``.
 MAX_BROKER_NAME: Final = 32
 #: Calls from other brokers waiting for this broker's loop (beyond: answered ``busy``).
@@ -98,6 +101,8 @@ CONNECT_RETRY: Final = 2.0
 _port_ids = itertools.count(-1, -1)  # negative: never a daemon connection's id
 _result_decoder = msgspec.json.Decoder(ToolResult)
 _encode = msgspec.json.Encoder().encode
+#: A progress report on the reply stream: ``[progress, total, message]``.
+_progress_decoder = msgspec.json.Decoder(tuple[float, float | None, str | None])
 
 
 class Announcement(msgspec.Struct, forbid_unknown_fields=False):
@@ -217,7 +222,10 @@ class NatsFederation:
         self.name = options.name
         self.remotes: dict[str, Remote] = {}
         self._default_timeout = default_timeout
+        #: Connected and subscribed (False while nats-py reconnects).
         self.connected = False
+        #: Times the connection came back after a loss (nats-py moves to another server of the cluster).
+        self.reconnects = 0
         self._aio: AsyncioThread | None = None
         self._nc: Any = None
         self._nursery: trio.Nursery | None = None
@@ -229,7 +237,7 @@ class NatsFederation:
         self._control_in, self._control_out = trio.open_memory_channel[tuple[str, Any]](CONTROL_QUEUE)
 
     def status(self) -> dict[str, Any]:
-        return {"url": self.options.url, "name": self.name, "connected": self.connected,
+        return {"url": self.options.url, "name": self.name, "connected": self.connected, "reconnects": self.reconnects,
                 "brokers": sorted(self.remotes)}
 
     # --- running --------------------------------------------------------------------------
@@ -243,6 +251,7 @@ class NatsFederation:
                     self._nursery = nursery
                     await self._connect()
                     await self._subscribe()
+                    self.connected = True  # subscribed: what others send now is heard
                     nursery.start_soon(self._serve_calls)
                     nursery.start_soon(self._serve_control)
                     nursery.start_soon(self._announce_loop)
@@ -282,7 +291,6 @@ class NatsFederation:
         while True:
             try:
                 self._nc = await aio.run(nats.connect(**options))
-                self.connected = True
                 return
             except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
                 log.warning("nats_connect_failed", url=self.options.url, error=type(exc).__name__,
@@ -387,6 +395,7 @@ class NatsFederation:
                 log.warning("nats_disconnected", url=self.options.url)
             elif kind == "reconnected":
                 self.connected = True
+                self.reconnects += 1
                 log.info("nats_reconnected", server=str(getattr(self._nc, "connected_url", ""))[:200])
                 await self._publish(HELLO_SUBJECT, b"")
                 self._announce_now.set()
@@ -530,12 +539,17 @@ class NatsFederation:
         budget = self._default_timeout if invocation.timeout_ms is None else invocation.timeout_ms / 1000
         if invocation.timeout_ms is not None:
             headers[H_TIMEOUT] = str(invocation.timeout_ms)
-        assert self._aio is not None
+        aio = self._aio
+        assert aio is not None
         reply = None
+        progress = None
         with trio.CancelScope() as scope:
             self._outgoing[(port.id, cid)] = (scope, port.remote, call_id)
             try:
-                reply = await self._aio.run(self._nc.request(
+                if invocation.progress:
+                    progress = await self._progress_stream(port, cid)
+                    headers[H_PROGRESS] = progress.subject
+                reply = await aio.run(self._nc.request(
                     call_subject(port.remote, invocation.tool), _encode(invocation.parameters),
                     timeout=budget + REPLY_MARGIN, headers=headers))
             except nats.errors.NoRespondersError:
@@ -551,6 +565,8 @@ class NatsFederation:
                            "retry in a moment")
             finally:
                 self._outgoing.pop((port.id, cid), None)
+                if progress is not None:
+                    aio.submit(progress.unsubscribe())
         if reply is None:
             return
         call = self.router.calls.get(cid)
@@ -562,6 +578,32 @@ class NatsFederation:
             self.router.fail(call, OutcomeKind.APP_ERROR, f"the broker {port.remote} sent an invalid answer")
             return
         self.router.resolve(call, result)
+
+    async def _progress_stream(self, port: RemotePort, cid: int) -> Any:
+        """A subscription on a fresh inbox where the owner publishes the call's progress.
+
+        The owner publishes each report before its reply, on the same connection, and this
+        subscription's callback runs before the request's reply is handed back, so the reports
+        reach the router in order and before the result (later ones would be dropped).
+        """
+        aio, nc = self._aio, self._nc
+        assert aio is not None
+
+        async def on_progress(msg: Any) -> None:
+            aio.to_trio(lambda: self._progress(port, cid, msg.data))
+
+        return await aio.run(nc.subscribe(nc.new_inbox(), cb=on_progress))
+
+    def _progress(self, port: RemotePort, cid: int, data: bytes) -> None:
+        call = self.router.calls.get(cid)
+        if call is None or call.link is not port:
+            return
+        try:
+            progress, total, message = _progress_decoder.decode(data)
+        except (msgspec.DecodeError, ValueError):
+            log.warning("nats_bad_progress", broker=port.remote)
+            return
+        call.progress(progress, total, message)
 
     def _fail(self, port: RemotePort, cid: int, kind: OutcomeKind, message: str) -> None:
         call = self.router.calls.get(cid)
@@ -608,11 +650,20 @@ class NatsFederation:
         timeout = hop_budget(remaining) if math.isfinite(remaining) and remaining > 0 else None
         call_id = headers.get(H_CALL, "")
         caller = CallerInfo(client_name="nats", session=headers.get(H_FROM, "?")[:64], transport="nats")
+        on_progress = None
+        stream = headers.get(H_PROGRESS, "")
+        # Only an inbox: a caller must not make this broker publish on another broker's subjects.
+        if stream.startswith("_INBOX.") and len(stream) <= 256:
+
+            def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                self._aio_submit(self._nc.publish(stream, _encode((progress, total, message))))
+
         with trio.CancelScope() as scope:
             if call_id:
                 self._incoming[call_id] = scope
             try:
-                outcome = await self.router.call_tool(tool, arguments, caller=caller, timeout=timeout)
+                outcome = await self.router.call_tool(tool, arguments, caller=caller, timeout=timeout,
+                                                      on_progress=on_progress)
             finally:
                 if call_id:
                     self._incoming.pop(call_id, None)
