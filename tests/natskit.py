@@ -39,6 +39,8 @@ class Node:
     ready: trio.Event = attrs.Factory(trio.Event)
     routes: int = 0
     routed: trio.Event = attrs.Factory(trio.Event)
+    reloads: int = 0
+    reloaded: trio.Event = attrs.Factory(trio.Event)
 
     @property
     def url(self) -> str:
@@ -50,15 +52,20 @@ class Node:
 
 
 @asynccontextmanager
-async def nats_cluster(size: int) -> AsyncIterator[list[Node]]:
+async def nats_cluster(size: int, config: Path | None = None) -> AsyncIterator[list[Node]]:
     """``size`` nats-server processes in one cluster (full mesh of routes); each node's
-    ``ready`` is set once it says it is ready, ``routed`` once it has a route to every other."""
+    ``ready`` is set once it says it is ready, ``routed`` once it has a route to every other.
+    ``config``: a configuration file every node reads (e.g. its users; SIGHUP reloads it)."""
     binary = nats_server_binary()
     nodes = [Node(i, free_port(), free_port()) for i in range(size)]
 
     async def run(node: Node) -> None:
         routes = ",".join(f"nats://127.0.0.1:{n.cluster_port}" for n in nodes if n is not node)
-        argv = [binary, "-a", "127.0.0.1", "-p", str(node.port), "-n", f"n{node.index}"]
+        argv = [binary, "-a", "127.0.0.1", "-p", str(node.port)]
+        if config is not None:  # (a reload refuses a server name given on the command line)
+            argv += ["-c", str(config)]
+        else:
+            argv += ["-n", f"n{node.index}"]
         if size > 1:
             argv += ["--cluster_name", "tb", "--cluster", f"nats://127.0.0.1:{node.cluster_port}", "--routes", routes]
         process = await trio.lowlevel.open_process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -72,6 +79,9 @@ async def nats_cluster(size: int) -> AsyncIterator[list[Node]]:
                 for line in lines:
                     if b"Server is ready" in line:
                         node.ready.set()
+                    if b"Reloaded server configuration" in line:
+                        node.reloads += 1
+                        node.reloaded.set()
                     if b"Route connection created" in line:
                         node.routes += 1
                         if node.routes >= size - 1:

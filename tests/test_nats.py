@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
@@ -196,6 +197,41 @@ async def test_a_broker_whose_nats_node_dies_reconnects_to_another_and_calls_res
                     # Calls made while B was away fail at once (no responders), never hang.
                     await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
             assert result.structured_content == {"echo": {"text": "back"}}
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
+USERS = 'authorization {{ users = [ {{user: "a", password: "pa"}}{b} ] }}\n'
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="nats-server reloads its configuration on SIGHUP")
+async def test_revoking_a_brokers_nats_user_cuts_it_off(tmp_path: Path) -> None:
+    config = tmp_path / "nats.conf"
+    config.write_text(USERS.format(b=', {user: "b", password: "pb"}'))
+    async with nats_cluster(1, config) as nodes, trio.open_nursery() as nursery:
+        port = nodes[0].port
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=f"nats://a:pa@127.0.0.1:{port}", broker_name="A",
+                               nats_announce_interval=INTERVAL, http_port=0)
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=f"nats://b:pb@127.0.0.1:{port}", broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
+        assert "pb" not in str(nats_of(b).status())  # the password is not shown
+        # The operator removes B's user and reloads: the server drops B's connection and refuses it.
+        config.write_text(USERS.format(b=""))
+        assert nodes[0].process is not None
+        nodes[0].process.send_signal(signal.SIGHUP)
+        with trio.fail_after(10):
+            await nodes[0].reloaded.wait()
+        await wait_until(b.core, lambda: not nats_of(b).connected)
+        # B's tools leave A's list (B can no longer announce), and calls to them fail at once.
+        async with agent(a) as client:
+            with trio.fail_after(5):
+                result = await client.call_tool("B__Demo__echo", {"text": "x"})
+            assert result.is_error
+        await wait_until(a.core, lambda: "B__Demo__echo" not in tool_names(a.core))
+        assert nats_of(a).connected and not nats_of(b).connected
         await app_b.close()
         for daemon in (a, b):
             daemon.shutdown.set()

@@ -125,6 +125,15 @@ def check_broker_name(name: str) -> str:
     return name
 
 
+def redacted(url: str) -> str:
+    """``url`` without a user name or password, for logs and status."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return parts._replace(netloc=f"***@{host}{f':{parts.port}' if parts.port else ''}").geturl()
+
+
 def call_subject(broker: str, tool: str) -> str:
     return f"{PREFIX}.call.{broker}.{tool}"
 
@@ -227,6 +236,7 @@ class NatsFederation:
         #: Times the connection came back after a loss (nats-py moves to another server of the cluster).
         self.reconnects = 0
         self._aio: AsyncioThread | None = None
+        self._last_error: tuple[str, str] | None = None
         self._nc: Any = None
         self._nursery: trio.Nursery | None = None
         self._outgoing: dict[tuple[int, int], tuple[trio.CancelScope, str, str]] = {}
@@ -237,7 +247,7 @@ class NatsFederation:
         self._control_in, self._control_out = trio.open_memory_channel[tuple[str, Any]](CONTROL_QUEUE)
 
     def status(self) -> dict[str, Any]:
-        return {"url": self.options.url, "name": self.name, "connected": self.connected, "reconnects": self.reconnects,
+        return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected, "reconnects": self.reconnects,
                 "brokers": sorted(self.remotes)}
 
     # --- running --------------------------------------------------------------------------
@@ -257,7 +267,7 @@ class NatsFederation:
                     nursery.start_soon(self._announce_loop)
                     nursery.start_soon(self._expire_loop)
                     await self._publish(HELLO_SUBJECT, b"")
-                    log.info("nats_joined", url=self.options.url, name=self.name,
+                    log.info("nats_joined", url=redacted(self.options.url), name=self.name,
                              broker_id=self.federation.broker_id)
                     task_status.started()
             finally:
@@ -277,7 +287,12 @@ class NatsFederation:
             aio.to_trio(lambda: self._control("reconnected", None))
 
         async def error(exc: Exception) -> None:
-            log.warning("nats_error", error=type(exc).__name__, detail=str(exc)[:200])
+            # nats-py reports every failed reconnect (every half second while revoked or cut off):
+            # log a new reason, not each repeat of it.
+            reason = (type(exc).__name__, str(exc)[:200])
+            if reason != self._last_error:
+                self._last_error = reason
+                log.warning("nats_error", error=reason[0], detail=reason[1])
 
         options: dict[str, Any] = {
             "servers": [self.options.url], "name": f"toolbridge {self.name}", "allow_reconnect": True,
@@ -293,7 +308,7 @@ class NatsFederation:
                 self._nc = await aio.run(nats.connect(**options))
                 return
             except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
-                log.warning("nats_connect_failed", url=self.options.url, error=type(exc).__name__,
+                log.warning("nats_connect_failed", url=redacted(self.options.url), error=type(exc).__name__,
                             detail=str(exc)[:200], retry_in_s=CONNECT_RETRY)
             await trio.sleep(CONNECT_RETRY)
 
@@ -392,11 +407,12 @@ class NatsFederation:
                     scope.cancel()
             elif kind == "disconnected":
                 self.connected = False
-                log.warning("nats_disconnected", url=self.options.url)
+                log.warning("nats_disconnected", url=redacted(self.options.url))
             elif kind == "reconnected":
+                self._last_error = None
                 self.connected = True
                 self.reconnects += 1
-                log.info("nats_reconnected", server=str(getattr(self._nc, "connected_url", ""))[:200])
+                log.info("nats_reconnected", server=redacted(_url_text(getattr(self._nc, "connected_url", None))))
                 await self._publish(HELLO_SUBJECT, b"")
                 self._announce_now.set()
 
@@ -677,6 +693,10 @@ class NatsFederation:
         return ToolResult(success=False, error=f"at broker {self.name!r}: {outcome.message or outcome.kind}",
                           error_kind=outcome.kind.value if outcome.kind.app_reportable else None,
                           retry_after_ms=outcome.retry_after_ms)
+
+
+def _url_text(url: Any) -> str:
+    return url.geturl() if hasattr(url, "geturl") else str(url or "")[:200]
 
 
 def _busy_reply(name: str) -> bytes:
