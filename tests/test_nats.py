@@ -63,6 +63,8 @@ async def test_an_agent_on_a_calls_apps_on_b_and_c_across_a_three_node_cluster(t
         app_b = await ScriptedApp(b.port, b.token).start(nursery)
         app_c = await ScriptedApp(c.port, c.token, app_name="Other").start(nursery)
         await wait_until(a.core, lambda: {"B__Demo__echo", "C__Other__echo"} <= tool_names(a.core))
+        assert a.core.status()["nats"] == {"url": nodes[0].url, "name": "A", "connected": True, "reconnects": 0,
+                                           "brokers": ["B", "C"]}
         # Only each broker's own tools travel: B sees C's, but does not offer them again.
         await wait_until(b.core, lambda: "C__Other__echo" in tool_names(b.core))
         await wait_until(a.core, lambda: nats_of(a).remotes["B"].digest != "")

@@ -135,6 +135,7 @@ async def _run_daemon(
             uplink = Uplink(core.router, core.registry, core.federation, settings, **uplink_config)
         core.attach(agent_handler=agent_handler, uplink=uplink, admin_handlers=mcp_admin)
         nats = _nats_federation(core, nats_config)
+        core.nats = nats
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()
 
