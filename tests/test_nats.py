@@ -244,6 +244,26 @@ async def test_revoking_a_brokers_nats_user_cuts_it_off(tmp_path: Path) -> None:
             daemon.shutdown.set()
 
 
+async def test_busy_at_the_owner_reaches_the_caller_with_its_kind_and_retry_after(tmp_path: Path) -> None:
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0])
+        b = await start_broker(nursery, tmp_path, "B", nodes[0], max_queue=0)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)  # 8 calls at once
+        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
+        async with trio.open_nursery() as calls:
+            for _ in range(8):
+                calls.start_soon(a.core.router.call_tool, "B__Demo__slow", {})
+            await app_b.until(lambda: len(app_b.invocations) == 8)
+            busy = await a.core.router.call_tool("B__Demo__echo", {"text": "x"})
+            calls.cancel_scope.cancel()
+        assert busy.kind == "busy" and busy.retry_after_ms is not None and busy.retry_after_ms > 0
+        assert busy.message.startswith("at broker 'B': the app Demo is busy"), busy.message
+        await app_b.until(lambda: len(app_b.cancels) == 8)  # the callers gave up: the app was told
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
 async def test_the_daemon_runs_while_nats_is_down_and_joins_when_it_comes(tmp_path: Path) -> None:
     port = free_port()
     async with trio.open_nursery() as nursery:
