@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 from collections.abc import AsyncIterator
@@ -23,6 +24,7 @@ from broker.config.settings import Settings  # noqa: E402
 from broker.errors import ConfigError, StartupError  # noqa: E402
 from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
 from broker.federation.nats_link import Announcement, NatsFederation, check_broker_name, nats_options  # noqa: E402
+from faultkit import DaemonProcess  # noqa: E402
 from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url  # noqa: E402
 from natskit import Node, free_port, nats_cluster  # noqa: E402
@@ -182,6 +184,29 @@ async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp
         # Silent for 3.5 of its intervals: dropped without any call.
         await wait_until(a.core, lambda: "mute__Demo__run" not in tool_names(a.core), timeout=5)
         assert sorted(nats_of(a).remotes) == []
+        a.shutdown.set()
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+async def test_a_sigkilled_daemon_fails_calls_at_once_and_its_tools_leave(tmp_path: Path) -> None:
+    async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
+        c = await DaemonProcess(tmp_path / "C", 0, "--no-http", "--nats", nodes[1].url, "--broker-name", "C").start()
+        try:
+            app_c = await ScriptedApp(c.port, c.token).start(nursery)
+            await wait_until(a.core, lambda: "C__Demo__echo" in tool_names(a.core), timeout=20)
+            async with agent(a) as client:
+                ok = await client.call_tool("C__Demo__echo", {"text": "hi"})
+                assert ok.structured_content == {"echo": {"text": "hi"}}
+                c.kill()  # SIGKILL: no goodbye; the NATS server notices the closed socket
+                with trio.fail_after(2):  # at once, not after the 30 s deadline
+                    failed = await client.call_tool("C__Demo__echo", {"text": "hi"})
+                assert failed.is_error and (failed.meta or {}).get("toolbridge/errorKind") == "app_disconnected"
+                assert "no responders" in text_of(failed), text_of(failed)
+                assert not any(t.name.startswith("C__") for t in (await client.list_tools()).tools)
+            await app_c.close()
+        finally:
+            c.stop()
         a.shutdown.set()
 
 
