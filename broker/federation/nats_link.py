@@ -437,13 +437,24 @@ class NatsFederation:
         return specs
 
     async def _announce_loop(self) -> None:
+        """Announce this broker's tools at once, then when they change, when asked, and every interval.
+
+        A change of the registry that leaves this broker's own tools as they were (another
+        broker's tools arriving, which every broker sees) sends nothing: otherwise each broker
+        joining would make every other one announce again.
+        """
         seen = self.registry.version
+        last = b""
+        self._announce_now.set()
         while True:
+            changed_only = False
             with trio.move_on_after(self.options.announce_interval):
                 async with trio.open_nursery() as waiters:
                     async def on_change() -> None:
+                        nonlocal changed_only
                         await self.registry.wait_changed(seen)
                         await trio.sleep(COALESCE_SECONDS)
+                        changed_only = True
                         waiters.cancel_scope.cancel()
 
                     async def on_hello() -> None:
@@ -452,12 +463,17 @@ class NatsFederation:
 
                     waiters.start_soon(on_change)
                     waiters.start_soon(on_hello)
+            if self._announce_now.is_set():
+                changed_only = False
+                self._announce_now = trio.Event()
             seen = self.registry.version
-            self._announce_now = trio.Event()
-            announcement = Announcement(broker=self.name, broker_id=self.federation.broker_id,
-                                        tools=self._own_tools(),
-                                        interval_ms=int(self.options.announce_interval * 1000))
-            await self._publish(f"{PREFIX}.tools.{self.name}", _encode(announcement))
+            encoded = _encode(Announcement(broker=self.name, broker_id=self.federation.broker_id,
+                                           tools=self._own_tools(),
+                                           interval_ms=int(self.options.announce_interval * 1000)))
+            if changed_only and encoded == last:
+                continue
+            last = encoded
+            await self._publish(f"{PREFIX}.tools.{self.name}", encoded)
 
     async def _on_announce(self, data: bytes) -> None:
         try:
