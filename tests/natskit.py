@@ -41,6 +41,14 @@ class Node:
     routed: trio.Event = attrs.Factory(trio.Event)
     reloads: int = 0
     reloaded: trio.Event = attrs.Factory(trio.Event)
+    #: Client connections this node has seen close (its debug log says so), and a pulse for each.
+    clients_closed: int = 0
+    client_closed: trio.Event = attrs.Factory(trio.Event)
+
+    async def wait_clients_closed(self, count: int, timeout: float = 10) -> None:
+        with trio.fail_after(timeout):
+            while self.clients_closed < count:
+                await self.client_closed.wait()
 
     @property
     def url(self) -> str:
@@ -62,7 +70,7 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
 
     async def run(node: Node) -> None:
         routes = ",".join(f"nats://127.0.0.1:{n.cluster_port}" for n in nodes if n is not node)
-        argv = [binary, "-a", "127.0.0.1", "-p", str(node.port)]
+        argv = [binary, "-a", "127.0.0.1", "-p", str(node.port), "-D"]  # -D: client closes are logged
         if config is not None:  # (a reload refuses a server name given on the command line)
             argv += ["-c", str(config)]
         else:
@@ -80,6 +88,10 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
                 for line in lines:
                     if b"Server is ready" in line:
                         node.ready.set()
+                    if b"Client connection closed" in line:
+                        node.clients_closed += 1
+                        node.client_closed.set()
+                        node.client_closed = trio.Event()
                     if b"Reloaded server configuration" in line:
                         node.reloads += 1
                         node.reloaded.set()

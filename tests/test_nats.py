@@ -66,7 +66,7 @@ async def test_an_agent_on_a_calls_apps_on_b_and_c_across_a_three_node_cluster(t
         app_c = await ScriptedApp(c.port, c.token, app_name="Other").start(nursery)
         await wait_until(a.core, lambda: {"B__Demo__echo", "C__Other__echo"} <= tool_names(a.core))
         assert a.core.status()["nats"] == {"url": nodes[0].url, "name": "A", "connected": True, "reconnects": 0,
-                                           "brokers": ["B", "C"]}
+                                           "brokers": ["B", "C"], "lastError": None}
         # Only each broker's own tools travel: B sees C's, but does not offer them again.
         await wait_until(b.core, lambda: "C__Other__echo" in tool_names(b.core))
         await wait_until(a.core, lambda: nats_of(a).remotes["B"].digest != "")
@@ -198,7 +198,11 @@ async def test_a_sigkilled_daemon_fails_calls_at_once_and_its_tools_leave(tmp_pa
             async with agent(a) as client:
                 ok = await client.call_tool("C__Demo__echo", {"text": "hi"})
                 assert ok.structured_content == {"echo": {"text": "hi"}}
+                closed = nodes[1].clients_closed
                 c.kill()  # SIGKILL: no goodbye; the NATS server notices the closed socket
+                # (In the moment before C's node has seen the socket close and told the cluster, a
+                # request could still be routed to C's node and wait for its deadline.)
+                await nodes[1].wait_clients_closed(closed + 1)
                 with trio.fail_after(2):  # at once, not after the 30 s deadline
                     failed = await client.call_tool("C__Demo__echo", {"text": "hi"})
                 assert failed.is_error and (failed.meta or {}).get("toolbridge/errorKind") == "app_disconnected"
@@ -303,6 +307,34 @@ async def test_the_daemon_runs_while_nats_is_down_and_joins_when_it_comes(tmp_pa
             await app.close()
             for daemon in (a, b):
                 await daemon.stop()
+
+
+async def test_brokers_join_over_tls_verifying_the_server_against_the_ca(tmp_path: Path) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1")
+    server.private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    config = tmp_path / "nats.conf"
+    config.write_text(f'tls {{ cert_file: "{tmp_path / "server.pem"}", key_file: "{tmp_path / "server.pem"}" }}\n')
+    async with nats_cluster(1, config) as nodes, trio.open_nursery() as nursery:
+        url = f"tls://127.0.0.1:{nodes[0].port}"
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=url, broker_name="A", nats_tls_ca=str(tmp_path / "ca.pem"),
+                               nats_announce_interval=INTERVAL)
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=url, broker_name="B", nats_tls_ca=str(tmp_path / "ca.pem"),
+                               nats_announce_interval=INTERVAL)
+        # Without the CA the server's certificate is not trusted: no connection, and status says why.
+        c = await start_daemon(nursery, tmp_path / "C", nats_url=url, broker_name="C")
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
+        await wait_until(c.core, lambda: "CERTIFICATE_VERIFY_FAILED" in (nats_of(c).last_error or ""))
+        assert not nats_of(c).connected and c.core.status()["nats"]["lastError"] == nats_of(c).last_error
+        outcome = await a.core.router.call_tool("B__Demo__echo", {"text": "secure"})
+        assert outcome.result is not None and outcome.result.data == {"echo": {"text": "secure"}}
+        assert nats_of(a)._nc.connected_url.scheme == "tls"
+        await app_b.close()
+        for daemon in (a, b, c):
+            daemon.shutdown.set()
 
 
 def test_nats_options_are_checked_before_the_daemon_starts(tmp_path: Path) -> None:

@@ -235,6 +235,8 @@ class NatsFederation:
         self.connected = False
         #: Times the connection came back after a loss (nats-py moves to another server of the cluster).
         self.reconnects = 0
+        #: Why the last attempt to connect (or reconnect) failed; None once connected.
+        self.last_error: str | None = None
         self._aio: AsyncioThread | None = None
         self._last_error: tuple[str, str] | None = None
         self._nc: Any = None
@@ -248,7 +250,7 @@ class NatsFederation:
 
     def status(self) -> dict[str, Any]:
         return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected,
-                "reconnects": self.reconnects, "brokers": sorted(self.remotes)}
+                "reconnects": self.reconnects, "brokers": sorted(self.remotes), "lastError": self.last_error}
 
     # --- running --------------------------------------------------------------------------
 
@@ -262,6 +264,7 @@ class NatsFederation:
                     await self._connect()
                     await self._subscribe()
                     self.connected = True  # subscribed: what others send now is heard
+                    self.last_error = None
                     nursery.start_soon(self._serve_calls)
                     nursery.start_soon(self._serve_control)
                     nursery.start_soon(self._announce_loop)
@@ -292,6 +295,7 @@ class NatsFederation:
             reason = (type(exc).__name__, str(exc)[:200])
             if reason != self._last_error:
                 self._last_error = reason
+                aio.to_trio(lambda: setattr(self, "last_error", f"{reason[0]}: {reason[1]}"))
                 log.warning("nats_error", error=reason[0], detail=reason[1])
 
         options: dict[str, Any] = {
@@ -310,6 +314,7 @@ class NatsFederation:
                 return
             except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
                 reason = (type(exc).__name__, str(exc)[:200])
+                self.last_error = f"{reason[0]}: {reason[1]}"
                 if reason != last:  # the first failure and each new reason, not every retry
                     last = reason
                     log.warning("nats_connect_failed", url=redacted(self.options.url), error=reason[0],
@@ -414,7 +419,7 @@ class NatsFederation:
                 self.connected = False
                 log.warning("nats_disconnected", url=redacted(self.options.url))
             elif kind == "reconnected":
-                self._last_error = None
+                self._last_error = self.last_error = None
                 self.connected = True
                 self.reconnects += 1
                 log.info("nats_reconnected", server=redacted(_url_text(getattr(self._nc, "connected_url", None))))
