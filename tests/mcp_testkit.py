@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+import signal
 import struct
 import sys
 import zlib
@@ -36,6 +37,7 @@ from app_client.wire import (
     decode_message,
     encode_message,
 )
+from broker.config import home as home_files
 from broker.config.settings import Settings
 from broker.daemon.run import DaemonInfo, run_daemon
 
@@ -219,6 +221,33 @@ async def end_process(process: trio.Process, *, terminate: bool = True, grace: f
     if process.returncode is None:  # pragma: no cover - only when a test failed
         process.kill()
         await process.wait()
+
+
+async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope, trio.Event]:
+    """A daemon that can be killed abruptly (its scope cancelled: no goodbye to anyone)."""
+    scope = trio.CancelScope()
+    finished = trio.Event()  # set once it has let go of the home (and its lock)
+
+    async def run(*, task_status: trio.TaskStatus[DaemonInfo]) -> None:
+        try:
+            with scope:
+                await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
+        finally:
+            finished.set()
+
+    info: DaemonInfo = await nursery.start(run)
+    return info, scope, finished
+
+
+async def stop_background_daemon(home: Path) -> None:
+    """Clean-up: SIGTERM the daemon a relay (or `restart`) started for ``home``, and wait until
+    it let go of its runtime file. Polled: that daemon is not our child (nothing to wait() on)."""
+    runtime = home_files.read_runtime(home)
+    if runtime is not None:
+        os.kill(runtime["pid"], signal.SIGTERM)
+        with trio.fail_after(10):
+            while home_files.read_runtime(home) is not None:
+                await trio.sleep(0.05)
 
 
 def relay_command(home: Path, *extra: str) -> list[str]:

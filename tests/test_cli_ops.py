@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from broker.cli.help_text import HELP
 from broker.config import home as home_files
 from broker.config.settings_file import env_deprecations, load_settings
 from broker.version import VERSION
-from mcp_testkit import ScriptedApp, end_process, relay_command, running_daemon
+from mcp_testkit import ScriptedApp, end_process, relay_command, running_daemon, stop_background_daemon
 
 TOOLBRIDGE = [sys.executable, "-m", "broker"]
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -67,16 +66,6 @@ async def serve_process(home: Path, *args: str, env: dict[str, str] | None = Non
         await end_process(process)
 
 
-async def stop_any(home: Path) -> None:
-    """Clean-up: stop a daemon a relay or `restart` started in the background."""
-    runtime = home_files.read_runtime(home)
-    if runtime is not None:
-        os.kill(runtime["pid"], signal.SIGTERM)
-        with trio.fail_after(10):
-            while home_files.read_runtime(home) is not None:
-                await trio.sleep(0.05)
-
-
 # --- item 10: stop, restart, status -------------------------------------------------------------
 
 
@@ -110,7 +99,7 @@ async def test_stop_then_restart_the_daemon_of_a_home(tmp_path: Path) -> None:
             status = await run("status", "--home", str(home))
             assert status.returncode == 0 and f"pid {second['pid']}" in status.stdout
         finally:
-            await stop_any(home)
+            await stop_background_daemon(home)
 
 
 async def test_stop_never_signals_the_pid_of_a_stale_runtime_file(tmp_path: Path) -> None:
@@ -208,7 +197,7 @@ async def test_stdio_passes_its_port_flags_to_the_daemon_it_starts_and_stop_stop
         assert stopped.returncode == 0, stopped.stderr
         assert home_files.read_runtime(home) is None
     finally:
-        await stop_any(home)
+        await stop_background_daemon(home)
 
 
 async def test_a_taken_port_names_the_stdio_flag_that_fixes_it(tmp_path: Path) -> None:
@@ -220,7 +209,7 @@ async def test_a_taken_port_names_the_stdio_flag_that_fixes_it(tmp_path: Path) -
         try:
             answer, _ = await _one_answer(home, "--port", str(port), "--http-port", "0")
         finally:
-            await stop_any(home)
+            await stop_background_daemon(home)
     message = answer["error"]["message"]
     assert f"port {port}" in message and "already in use" in message
     assert "toolbridge stdio --port" in message

@@ -17,9 +17,8 @@ import trio
 from mcp import Client, MCPError, StdioServerParameters
 
 from broker.config import home as home_files
-from broker.config.settings import Settings
-from broker.daemon.run import DaemonInfo, run_daemon
-from mcp_testkit import ScriptedApp, end_process, relay_command, relay_env, running_daemon
+from mcp_testkit import (ScriptedApp, end_process, relay_command, relay_env, running_daemon, start_daemon_task,
+                         stop_background_daemon)
 from rawapp import JsonLines
 
 MODERN_META = {
@@ -79,22 +78,6 @@ async def test_stdin_eof_waits_for_the_answers_still_owed(tmp_path: Path) -> Non
     replies = {m["id"]: m for m in seen if "id" in m}
     assert replies[2]["result"]["tools"] == []
     assert replies[3]["error"]["code"] == -32601
-
-
-async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope, trio.Event]:
-    """A daemon that can be killed abruptly (its scope cancelled: no goodbye to anyone)."""
-    scope = trio.CancelScope()
-    finished = trio.Event()  # set once it has let go of the home (and its lock)
-
-    async def run(*, task_status: trio.TaskStatus[DaemonInfo]) -> None:
-        try:
-            with scope:
-                await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
-        finally:
-            finished.set()
-
-    info: DaemonInfo = await nursery.start(run)
-    return info, scope, finished
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
@@ -186,13 +169,7 @@ async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_
             assert {name: mode for name, mode in modes.items()
                     if mode != (0o700 if (home / name).is_dir() else 0o600)} == {}, modes
     finally:
-        runtime = home_files.read_runtime(home)
-        if runtime is not None:
-            os.kill(runtime["pid"], signal.SIGTERM)
-            with trio.fail_after(10):
-                # Polled: the relay's daemon is another process, not our child (nothing to wait() on).
-                while home_files.read_runtime(home) is not None:
-                    await trio.sleep(0.05)
+        await stop_background_daemon(home)
 
 
 async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:

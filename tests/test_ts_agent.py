@@ -15,28 +15,10 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp import types as mcp_types
 
-from broker.config.settings import Settings
-from broker.daemon.run import DaemonInfo, run_daemon
-from mcp_testkit import relay_command, relay_env
+from mcp_testkit import relay_command, relay_env, start_daemon_task
 from ts_testkit import FIXTURE_APP, build, node, node_env
 
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-
-
-async def start_daemon_task(nursery: trio.Nursery, home: Path) -> tuple[DaemonInfo, trio.CancelScope, trio.Event]:
-    """A daemon that can be killed abruptly (its scope cancelled: no goodbye to anyone)."""
-    scope = trio.CancelScope()
-    finished = trio.Event()
-
-    async def run(*, task_status: trio.TaskStatus[DaemonInfo]) -> None:
-        try:
-            with scope:
-                await run_daemon(Settings(home=home, port=0, http_port=None), task_status=task_status)
-        finally:
-            finished.set()
-
-    info: DaemonInfo = await nursery.start(run)
-    return info, scope, finished
 
 
 class Output:

@@ -97,6 +97,11 @@ def _add_serve(sub: SubParsers) -> None:
     serve.add_argument("--uplink-token-file", metavar="PATH", help="file holding the token the parent issued")
     serve.add_argument("--uplink-tls-ca", metavar="PEM", help="connect to the parent over TLS, trusting this CA")
     serve.add_argument("--uplink-tls", action="store_true", help="connect to the parent over TLS (system CAs)")
+    serve.add_argument("--nats", dest="nats_url", metavar="URL",
+                       help="join a NATS cluster (nats://HOST:PORT or tls://...): offer this broker's tools, see others'")
+    serve.add_argument("--broker-name", metavar="NAME", help="this broker's name in the NATS cluster (default: host name)")
+    serve.add_argument("--nats-credentials", metavar="PATH", help="NATS .creds file (JWT + NKey) from your operator")
+    serve.add_argument("--nats-tls-ca", metavar="PEM", help="verify the NATS server's certificate against this CA")
     serve.add_argument("--log-format", choices=["auto", "console", "json"], help="log style on stderr")
     serve.add_argument("--discovery-rerank", choices=["off", "semantic", "auto"],
                        help="search_tools ranking: BM25 only (off), hybrid with a small embedding model "

@@ -86,6 +86,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if uplink:
         error = f" ({uplink['lastError']})" if uplink.get("lastError") else ""
         print(f"uplink: as {uplink['name']!r} to {uplink['parent']}: {uplink['state']}, {uplink['tools']} tools{error}")
+    nats = status.get("nats")
+    if nats:
+        state = "connected" if nats["connected"] else f"not connected (retrying: {nats.get('lastError') or '...'})"
+        others = ", ".join(nats["brokers"]) or "none yet"
+        print(f"NATS: as {nats['name']!r} at {nats['url']}: {state}; other brokers: {others}")
     apps = status["apps"]
     print(
         f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "

@@ -45,6 +45,19 @@ class Settings:
     uplink_tls_ca: str = ""
     #: Connect to the parent over TLS, trusting the system's CA store.
     uplink_tls: bool = False
+    #: Join a NATS cluster at this URL (``nats://`` or ``tls://HOST:PORT``; see
+    #: ``broker.federation.nats_link``); empty: no NATS. Needs ``toolbridge[nats]``.
+    nats_url: str = ""
+    #: This broker's name in the cluster: its tools are ``<broker_name>__<app>__<tool>`` elsewhere
+    #: (default: the host name).
+    broker_name: str = ""
+    #: A NATS ``.creds`` file (user JWT + NKey seed) issued by the cluster's operator.
+    nats_credentials: str = ""
+    #: Verify the NATS server's TLS certificate against this CA file (implies TLS).
+    nats_tls_ca: str = ""
+    #: Seconds between announcements of this broker's tools (a broker silent for 3.5 of its
+    #: intervals is dropped by the others).
+    nats_announce_interval: float = 5.0
     #: Extra ``Host`` header names accepted on HTTP besides the loopback names.
     allowed_hosts: tuple[str, ...] = ()
     #: Extra ``Origin`` values accepted on HTTP besides loopback origins.

@@ -113,6 +113,8 @@ class BrokerCore:
         #: uplink, if any.
         self.federation = federation if federation is not None else FederationState()
         self.uplink: Any = uplink
+        #: Its NATS membership (``broker.federation.nats_link``), set by ``run_daemon`` with ``--nats``.
+        self.nats: Any = None
         self.registry = Registry(settings)
         self.calls = CorrelationMap()
         self.call_log = call_log
@@ -332,6 +334,7 @@ class BrokerCore:
             "brokerId": self.broker_id,
             "upstream": list(self.upstream),
             "uplink": None if self.uplink is None else self.uplink.status(),
+            "nats": None if self.nats is None else self.nats.status(),
             "socket": self.addresses.socket,
             "eventLoop": self.watchdog.status(),
         }

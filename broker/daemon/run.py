@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 import attrs
@@ -50,6 +51,8 @@ class DaemonInfo:
     http_port: int | None
     token: str
     core: BrokerCore
+    #: Its NATS membership (``broker.federation.nats_link.NatsFederation``) with ``--nats``.
+    nats: Any = None
 
 
 async def _bind(host: str, port: int, what: str, flag: str, home: Path) -> trio.SocketListener:
@@ -97,6 +100,7 @@ async def _run_daemon(
     ssl_context = tls.server_context(settings)
     tls.check_exposure(settings, ssl_context, is_loopback(settings.host))
     uplink_config = uplink_options(settings)
+    nats_config = _nats_options(settings)
     home_files.ensure_home(settings.home)
     home_files.check_not_owned(settings.home)
     token = home_files.load_or_create_token(settings.home)
@@ -130,6 +134,8 @@ async def _run_daemon(
         if uplink_config is not None:
             uplink = Uplink(core.router, core.registry, core.federation, settings, **uplink_config)
         core.attach(agent_handler=agent_handler, uplink=uplink, admin_handlers=mcp_admin)
+        nats = _nats_federation(core, nats_config)
+        core.nats = nats
         async with trio.open_nursery() as nursery:
             listeners_scope = trio.CancelScope()
 
@@ -156,12 +162,14 @@ async def _run_daemon(
             nursery.start_soon(core.router.serve_checks)
             if uplink is not None:
                 nursery.start_soon(uplink.run)
+            if nats is not None:
+                nursery.start_soon(nats.run)
             home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION,
                                      tls_cert=settings.tls_cert if ssl_context is not None else None,
                                      socket=addresses.socket)
             log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
             try:
-                task_status.started(DaemonInfo(settings.host, port, http_port, token, core))
+                task_status.started(DaemonInfo(settings.host, port, http_port, token, core, nats))
                 await shutdown.wait()
                 failed = core.begin_shutdown()
                 listeners_scope.cancel()
@@ -172,6 +180,24 @@ async def _run_daemon(
             finally:
                 home_files.remove_runtime(settings.home)
     log.info("daemon_stopped")
+
+
+def _nats_options(settings: Settings) -> Any:
+    """``--nats``: checked before binding. nats-py is imported only when it is used (an extra)."""
+    if not settings.nats_url:
+        return None
+    from ..federation.nats_link import nats_options
+
+    return nats_options(settings)
+
+
+def _nats_federation(core: BrokerCore, options: Any) -> Any:
+    if options is None:
+        return None
+    from ..federation.nats_link import NatsFederation
+
+    return NatsFederation(core.router, core.registry, core.federation, options,
+                          default_timeout=core.settings.default_timeout)
 
 
 async def _watch_signals(shutdown: trio.Event, *,

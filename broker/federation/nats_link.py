@@ -1,0 +1,730 @@
+"""Federation over NATS: brokers offer their apps' tools to each other through a NATS cluster.
+
+Theory of operation
+-------------------
+``toolbridge serve --nats URL --broker-name NAME`` makes :meth:`NatsFederation.run` a task of
+the daemon's nursery. The NATS client (nats-py, asyncio) runs on its own thread and loop
+(``nats_bridge``); everything else here runs on trio. NATS messages reach trio through bounded
+memory channels (full: a call is answered ``busy`` at once, an announcement dropped — the next
+one repeats it), and trio runs NATS operations on the other loop without blocking its own.
+
+Subjects (``NAME`` and tool names are ``[A-Za-z0-9_-]``, so each is one subject token):
+
+* ``toolbridge.call.<NAME>.<tool>`` — a call of this broker's tool ``<tool>`` (its agent-facing
+  name here, ``WatchTower__ClickElement``), a request whose reply is a JSON ``ToolResult``.
+  It is the endpoint of a NATS service (``nats.micro``: ``$SRV.PING/INFO/STATS.toolbridge``
+  list every broker, with its name and id as metadata). Headers: ``Toolbridge-Timeout-Ms``
+  (the caller's remaining budget; this hop takes :func:`~broker.federation.uplink.hop_budget`
+  of it), ``Toolbridge-Call-Id`` and ``Toolbridge-From``.
+  A caller that wants progress names an inbox it listens on in ``Toolbridge-Progress``; the
+  owner publishes each report there as ``[progress, total, message]`` before its reply.
+* ``toolbridge.cancel.<NAME>`` — the caller gave up on the call named by ``Toolbridge-Call-Id``.
+* ``toolbridge.tools.<NAME>`` — an :class:`Announcement`: the broker's own tools (never the
+  ones it learned over NATS, so nothing goes round), sent when they change and every
+  ``nats_announce_interval`` seconds; ``toolbridge.hello`` asks every broker to announce now
+  (sent on each (re)connect), ``toolbridge.bye.<NAME>`` says a broker leaves.
+
+**Other brokers' tools.** Each other broker is registered here as one app instance named after
+the broker, whose link is a :class:`RemotePort`; its tools get the names ``<NAME>__<tool>``
+(cut and hashed to 64 characters by ``broker.core.names``, as every app's; the mapping back is
+the registry's). So an agent's call of a remote tool goes through this broker's router pipeline
+like any call (validation, guards, admission, audit and call log with the remote broker as the
+app), and the router's ``toolInvocation`` to the port becomes a NATS request. The owning broker
+runs it through its own pipeline (``transport="nats"``), so both call logs have it.
+A broker is dropped — its tools leave, agents get list-changed — on its ``bye``, when it has
+not announced for :data:`EXPIRE_INTERVALS` of its intervals, and at once when a call to it
+finds **no responders** (the call fails then with ``app_disconnected``, not after its deadline).
+A ``toolCancel`` to the port cancels the request and publishes the cancel; the owner cancels
+its router call, which tells the app.
+
+Error kinds pass unchanged (the owner answers with the app's ``ToolResult``, or one carrying
+the kind of the owner's own failure, ``at broker 'NAME': ...``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import math
+import ssl
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+import attrs
+import msgspec
+import structlog
+import trio
+
+from app_client.protocol import Message, ToolCancel, ToolInvocation, ToolResult, ToolSpec
+
+from ..config.net import is_loopback
+from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.registry import wake_link_waiters
+from ..errors import ConfigError, RegistrationError, StartupError
+from .nats_bridge import AsyncioThread, open_asyncio_thread
+from .uplink import default_uplink_name, hop_budget
+
+if TYPE_CHECKING:
+    from ..config.settings import Settings
+    from ..core.registry import Instance, Registry
+    from ..core.router import Router
+    from .rules import FederationState
+
+log = structlog.get_logger("toolbridge.nats")
+
+PREFIX: Final = "toolbridge"
+HELLO_SUBJECT: Final = f"{PREFIX}.hello"
+H_TIMEOUT: Final = "Toolbridge-Timeout-Ms"
+H_CALL: Final = "Toolbridge-Call-Id"
+H_FROM: Final = "Toolbridge-From"
+H_PROGRESS: Final = "Toolbridge-Progress"
+#: Broker names are one NATS subject token and leave room in ``<NAME>__<app>__<tool>``.
+MAX_BROKER_NAME: Final = 32
+#: Calls from other brokers waiting for this broker's loop (beyond: answered ``busy``).
+CALL_QUEUE: Final = 256
+#: Calls from other brokers run at once here (each bounded further by its app's admission).
+MAX_SERVING: Final = 512
+#: Control messages (announcements, cancels) waiting for the loop; beyond, dropped.
+CONTROL_QUEUE: Final = 1024
+#: A remote broker's calls in flight here at once (its instance's admission limit).
+REMOTE_CONCURRENCY: Final = 64
+#: A broker silent for this many of its announce intervals is dropped.
+EXPIRE_INTERVALS: Final = 3.5
+#: Changes of the tool set within this long are announced together.
+COALESCE_SECONDS: Final = 0.05
+#: The trip back: a request waits this much longer than the budget it gave the owner.
+REPLY_MARGIN: Final = 1.0
+#: Retry a failed first connection after this long.
+CONNECT_RETRY: Final = 2.0
+
+_port_ids = itertools.count(-1, -1)  # negative: never a daemon connection's id
+_result_decoder = msgspec.json.Decoder(ToolResult)
+_encode = msgspec.json.Encoder().encode
+#: A progress report on the reply stream: ``[progress, total, message]``.
+_progress_decoder = msgspec.json.Decoder(tuple[float, float | None, str | None])
+
+
+class Announcement(msgspec.Struct, forbid_unknown_fields=False):
+    """``toolbridge.tools.<NAME>``: a broker's own tools."""
+
+    broker: str
+    broker_id: str
+    tools: list[ToolSpec]
+    interval_ms: int = 5000
+
+
+_announcement_decoder = msgspec.json.Decoder(Announcement)
+
+
+def check_broker_name(name: str) -> str:
+    if not (0 < len(name) <= MAX_BROKER_NAME) or not all(c.isascii() and (c.isalnum() or c in "-_") for c in name) \
+            or "__" in name:
+        raise ConfigError(f"invalid broker_name {name!r}: use 1-{MAX_BROKER_NAME} letters, digits, '-' or '_' "
+                          "(no '__'); it is a NATS subject token and the prefix of this broker's tools elsewhere")
+    return name
+
+
+def redacted(url: str) -> str:
+    """``url`` without a user name or password, for logs and status."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    return parts._replace(netloc=f"***@{host}{f':{parts.port}' if parts.port else ''}").geturl()
+
+
+def call_subject(broker: str, tool: str) -> str:
+    return f"{PREFIX}.call.{broker}.{tool}"
+
+
+@attrs.frozen
+class NatsOptions:
+    url: str
+    name: str
+    credentials: str | None = None
+    ssl_context: ssl.SSLContext | None = None
+    announce_interval: float = 5.0
+
+
+def nats_options(settings: Settings) -> NatsOptions | None:
+    """The NATS options from the settings, or None without ``nats_url``. Checked before binding.
+
+    Raises ConfigError (a bad value, nats-py missing) or StartupError (plain text off loopback).
+    """
+    if not settings.nats_url:
+        return None
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        raise ConfigError("--nats needs the NATS client: pip install 'toolbridge[nats]'") from None
+    url = settings.nats_url.strip()
+    parts = urlsplit(url if "://" in url else f"nats://{url}")
+    if parts.scheme not in ("nats", "tls") or not parts.hostname:
+        raise ConfigError(f"invalid nats_url {settings.nats_url!r}: expected nats://HOST:PORT or tls://HOST:PORT")
+    name = check_broker_name(settings.broker_name or default_uplink_name()[:MAX_BROKER_NAME].replace(".", "-"))
+    credentials = None
+    if settings.nats_credentials:
+        path = Path(settings.nats_credentials).expanduser()
+        if not path.is_file():
+            raise ConfigError(f"nats_credentials {path} is not a file: give the .creds file your NATS operator issued")
+        credentials = str(path)
+    context: ssl.SSLContext | None = None
+    if settings.nats_tls_ca:
+        try:
+            context = ssl.create_default_context(cafile=str(Path(settings.nats_tls_ca).expanduser()))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot load nats_tls_ca {settings.nats_tls_ca}: {exc}") from None
+    elif parts.scheme == "tls":
+        context = ssl.create_default_context()
+    if context is None and not is_loopback(parts.hostname):
+        if not settings.allow_insecure_remote:
+            raise StartupError(
+                f"refusing to join NATS at {parts.hostname} without TLS: credentials and every call would "
+                "cross the network in clear. Use a tls:// URL (with --nats-tls-ca for a private CA), "
+                "or --allow-insecure-remote if you must."
+            )
+        log.warning("nats_without_tls", host=parts.hostname)
+    return NatsOptions(url=parts.geturl(), name=name, credentials=credentials, ssl_context=context,
+                       announce_interval=settings.nats_announce_interval)
+
+
+class RemotePort:
+    """Another broker's link, as this broker's core sees it (a ``broker.core.ports.AppPort``)."""
+
+    def __init__(self, federation: NatsFederation, remote: str) -> None:
+        self.id = next(_port_ids)
+        self.remote = remote
+        self._federation = federation
+
+    @property
+    def label(self) -> str:
+        return self.remote
+
+    def send_reliable_nowait(self, message: Message) -> bool:
+        return self._federation._port_message(self, message)
+
+    def replaced(self) -> None:
+        pass  # the same port re-registers its own instance when the broker's tools change
+
+
+@attrs.define(eq=False)
+class Remote:
+    name: str
+    broker_id: str
+    port: RemotePort
+    instance: Instance | None = None
+    digest: str = ""
+    last_heard: float = 0.0
+    interval: float = 5.0
+
+
+class NatsFederation:
+    """This broker's membership in a NATS cluster (see the module docstring)."""
+
+    def __init__(self, router: Router, registry: Registry, federation: FederationState, options: NatsOptions,
+                 default_timeout: float = 30.0) -> None:
+        self.router = router
+        self.registry = registry
+        self.federation = federation
+        self.options = options
+        self.name = options.name
+        self.remotes: dict[str, Remote] = {}
+        self._default_timeout = default_timeout
+        #: Connected and subscribed (False while nats-py reconnects).
+        self.connected = False
+        #: Times the connection came back after a loss (nats-py moves to another server of the cluster).
+        self.reconnects = 0
+        #: Why the last attempt to connect (or reconnect) failed; None once connected.
+        self.last_error: str | None = None
+        self._aio: AsyncioThread | None = None
+        self._last_error: tuple[str, str] | None = None
+        self._nc: Any = None
+        self._nursery: trio.Nursery | None = None
+        self._outgoing: dict[tuple[int, int], tuple[trio.CancelScope, str, str]] = {}
+        self._incoming: dict[str, trio.CancelScope] = {}
+        self._announce_now = trio.Event()
+        self._serving = trio.Semaphore(MAX_SERVING)
+        self._calls_in, self._calls_out = trio.open_memory_channel[Any](CALL_QUEUE)
+        self._control_in, self._control_out = trio.open_memory_channel[tuple[str, Any]](CONTROL_QUEUE)
+
+    def status(self) -> dict[str, Any]:
+        return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected,
+                "reconnects": self.reconnects, "brokers": sorted(self.remotes), "lastError": self.last_error}
+
+    # --- running --------------------------------------------------------------------------
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Join the cluster and stay in it until cancelled (reconnecting as nats-py does)."""
+        async with open_asyncio_thread("toolbridge-nats") as aio:
+            self._aio = aio
+            try:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    await self._connect()
+                    await self._subscribe()
+                    self.connected = True  # subscribed: what others send now is heard
+                    self.last_error = None
+                    nursery.start_soon(self._serve_calls)
+                    nursery.start_soon(self._serve_control)
+                    nursery.start_soon(self._announce_loop)
+                    nursery.start_soon(self._expire_loop)
+                    await self._publish(HELLO_SUBJECT, b"")
+                    log.info("nats_joined", url=redacted(self.options.url), name=self.name,
+                             broker_id=self.federation.broker_id)
+                    task_status.started()
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(2):
+                    await self._leave()
+
+    async def _connect(self) -> None:
+        import nats
+
+        aio = self._aio
+        assert aio is not None
+
+        async def disconnected() -> None:
+            aio.to_trio(lambda: self._control("disconnected", None))
+
+        async def reconnected() -> None:
+            aio.to_trio(lambda: self._control("reconnected", None))
+
+        async def error(exc: Exception) -> None:
+            # nats-py reports every failed reconnect (every half second while revoked or cut off):
+            # log a new reason, not each repeat of it.
+            reason = (type(exc).__name__, str(exc)[:200])
+            if reason != self._last_error:
+                self._last_error = reason
+                aio.to_trio(lambda: setattr(self, "last_error", f"{reason[0]}: {reason[1]}"))
+                log.warning("nats_error", error=reason[0], detail=reason[1])
+
+        options: dict[str, Any] = {
+            "servers": [self.options.url], "name": f"toolbridge {self.name}", "allow_reconnect": True,
+            "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "connect_timeout": 2,
+            "disconnected_cb": disconnected, "reconnected_cb": reconnected, "error_cb": error,
+        }
+        if self.options.credentials:
+            options["user_credentials"] = self.options.credentials
+        if self.options.ssl_context is not None:
+            options["tls"] = self.options.ssl_context
+        last: tuple[str, str] | None = None
+        while True:
+            try:
+                self._nc = await aio.run(nats.connect(**options))
+                return
+            except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
+                reason = (type(exc).__name__, str(exc)[:200])
+                self.last_error = f"{reason[0]}: {reason[1]}"
+                if reason != last:  # the first failure and each new reason, not every retry
+                    last = reason
+                    log.warning("nats_connect_failed", url=redacted(self.options.url), error=reason[0],
+                                detail=reason[1], retry_every_s=CONNECT_RETRY,
+                                hint="the daemon runs meanwhile; it joins once the NATS server answers")
+            await trio.sleep(CONNECT_RETRY)
+
+    async def _subscribe(self) -> None:
+        from nats import micro
+
+        aio, nc = self._aio, self._nc
+        assert aio is not None
+
+        async def on_call(request: Any) -> None:
+            if not aio.to_trio(lambda: self._offer_call(request)):
+                await request.respond(_busy_reply(self.name))
+
+        def forward(kind: str) -> Any:
+            async def callback(msg: Any) -> None:
+                aio.to_trio(lambda: self._control(kind, msg))
+            return callback
+
+        async def subscribe() -> Any:
+            service = await micro.add_service(
+                nc, name=PREFIX, version="1.0.0", description=f"toolbridge broker {self.name}",
+                metadata={"broker": self.name, "broker_id": self.federation.broker_id},
+            )
+            await service.add_endpoint(name="call", subject=f"{PREFIX}.call.{self.name}.>", handler=on_call,
+                                       metadata={"tools": f"{PREFIX}.tools.{self.name}"})
+            await nc.subscribe(f"{PREFIX}.tools.*", cb=forward("announce"))
+            await nc.subscribe(f"{PREFIX}.bye.*", cb=forward("bye"))
+            await nc.subscribe(HELLO_SUBJECT, cb=forward("hello"))
+            await nc.subscribe(f"{PREFIX}.cancel.{self.name}", cb=forward("cancel"))
+            await nc.flush()
+            return service
+
+        self._service = await aio.run(subscribe())
+
+    async def _leave(self) -> None:
+        for name in list(self.remotes):
+            self._drop_remote(name, "this broker left the NATS cluster")
+        aio, nc = self._aio, self._nc
+        if aio is None or nc is None:
+            return
+
+        async def leave() -> None:
+            try:
+                if nc.is_connected:
+                    await nc.publish(f"{PREFIX}.bye.{self.name}", b"")
+                    await nc.flush(timeout=1)
+            finally:
+                await nc.close()
+
+        try:
+            await aio.run(leave())
+        except Exception as exc:
+            log.warning("nats_close_failed", error=type(exc).__name__)
+        self.connected = False
+        log.info("nats_left", name=self.name)
+
+    async def _publish(self, subject: str, data: bytes, headers: dict[str, str] | None = None) -> None:
+        assert self._aio is not None
+        try:
+            await self._aio.run(self._nc.publish(subject, data, headers=headers))
+        except Exception as exc:  # disconnected for good, buffer full: the next announce repeats it
+            log.warning("nats_publish_failed", subject=subject.split(".")[1], error=type(exc).__name__)
+
+    # --- messages from the asyncio thread (called on trio, must not block) -------------------
+
+    def _offer_call(self, request: Any) -> None:
+        try:
+            self._calls_in.send_nowait(request)
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            if self._aio is not None:
+                self._aio_submit(request.respond(_busy_reply(self.name)))
+
+    def _control(self, kind: str, msg: Any) -> None:
+        try:
+            self._control_in.send_nowait((kind, msg))
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            log.warning("nats_control_dropped", kind=kind)
+
+    def _aio_submit(self, coro: Any) -> None:
+        if self._aio is not None:
+            self._aio.submit(coro)
+        else:
+            coro.close()
+
+    async def _serve_control(self) -> None:
+        async for kind, msg in self._control_out:
+            if kind == "announce":
+                await self._on_announce(msg.data)
+            elif kind == "bye":
+                self._drop_remote(msg.subject.rsplit(".", 1)[-1], "it left the NATS cluster")
+            elif kind == "hello":
+                self._announce_now.set()
+            elif kind == "cancel":
+                scope = self._incoming.get((msg.headers or {}).get(H_CALL, ""))
+                if scope is not None:
+                    scope.cancel()
+            elif kind == "disconnected":
+                self.connected = False
+                log.warning("nats_disconnected", url=redacted(self.options.url))
+            elif kind == "reconnected":
+                self._last_error = self.last_error = None
+                self.connected = True
+                self.reconnects += 1
+                log.info("nats_reconnected", server=redacted(_url_text(getattr(self._nc, "connected_url", None))))
+                await self._publish(HELLO_SUBJECT, b"")
+                self._announce_now.set()
+
+    # --- what the others see -------------------------------------------------------------
+
+    def _own_tools(self) -> list[ToolSpec]:
+        broker_id = self.federation.broker_id
+        specs = []
+        for tool in self.registry.tools():
+            if isinstance(tool.instance.link, RemotePort) or tool.instance.instance_id.startswith("nats:"):
+                continue  # learned over NATS: its owner offers it
+            spec = tool.spec
+            via = [broker_id, *(spec.via or [])] if broker_id else list(spec.via or [])
+            specs.append(msgspec.structs.replace(
+                spec, name=tool.agent_name, via=via or None,
+                description=spec.description or f"{spec.name} (from the app {tool.instance.label})"))
+        return specs
+
+    async def _announce_loop(self) -> None:
+        """Announce this broker's tools at once, then when they change, when asked, and every interval.
+
+        A change of the registry that leaves this broker's own tools as they were (another
+        broker's tools arriving, which every broker sees) sends nothing: otherwise each broker
+        joining would make every other one announce again.
+        """
+        seen = self.registry.version
+        last = b""
+        self._announce_now.set()
+        while True:
+            changed_only = False
+            with trio.move_on_after(self.options.announce_interval):
+                async with trio.open_nursery() as waiters:
+                    async def on_change() -> None:
+                        nonlocal changed_only
+                        await self.registry.wait_changed(seen)
+                        await trio.sleep(COALESCE_SECONDS)
+                        changed_only = True
+                        waiters.cancel_scope.cancel()
+
+                    async def on_hello() -> None:
+                        await self._announce_now.wait()
+                        waiters.cancel_scope.cancel()
+
+                    waiters.start_soon(on_change)
+                    waiters.start_soon(on_hello)
+            if self._announce_now.is_set():
+                changed_only = False
+                self._announce_now = trio.Event()
+            seen = self.registry.version
+            encoded = _encode(Announcement(broker=self.name, broker_id=self.federation.broker_id,
+                                           tools=self._own_tools(),
+                                           interval_ms=int(self.options.announce_interval * 1000)))
+            if changed_only and encoded == last:
+                continue
+            last = encoded
+            await self._publish(f"{PREFIX}.tools.{self.name}", encoded)
+
+    async def _on_announce(self, data: bytes) -> None:
+        try:
+            announcement = _announcement_decoder.decode(data)
+            check_broker_name(announcement.broker)
+        except (msgspec.DecodeError, ConfigError) as exc:
+            log.warning("nats_bad_announcement", error=str(exc)[:200])
+            return
+        if announcement.broker == self.name:
+            if announcement.broker_id != self.federation.broker_id:
+                log.warning("nats_name_taken", name=self.name, other=announcement.broker_id,
+                            hint="two brokers share this broker_name: give each its own")
+            return
+        digest = hashlib.sha256(data.split(b'"tools"', 1)[-1]).hexdigest()
+        remote = self.remotes.get(announcement.broker)
+        if remote is None:
+            remote = Remote(announcement.broker, announcement.broker_id, RemotePort(self, announcement.broker))
+            self.remotes[remote.name] = remote
+        remote.last_heard = trio.current_time()
+        remote.interval = max(announcement.interval_ms / 1000, 0.05)
+        if remote.digest == digest:
+            return
+        await self._register(remote, announcement, digest)
+
+    async def _register(self, remote: Remote, announcement: Announcement, digest: str) -> None:
+        tools = announcement.tools
+        if not tools:  # a broker without apps: nothing to list (it stays known, for its liveness)
+            if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
+                self.registry.expire(remote.instance)
+            remote.instance, remote.digest = None, digest
+            return
+        try:
+            compiled = await self.registry.compile_tools(tools)
+            instance, _ = self.registry.register(
+                remote.port, app_name=remote.name, instance_id=f"nats:{remote.name}", tools=tools,
+                max_concurrency=REMOTE_CONCURRENCY, compiled=compiled,
+                app_version=f"toolbridge broker {announcement.broker_id} over NATS",
+            )
+        except RegistrationError as exc:
+            log.warning("nats_broker_refused", broker=remote.name, code=exc.code, error=exc.message)
+            return
+        if self.remotes.get(remote.name) is not remote:  # dropped while compiling
+            self.registry.unlink(instance, remote.port)
+            self.registry.expire(instance)
+            return
+        remote.instance, remote.digest, remote.broker_id = instance, digest, announcement.broker_id
+        wake_link_waiters(instance)
+        log.info("nats_broker_tools", broker=remote.name, tools=len(tools), label=instance.label)
+
+    async def _expire_loop(self) -> None:
+        while True:
+            await trio.sleep(max(min(self.options.announce_interval, 1.0), 0.05))
+            now = trio.current_time()
+            for remote in list(self.remotes.values()):
+                if now - remote.last_heard > EXPIRE_INTERVALS * remote.interval:
+                    self._drop_remote(remote.name, "it stopped announcing its tools")
+
+    def _drop_remote(self, name: str, why: str) -> None:
+        remote = self.remotes.pop(name, None)
+        if remote is None:
+            return
+        port = remote.port
+        failed = self.router.fail_link(
+            port.id, OutcomeKind.APP_DISCONNECTED,
+            f"the broker {name} left the NATS cluster ({why}); its tools were withdrawn. List the tools again.")
+        for key, (scope, _, _) in list(self._outgoing.items()):
+            if key[0] == port.id:
+                scope.cancel()
+        if remote.instance is not None and self.registry.unlink(remote.instance, port):
+            self.registry.expire(remote.instance)
+        log.info("nats_broker_gone", broker=name, reason=why, calls_failed=failed)
+
+    # --- calls to other brokers ------------------------------------------------------------
+
+    def _port_message(self, port: RemotePort, message: Message) -> bool:
+        nursery = self._nursery
+        if nursery is None or self.remotes.get(port.remote) is None:
+            return False
+        if isinstance(message, ToolInvocation):
+            try:
+                nursery.start_soon(self._forward, port, message)
+            except RuntimeError:  # the nursery is closing: the daemon is stopping
+                return False
+            return True
+        if isinstance(message, ToolCancel):
+            entry = self._outgoing.pop((port.id, message.correlation_id), None)
+            if entry is not None:
+                scope, remote, call_id = entry
+                scope.cancel()
+                self._aio_submit(self._nc.publish(f"{PREFIX}.cancel.{remote}", b"", headers={H_CALL: call_id}))
+            return True
+        return True
+
+    async def _forward(self, port: RemotePort, invocation: ToolInvocation) -> None:
+        import nats.errors
+
+        cid = invocation.correlation_id
+        call_id = f"{self.federation.broker_id}-{cid}"
+        headers = {H_CALL: call_id, H_FROM: self.name}
+        budget = self._default_timeout if invocation.timeout_ms is None else invocation.timeout_ms / 1000
+        if invocation.timeout_ms is not None:
+            headers[H_TIMEOUT] = str(invocation.timeout_ms)
+        aio = self._aio
+        assert aio is not None
+        reply = None
+        progress = None
+        with trio.CancelScope() as scope:
+            self._outgoing[(port.id, cid)] = (scope, port.remote, call_id)
+            try:
+                if invocation.progress:
+                    progress = await self._progress_stream(port, cid)
+                    headers[H_PROGRESS] = progress.subject
+                reply = await aio.run(self._nc.request(
+                    call_subject(port.remote, invocation.tool), _encode(invocation.parameters),
+                    timeout=budget + REPLY_MARGIN, headers=headers))
+            except nats.errors.NoRespondersError:
+                self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
+                           f"the broker {port.remote} is not reachable over NATS (no responders): it stopped or "
+                           "lost its connection; its tools were withdrawn. List the tools again.")
+                self._drop_remote(port.remote, "no responders")
+            except nats.errors.TimeoutError:
+                pass  # the router's own deadline, earlier, has ended the call
+            except Exception as exc:  # the connection is closed or reconnecting (nats-py's errors)
+                self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
+                           f"the NATS connection to the broker {port.remote} is down ({type(exc).__name__}); "
+                           "retry in a moment")
+            finally:
+                self._outgoing.pop((port.id, cid), None)
+                if progress is not None:
+                    aio.submit(progress.unsubscribe())
+        if reply is None:
+            return
+        call = self.router.calls.get(cid)
+        if call is None or call.link is not port:
+            return  # late: the call ended meanwhile
+        try:
+            result = _result_decoder.decode(reply.data)
+        except msgspec.DecodeError:
+            self.router.fail(call, OutcomeKind.APP_ERROR, f"the broker {port.remote} sent an invalid answer")
+            return
+        self.router.resolve(call, result)
+
+    async def _progress_stream(self, port: RemotePort, cid: int) -> Any:
+        """A subscription on a fresh inbox where the owner publishes the call's progress.
+
+        The owner publishes each report before its reply, on the same connection, and this
+        subscription's callback runs before the request's reply is handed back, so the reports
+        reach the router in order and before the result (later ones would be dropped).
+        """
+        aio, nc = self._aio, self._nc
+        assert aio is not None
+
+        async def on_progress(msg: Any) -> None:
+            aio.to_trio(lambda: self._progress(port, cid, msg.data))
+
+        return await aio.run(nc.subscribe(nc.new_inbox(), cb=on_progress))
+
+    def _progress(self, port: RemotePort, cid: int, data: bytes) -> None:
+        call = self.router.calls.get(cid)
+        if call is None or call.link is not port:
+            return
+        try:
+            progress, total, message = _progress_decoder.decode(data)
+        except (msgspec.DecodeError, ValueError):
+            log.warning("nats_bad_progress", broker=port.remote)
+            return
+        call.progress(progress, total, message)
+
+    def _fail(self, port: RemotePort, cid: int, kind: OutcomeKind, message: str) -> None:
+        call = self.router.calls.get(cid)
+        if call is not None and call.link is port:
+            self.router.fail(call, kind, message)
+
+    # --- calls from other brokers ----------------------------------------------------------
+
+    async def _serve_calls(self) -> None:
+        assert self._nursery is not None
+        async for request in self._calls_out:
+            await self._serving.acquire()
+            self._nursery.start_soon(self._serve_call, request)
+
+    async def _serve_call(self, request: Any) -> None:
+        try:
+            result = await self._run_call(request)
+            if result is not None:
+                assert self._aio is not None
+                await self._aio.run(request.respond(_encode(result)))
+        except Exception as exc:  # the reply could not be sent (the caller's side is gone)
+            log.warning("nats_reply_failed", error=type(exc).__name__)
+        finally:
+            self._serving.release()
+
+    async def _run_call(self, request: Any) -> ToolResult | None:
+        headers: dict[str, str] = request.headers or {}
+        tool = request.subject.rsplit(".", 1)[-1]
+        registered = self.registry.lookup(tool)
+        if registered is None or isinstance(registered.instance.link, RemotePort):
+            return ToolResult(success=False, error=f"at broker {self.name!r}: unknown tool {tool!r}: the app that "
+                              "offered it is no longer connected there. List the tools again.")
+        try:
+            arguments = msgspec.json.decode(request.data)
+        except msgspec.DecodeError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            return ToolResult(success=False, error=f"at broker {self.name!r}: the arguments are not a JSON object",
+                              error_kind=OutcomeKind.INVALID_ARGUMENTS.value)
+        try:
+            remaining = int(headers.get(H_TIMEOUT, "")) / 1000
+        except ValueError:
+            remaining = math.inf
+        timeout = hop_budget(remaining) if math.isfinite(remaining) and remaining > 0 else None
+        call_id = headers.get(H_CALL, "")
+        caller = CallerInfo(client_name="nats", session=headers.get(H_FROM, "?")[:64], transport="nats")
+        on_progress = None
+        stream = headers.get(H_PROGRESS, "")
+        # Only an inbox: a caller must not make this broker publish on another broker's subjects.
+        if stream.startswith("_INBOX.") and len(stream) <= 256:
+
+            def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                self._aio_submit(self._nc.publish(stream, _encode((progress, total, message))))
+
+        with trio.CancelScope() as scope:
+            if call_id:
+                self._incoming[call_id] = scope
+            try:
+                outcome = await self.router.call_tool(tool, arguments, caller=caller, timeout=timeout,
+                                                      on_progress=on_progress)
+            finally:
+                if call_id:
+                    self._incoming.pop(call_id, None)
+        if scope.cancelled_caught:
+            return None  # the caller gave up: nobody waits for an answer
+        return self.result_of(outcome)
+
+    def result_of(self, outcome: CallOutcome) -> ToolResult:
+        if outcome.result is not None:
+            return outcome.result  # the app's own answer, its error kind included
+        return ToolResult(success=False, error=f"at broker {self.name!r}: {outcome.message or outcome.kind}",
+                          error_kind=outcome.kind.value if outcome.kind.app_reportable else None,
+                          retry_after_ms=outcome.retry_after_ms)
+
+
+def _url_text(url: Any) -> str:
+    return url.geturl() if hasattr(url, "geturl") else str(url or "")[:200]
+
+
+def _busy_reply(name: str) -> bytes:
+    return _encode(ToolResult(success=False, error=f"at broker {name!r}: too many calls from other brokers; "
+                              "retry in a moment", error_kind=OutcomeKind.BUSY.value, retry_after_ms=1000))
