@@ -41,7 +41,7 @@ import trio
 
 from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
-__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader"]
+__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter"]
 
 #: Bytes asked of the stream per read.
 READ_SIZE: Final = 64 * 1024
@@ -130,23 +130,22 @@ class LineReader:
         self._framer.receive_data(data)
 
 
-class LineChannel(LineReader):
-    """Lines in and out of one trio stream (see the module docstring)."""
+class LineWriter:
+    """Lines out to one trio send stream through the one bounded, batching writer (see the
+    module docstring). A write-only stream (a relay's stdout) uses it alone."""
 
     #: Names the channel in log lines (the daemon numbers its connections).
     id: int = 0
 
     def __init__(
         self,
-        stream: trio.abc.Stream,
+        sink: trio.abc.SendStream,
         *,
-        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         outbound_queue: int = 64,
         max_overflow: int = 4096,
         write_timeout: float | None = None,
     ) -> None:
-        super().__init__(stream, max_line_bytes=max_line_bytes)
-        self.stream = stream
+        self._sink = sink
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
         #: Bytes written so far (``bytes_received``: see LineReader).
@@ -167,8 +166,8 @@ class LineChannel(LineReader):
         Raises ConnectionClosed if the stream is broken.
         """
         try:
-            await self.stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            await self._sink.send_all(data)
+        except _BROKEN as exc:
             raise ConnectionClosed("connection broken while writing") from exc
 
     async def send_bytes(self, data: bytes) -> None:
@@ -268,8 +267,8 @@ class LineChannel(LineReader):
                     size += len(more)
                 with trio.move_on_after(self._write_timeout) as timeout:
                     try:
-                        await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else first)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                        await self._sink.send_all(b"".join(chunks) if len(chunks) > 1 else first)
+                    except _BROKEN as exc:
                         self._write_failed(exc)
                         return
                     self.bytes_sent += size
@@ -280,9 +279,27 @@ class LineChannel(LineReader):
         if self._end_when_flushed:
             self.scope.cancel()
 
-    def _write_failed(self, exc: trio.BrokenResourceError | trio.ClosedResourceError) -> None:
+    def _write_failed(self, exc: Exception) -> None:
         """The stream broke under the writer (subclasses word the reason their own way)."""
         self.abort("connection broken while writing")
+
+
+class LineChannel(LineReader, LineWriter):
+    """Lines in and out of one trio stream (see the module docstring)."""
+
+    def __init__(
+        self,
+        stream: trio.abc.Stream,
+        *,
+        max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+        outbound_queue: int = 64,
+        max_overflow: int = 4096,
+        write_timeout: float | None = None,
+    ) -> None:
+        LineReader.__init__(self, stream, max_line_bytes=max_line_bytes)
+        LineWriter.__init__(self, stream, outbound_queue=outbound_queue, max_overflow=max_overflow,
+                            write_timeout=write_timeout)
+        self.stream = stream
 
     async def aclose(self) -> None:
         """Close the stream (safe to call more than once, even when cancelled)."""

@@ -43,7 +43,7 @@ OUTBOX_SIZE: Final = 64
 
 
 class _BrokerChannel(LineChannel):
-    def _write_failed(self, exc: trio.BrokenResourceError | trio.ClosedResourceError) -> None:
+    def _write_failed(self, exc: Exception) -> None:
         self.abort(f"the connection to the broker broke while sending: {_why(exc)}")
 
 

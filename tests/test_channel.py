@@ -6,7 +6,7 @@ import pytest
 import trio
 import trio.testing
 
-from app_client.channel import COALESCE_BYTES, LineChannel, LineReader
+from app_client.channel import COALESCE_BYTES, LineChannel, LineReader, LineWriter
 from app_client.errors import ConnectionClosed, RemoteProtocolError
 
 
@@ -90,6 +90,33 @@ async def test_a_batch_at_the_end_of_the_stream(last_line_at_eof: bool) -> None:
         assert await reader.receive_batch(last_line_at_eof=True) == [b'{"unterminated":2}']
     with pytest.raises(ConnectionClosed):  # a peer cut off mid-line: the partial line is dropped
         await reader.receive_batch(last_line_at_eof=last_line_at_eof)
+
+
+class _FailingSink(trio.abc.SendStream):
+    """A pipe whose reader is gone, as a relay's stdout behind a worker thread reports it."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        raise OSError(32, "Broken pipe")
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        await trio.lowlevel.checkpoint()
+
+
+async def test_a_writer_alone_on_a_send_only_stream() -> None:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    writer = LineWriter(send)
+    await writer.send_bytes(b"a\n")
+    await writer.send_bytes(b"b\n")
+    writer.finish_sending()
+    await writer.run_writer()  # sends what is queued, then returns
+    assert await receive.receive_some() == b"a\nb\n" and writer.closed_reason is None
+    broken = LineWriter(_FailingSink())
+    await broken.send_bytes(b"lost\n")
+    await broken.run_writer()  # an OSError ends the writer like a broken socket does
+    assert broken.closed_reason == "connection broken while writing"
 
 
 async def test_writer_coalesces_queued_lines_into_one_write() -> None:

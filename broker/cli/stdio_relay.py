@@ -50,7 +50,7 @@ import structlog
 import trio
 
 from app_client.channel import READ_SIZE as _READ_SIZE
-from app_client.channel import LineChannel, LineReader
+from app_client.channel import LineChannel, LineReader, LineWriter
 from app_client.discovery import ENV_HOME
 from app_client.protocol import ConnectionClosed, RemoteProtocolError
 
@@ -191,7 +191,8 @@ class Relay:
         self.discovery = discovery
         self.auto_start = auto_start
         self.start_timeout = start_timeout
-        self._out_send, self._out_receive = trio.open_memory_channel[bytes](256)
+        #: What goes to the agent (its stdout): set by :meth:`run`.
+        self._stdout: LineWriter | None = None
         #: Requests the daemon has not answered: id key -> method.
         self._pending: dict[tuple[bool, Any], str] = {}
         #: How many of them will be answered (``subscriptions/listen`` streams never end).
@@ -212,15 +213,18 @@ class Relay:
 
     async def run(self, stdin: trio.abc.ReceiveStream, stdout: trio.abc.SendStream) -> None:
         """Relay until stdin ends and every answer still owed has been written."""
+        # The one writer (bounded, batching what is ready into one write; no write timeout:
+        # an agent slow to read holds back the relay, not the other way round).
+        self._stdout = writer = LineWriter(stdout, outbound_queue=256)
         async with trio.open_nursery() as outer:
-            outer.start_soon(self._write_stdout, stdout, outer.cancel_scope)
+            outer.start_soon(self._write_stdout, writer, outer.cancel_scope)
             async with trio.open_nursery() as links:
                 self._links = links
                 await self._read_stdin(stdin)
                 await self._wait_owed(stdout)
                 self._exiting = True
                 links.cancel_scope.cancel()
-            await self._out_send.aclose()
+            writer.finish_sending()
 
     async def _wait_owed(self, stdout: trio.abc.SendStream) -> None:
         """After stdin's EOF: wait for the answers still owed, unless nobody reads them.
@@ -250,21 +254,12 @@ class Relay:
                 return
             await trio.sleep(_READER_POLL_SECONDS)
 
-    async def _write_stdout(self, stdout: trio.abc.SendStream, everything: trio.CancelScope) -> None:
-        async with self._out_receive:
-            async for first in self._out_receive:
-                chunks = [first]
-                while True:
-                    try:
-                        chunks.append(self._out_receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                try:
-                    await stdout.send_all(b"".join(chunks))
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    log.info("stdout_closed")  # the agent is gone: nothing left to relay for
-                    everything.cancel()
-                    return
+    @staticmethod
+    async def _write_stdout(writer: LineWriter, everything: trio.CancelScope) -> None:
+        await writer.run_writer()
+        if writer.closed_reason is not None:
+            log.info("stdout_closed")  # the agent is gone: nothing left to relay for
+            everything.cancel()
 
     async def _read_stdin(self, stdin: trio.abc.ReceiveStream) -> None:
         reader = LineReader(stdin, max_line_bytes=MAX_LINE_BYTES)
@@ -399,9 +394,10 @@ class Relay:
         return True
 
     async def _output(self, data: bytes) -> None:
+        assert self._stdout is not None, "only while run() relays"
         try:
-            await self._out_send.send(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self._stdout.send_bytes(data)
+        except ConnectionClosed:
             pass  # stdout is gone
 
     async def _lost(self, link: _Link) -> None:
