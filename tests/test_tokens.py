@@ -36,7 +36,7 @@ def test_scopes_parse_and_match() -> None:
     assert not grant.allows_agent
     assert grant.describe() == "app:Watch*, uplink:desk"
     assert str(tokens.parse_scope("uplink")) == "uplink"
-    for bad in ("apps:x", "app", "app:", "agent:x", "admin"):
+    for bad in ("apps:x", "app", "app:", "agent:", "admin"):
         with pytest.raises(tokens.TokenError):
             tokens.parse_scope(bad)
 

@@ -182,6 +182,8 @@ class AgentConnect(_Base, tag="agentConnect"):
     discovery: bool = False
     #: Code mode (``toolbridge stdio --code``): tools/list holds search_tools and run_code.
     code: bool = False
+    #: A one-app scope: only the app with this label, its tools under their own names.
+    app: str | None = None
 
 
 class AgentConnected(_Base, tag="agentConnected"):

@@ -539,11 +539,12 @@ class AgentLinkClient:
         #: True once ``agentConnected`` came: MCP JSON-RPC lines from now on.
         self.connected = False
 
-    def connect(self, token: str, *, discovery: bool = False, code: bool = False) -> bytes:
-        """The ``agentConnect`` line (``AGENT``); ``code`` asks for code mode."""
+    def connect(self, token: str, *, discovery: bool = False, code: bool = False, app: str | None = None) -> bytes:
+        """The ``agentConnect`` line (``AGENT``); ``code`` asks for code mode, ``app`` a one-app
+        scope (the app's label)."""
         self._first("agentConnect")
         self.phase = Phase.AGENT
-        return encode_message(AgentConnect(token=token, discovery=discovery, code=code))
+        return encode_message(AgentConnect(token=token, discovery=discovery, code=code, app=app))
 
     def admin(self, token: str, command: str, args: dict[str, Any] | None = None) -> bytes:
         """The ``admin`` line (``ADMIN``)."""

@@ -115,6 +115,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         for agent in agents:
             client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
             mode = ", discovery mode" if agent.get("discovery") else ""
+            if agent.get("app"):  # a one-app scope (stdio --app, /mcp/apps/NAME)
+                mode += f", only the app {agent['app']}"
             print(f"  {agent['session']:<24} {client} over {agent['transport']}"
                   f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     return 0

@@ -124,6 +124,7 @@ async def open_agent_stream(address: DaemonAddress, *, discovery: bool = False) 
 async def agent_connect(
     channel: LineChannel, token: str, *, discovery: bool = False, timeout: float = CONNECT_TIMEOUT,
     code: bool = False,
+    app: str | None = None,
 ) -> None:
     """The agentConnect handshake on an open channel (the only copy: the CLI and the stdio relay).
 
@@ -135,7 +136,7 @@ async def agent_connect(
     protocol = AgentLinkClient()
     try:
         with trio.fail_after(timeout):
-            await channel.send_direct(protocol.connect(token, discovery=discovery, code=code))
+            await channel.send_direct(protocol.connect(token, discovery=discovery, code=code, app=app))
             line = await channel.receive_line()
     except trio.TooSlowError:
         raise DaemonUnavailable("the toolbridge daemon did not answer the connection in time") from None

@@ -6,7 +6,8 @@ The relay speaks no MCP itself. It finds the daemon through the home directory
 (``runtime.json`` for the port, ``token`` for the secret), opens a connection (its Unix socket
 when ``runtime.json`` names one, else TCP: ``app_client.transport``), sends
 ``{"type":"agentConnect","token":...}`` (``"discovery":true`` too for ``--discovery``,
-``"code":true`` for ``--code``), waits
+``"code":true`` for ``--code``, ``"app":NAME`` for ``--app NAME``: one app's tools under
+their own names), waits
 for ``agentConnected``, and from then on copies lines: each stdin line to the daemon, each
 daemon line to stdout. stdout carries nothing but MCP messages; logs go to stderr, starting
 with the home used and where it came from (``--home``, ``TOOLBRIDGE_HOME`` or the default: MCP
@@ -54,6 +55,7 @@ from app_client.discovery import ENV_HOME
 from app_client.protocol import ConnectionClosed, RemoteProtocolError
 
 from ..config import home as home_files
+from ..mcp.scope import check_app_name
 from ..errors import BrokerError
 from ._common import SubParsers, add_home, home_from
 from .daemon_client import CONNECT_TIMEOUT, DAEMON_LINE_LIMIT, DaemonUnavailable, agent_connect
@@ -176,9 +178,11 @@ class Relay:
     def __init__(
         self, home: Path, *, auto_start: bool = True, start_timeout: float = START_TIMEOUT, discovery: bool = False,
         serve_args: Sequence[str] = (),
-        code: bool = False,
+        code: bool = False, app: str | None = None,
     ) -> None:
         self.home = home
+        #: Ask the daemon for the one-app scope of this label (``broker.mcp.scope``).
+        self.app = app
         #: Passed on to ``toolbridge serve`` when the relay starts the daemon (``--port`` ...).
         self.serve_args = tuple(serve_args)
         #: Ask the daemon for code mode (search_tools and run_code are listed).
@@ -518,7 +522,8 @@ class Relay:
         except OSError as exc:
             raise DaemonUnavailable(f"cannot read the token in {self.home}: {exc.strerror}") from None
         channel = LineChannel(stream, max_line_bytes=DAEMON_LINE_LIMIT)
-        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT, code=self.code)
+        await agent_connect(channel, token, discovery=self.discovery, timeout=CONNECT_TIMEOUT, code=self.code,
+                            app=self.app)
         # The same channel goes on reading (lines the daemon sent right after agentConnected,
         # already read with it, are not lost).
         return channel
@@ -581,12 +586,12 @@ def _stdout() -> trio.abc.SendStream:
 
 async def run_relay(
     home: Path, auto_start: bool = True, discovery: bool = False, serve_args: Sequence[str] = (),
-    code: bool = False,
+    code: bool = False, app: str | None = None,
 ) -> None:
     stdin, stdout = _stdin(), _stdout()
     try:
         await Relay(home, auto_start=auto_start, discovery=discovery, serve_args=serve_args,
-                    code=code).run(stdin, stdout)
+                    code=code, app=app).run(stdin, stdout)
     finally:
         with trio.CancelScope(shield=True):
             await stdin.aclose()
@@ -599,6 +604,16 @@ async def run_relay(
 def cmd_stdio(args: argparse.Namespace) -> int:
     from ..config.logsetup import configure_logging
 
+    app: str | None = getattr(args, "app", None)
+    if app is not None:  # refused here, before any daemon is started or joined
+        problem = check_app_name(app)
+        if problem is None and (args.discovery or args.code):
+            mode = "--discovery" if args.discovery else "--code"
+            problem = (f"--app and {mode} cannot be combined: an app's scope already lists only "
+                       "its tools; use one or the other")
+        if problem is not None:
+            print(f"toolbridge stdio: --app: {problem}", file=sys.stderr)
+            return 2
     configure_logging(os.environ.get("TOOLBRIDGE_LOG_FORMAT", "auto"), level="info")
     home = home_from(args)
     # MCP clients pass few environment variables to the servers they launch, so a
@@ -612,7 +627,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
         serve_args += ["--port", str(args.port)]
     if args.http_port is not None:
         serve_args += ["--http-port", str(args.http_port)]
-    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args, args.code)
+    trio.run(run_relay, home, args.auto_start, args.discovery, serve_args, args.code, app)
     return 0
 
 
@@ -638,5 +653,10 @@ def add_parser(sub: SubParsers) -> None:
         "--code", action="store_true",
         help="code mode: list search_tools and run_code (programs that call app tools in a Deno sandbox; "
         "needs pip install 'toolbridge[code]')",
+    )
+    parser.add_argument(
+        "--app", metavar="NAME",
+        help="only the app labelled NAME (as `toolbridge status` shows it, case-sensitive), its tools "
+        "under their own names; not with --discovery or --code",
     )
     parser.set_defaults(func=cmd_stdio)

@@ -20,6 +20,11 @@ Scopes (a token has one or more):
     cannot register an uplink: give a token both scopes if it needs both.
 ``agent``
     connect agents: ``agentConnect`` (``toolbridge stdio``) and MCP over HTTP (bearer).
+``agent:<pattern>``
+    connect agents only to one-app scopes (``toolbridge stdio --app NAME``, ``/mcp/apps/NAME``)
+    whose app label matches the pattern (same glob rules), e.g. ``agent:WatchTower`` or
+    ``agent:WatchTower*`` (every running copy: ``WatchTower_2`` too). Not ``/mcp`` itself,
+    discovery mode or another app's scope.
 
 The admin channel (``toolbridge status``, ``tools``, ``call``, ...) needs the default token.
 
@@ -73,20 +78,21 @@ class Scope:
     pattern: str = "*"
 
     def __str__(self) -> str:
-        if self.kind in ("agent", "all") or (self.kind == "uplink" and self.pattern == "*"):
+        if self.kind == "all" or (self.kind in ("uplink", "agent") and self.pattern == "*"):
             return self.kind
         return f"{self.kind}:{self.pattern}"
 
 
 def parse_scope(text: str) -> Scope:
-    """``app:<pattern>``, ``uplink``, ``uplink:<pattern>`` or ``agent``. Raises TokenError."""
+    """``app:<pattern>``, ``uplink``, ``uplink:<pattern>``, ``agent`` or ``agent:<pattern>``.
+    Raises TokenError."""
     kind, sep, pattern = text.strip().partition(":")
     if kind not in _KINDS:
-        raise TokenError(f"unknown scope {text!r}: use app:<name-pattern>, uplink[:<name-pattern>] or agent")
-    if kind == "agent":
-        if sep:
-            raise TokenError(f"scope {text!r}: agent takes no pattern")
-        return Scope("agent")
+        raise TokenError(
+            f"unknown scope {text!r}: use app:<name-pattern>, uplink[:<name-pattern>] or agent[:<app-label-pattern>]"
+        )
+    if kind == "agent" and sep and not pattern:
+        raise TokenError(f"scope {text!r}: say which apps' scopes, e.g. agent:WatchTower, or plain agent for all")
     if kind == "app" and not pattern:
         raise TokenError(f"scope {text!r}: say which apps, e.g. app:WatchTower or app:Watch*")
     return Scope(kind, pattern or "*")
@@ -115,7 +121,14 @@ class Grant:
 
     @property
     def allows_agent(self) -> bool:
-        return any(s.kind in ("all", "agent") for s in self.scopes)
+        """May connect agents to everything (``/mcp``, discovery mode, any one-app scope)."""
+        return any(s.kind == "all" or (s.kind == "agent" and s.pattern == "*") for s in self.scopes)
+
+    def allows_agent_to(self, app: str | None) -> bool:
+        """May connect an agent to the one-app scope of the label ``app`` (None: to everything)."""
+        if app is None:
+            return self.allows_agent
+        return self._matches("agent", app)
 
     def describe(self) -> str:
         return ", ".join(str(s) for s in self.scopes)

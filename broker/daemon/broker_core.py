@@ -281,9 +281,10 @@ class BrokerCore:
         if grant is None:
             await conn.send(Error("unauthorized", "wrong token: read it with `toolbridge token`", fatal=True))
             return
-        if not grant.allows_agent:
-            await conn.send(Error("forbidden", f"the token {grant.name!r} may not connect agents "
-                                  f"(its scopes: {grant.describe()})", fatal=True))
+        if not grant.allows_agent_to(hello.app):  # ``app``: a one-app scope (broker.mcp.scope)
+            await conn.send(Error("forbidden", f"the token {grant.name!r} may not connect agents"
+                                  + (f" to the app {hello.app!r}" if hello.app is not None else "")
+                                  + f" (its scopes: {grant.describe()})", fatal=True))
             return
         self.auth.track(grant, conn)
         if self.agent_handler is None:

@@ -14,7 +14,9 @@ the Streamable HTTP server function for the daemon to start with
 (the open sessions, for ``toolbridge status``), for the core's ``attach``.
 
 An agent link carries raw MCP JSON-RPC, one message per line, both ways, for one agent
-(in discovery mode when its ``agentConnect`` says ``discovery: true``): its session lives
+(in discovery mode when its ``agentConnect`` says ``discovery: true``; in the one-app scope of
+a label when it says ``app``, see ``scope``: a name that cannot be a label, or ``app`` with
+``discovery``, is refused with a fatal ``invalid_agent_connect`` error): its session lives
 exactly as long as the connection, and when the connection ends every request
 still in flight is cancelled (the apps are told). Lines go through the connection's single
 writer; a line that is not valid JSON-RPC gets the JSON-RPC error it deserves and nothing
@@ -29,10 +31,13 @@ from typing import Any, Protocol
 import structlog
 import trio
 
-from app_client.protocol import AdminRequest, AgentConnect, AgentConnected, ConnectionClosed, Message, RemoteProtocolError
+from app_client.protocol import (
+    AdminRequest, AgentConnect, AgentConnected, ConnectionClosed, Error, Message, RemoteProtocolError,
+)
 
 from . import jsonrpc
 from .http import serve_http
+from .scope import check_app_name
 from .session import McpServer, open_session
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -48,7 +53,8 @@ async def _agents(server: McpServer) -> list[dict[str, Any]]:
     await trio.lowlevel.checkpoint()
     return sorted(
         ({"session": s.label, "transport": s.transport, "client": s.client_name, "clientVersion": s.client_version,
-          "protocolVersion": s.protocol_version, "discovery": s.discovery} for s in server.open_sessions),
+          "protocolVersion": s.protocol_version, "discovery": s.discovery, "app": s.app}
+         for s in server.open_sessions),
         key=lambda row: str(row["session"]),
     )
 
@@ -105,13 +111,24 @@ class ConnectionOutbox:
 
 async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConnect) -> None:
     """Serve one ``toolbridge stdio`` relay connection until it closes."""
+    if hello.app is not None:
+        problem = check_app_name(hello.app)
+        if problem is None and (hello.discovery or hello.code):
+            mode = "discovery" if hello.discovery else "code"
+            problem = (f"{mode} mode and a one-app scope cannot be combined: an app's scope already "
+                       f"lists only its tools (drop --{mode} or --app)")
+        if problem is not None:
+            log.warning("agent_rejected", conn_id=conn.id, reason="app")
+            await conn.send(Error("invalid_agent_connect", f"agentConnect: {problem}", fatal=True))
+            return
     await conn.send(AgentConnected())
     outbox = ConnectionOutbox(conn)
     label = server.next_label("stdio")
-    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code)
+    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,
+             app=hello.app)
     async with open_session(
         server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery,
-        code=hello.code,
+        code=hello.code, app=hello.app,
     ) as session:
         while True:
             try:

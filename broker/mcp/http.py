@@ -24,6 +24,11 @@ constant time, on every request, so a revoked token stops working at once). With
   dropped connection is not a cancellation: the call finishes and its answer is dropped).
   JSON-RPC errors are HTTP 200 in the legacy era and 400/404 in the modern one, as the
   specification of each asks.
+* ``/mcp/apps/NAME`` serves the one-app scope of the app labelled ``NAME`` (see ``scope``),
+  in both eras, behind the same gate: a ``NAME`` that cannot be a label is 404 at the path
+  step; a named token needs the ``agent`` scope or an ``agent:<pattern>`` scope matching
+  ``NAME`` (403). A legacy session belongs to the path it was started at: its id is unknown
+  (404) at any other path, so a session cannot change scope.
 * ``GET`` with a session id opens the session's SSE stream for ``list_changed``; ``DELETE``
   ends the session. Without a session id both are 405 (the 2026-07-28 rule).
 
@@ -63,6 +68,7 @@ from .jsonrpc import (
     RpcError,
     encode_error,
 )
+from .scope import APPS_PATH_PREFIX, check_app_name
 from .session import McpServer, Session, open_session
 
 if TYPE_CHECKING:
@@ -238,11 +244,12 @@ class HttpApp:
             raise _Reply(421, "Misdirected Request: the Host header must name 127.0.0.1 or localhost "
                          "(add other names to allowed_hosts in the daemon's config)")
         path = scope["path"].rstrip("/")
-        if path not in (PATH, DISCOVERY_PATH, CODE_PATH):
+        app = _app_of(scope["path"])
+        if path not in (PATH, DISCOVERY_PATH, CODE_PATH) and app is None:
             if await self.pages.serve(scope, headers, receive, send):  # the status page, /metrics
                 return
             raise _Reply(404, f"Not Found: the MCP endpoint is {PATH} ({DISCOVERY_PATH} for discovery mode, "
-                         f"{CODE_PATH} for code mode)")
+                         f"{CODE_PATH} for code mode, {APPS_PATH_PREFIX}<app label> for one app's tools)")
         discovery = path == DISCOVERY_PATH
         code = path == CODE_PATH
         if not origin_allowed(headers.get("origin"), settings.allowed_origins):
@@ -259,17 +266,18 @@ class HttpApp:
             # instead of this message. toolbridge's token is a static key set in the client's
             # config; a 403 without a challenge reaches the user as this JSON-RPC error.
             raise _Reply(403, no_token_message(authorization), SERVER_ERROR)
-        if not grant.allows_agent:
-            log.warning("http_rejected", reason="token scope", token=grant.name)
-            raise _Reply(403, f"Forbidden: the token {grant.name!r} may not connect agents "
-                         f"(its scopes: {grant.describe()})", SERVER_ERROR)
+        if not grant.allows_agent_to(app):
+            log.warning("http_rejected", reason="token scope", token=grant.name, app=app)
+            raise _Reply(403, f"Forbidden: the token {grant.name!r} may not connect agents"
+                         + (f" to the app {app!r}" if app is not None else "")
+                         + f" (its scopes: {grant.describe()})", SERVER_ERROR)
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, receive, send, discovery, code=code)
+            await self._post(headers, receive, send, discovery, code=code, app=app)
         elif method == "GET":
-            await self._get(headers, receive, send)
+            await self._get(headers, receive, send, app)
         elif method == "DELETE":
-            await self._delete(headers, send)
+            await self._delete(headers, send, app)
         else:
             raise _Reply(405, f"Method Not Allowed: {method}", headers=[(b"allow", b"POST, GET, DELETE")])
 
@@ -305,7 +313,7 @@ class HttpApp:
                 return b"".join(chunks)
 
     async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool, *,
-                    code: bool = False) -> None:
+                    code: bool = False, app: str | None = None) -> None:
         if "application/json" not in media_types(headers.get("content-type")):
             raise _Reply(415, "Unsupported Media Type: the body must be application/json")
         wants_json, wants_sse = accepts(headers.get("accept"))
@@ -325,12 +333,12 @@ class HttpApp:
             isinstance(message, Request) and protocol.modern_version_of(message.params) is not None
         )
         if modern:
-            await self._post_modern(headers, message, receive, send, discovery, code=code)
+            await self._post_modern(headers, message, receive, send, discovery, code=code, app=app)
         else:
-            await self._post_legacy(headers, message, receive, send, discovery, code=code)
+            await self._post_legacy(headers, message, receive, send, discovery, code=code, app=app)
 
     async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
-                           code: bool = False) -> None:
+                           code: bool = False, app: str | None = None) -> None:
         if not isinstance(message, Request):
             # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
             await _send_empty(send, 202)
@@ -339,30 +347,30 @@ class HttpApp:
             envelope = protocol.read_envelope(message.params, check_version=False)
             # A discovery-mode client never saw app tools' schemas in tools/list, so it cannot
             # mirror their x-mcp-header arguments: only the routing headers are checked there.
-            schema = None if discovery or code else self._input_schema(message)
+            schema = None if discovery or code else self._input_schema(message, app)
             check_modern_headers(headers, message, envelope.protocol_version, schema)
             protocol.check_modern_version(envelope.protocol_version)
         except RpcError as exc:
             raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
                          request_id=message.id, data=exc.data) from None
         async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                code=code) as session:
+                                code=code, app=app) as session:
             await self._exchange(session, message, receive, send, modern=True)
 
     async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
-                           code: bool = False) -> None:
+                           code: bool = False, app: str | None = None) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             if isinstance(message, Request) and message.method == "initialize":
                 # The session keeps the mode of the path it was started at.
-                await self._initialize(message, receive, send, discovery, code=code)
+                await self._initialize(message, receive, send, discovery, code=code, app=app)
                 return
             raise _Reply(
                 400, "Bad Request: missing Mcp-Session-Id header. Start a session with initialize "
                 "(protocol 2025-11-25 and older), or send 2026-07-28 requests with their _meta.",
                 request_id=message.id if isinstance(message, Request) else None,
             )
-        entry = self._lookup(session_id)
+        entry = self._lookup(session_id, app)
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in protocol.HANDSHAKE_VERSIONS:
             raise _Reply(
@@ -376,26 +384,29 @@ class HttpApp:
             return
         await self._exchange(entry.session, message, receive, send, modern=False)
 
-    def _input_schema(self, request: Request) -> Any:
+    def _input_schema(self, request: Request, app: str | None = None) -> Any:
         if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
             return None
-        tool = self.server.registry.lookup(request.params["name"])
+        name = request.params["name"]
+        # In a one-app scope the name is the app's own (see ``scope``).
+        tool = self.server.app_scopes.view(app).tools.get(name) if app is not None else self.server.registry.lookup(name)
         return tool.spec.input_schema if tool is not None else None
 
-    def _lookup(self, session_id: str) -> _HttpSession:
+    def _lookup(self, session_id: str, app: str | None = None) -> _HttpSession:
         entry = self._sessions.get(session_id)
-        if entry is None:
+        # A one-app scope's session is unknown anywhere but at its own path (and vice versa).
+        if entry is None or entry.session.app != app:
             raise _Reply(404, "Not Found: unknown or expired Mcp-Session-Id; start a new session with initialize")
         return entry
 
     async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool, *,
-                          code: bool = False) -> None:
+                          code: bool = False, app: str | None = None) -> None:
         if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
             raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
                          SERVER_ERROR, request_id=request.id)
         session_id = secrets.token_urlsafe(24)
         session: Session = await self._nursery.start(
-            functools.partial(self._run_session, session_id, discovery, code=code))
+            functools.partial(self._run_session, session_id, discovery, code=code, app=app))
         try:
             await self._exchange(session, request, receive, send, modern=False,
                                  session_header=session_id.encode())
@@ -406,12 +417,13 @@ class HttpApp:
             log.info("http_session_started", session=session.label, sessions=len(self._sessions))
 
     async def _run_session(
-        self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session], code: bool = False
+        self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session], code: bool = False,
+        app: str | None = None,
     ) -> None:
         label = self.server.next_label("http")
         try:
             async with open_session(
-                self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code
+                self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code, app=app
             ) as session:
                 self._sessions[session_id] = _HttpSession(session_id, session)
                 task_status.started(session)
@@ -515,12 +527,12 @@ class HttpApp:
 
     # --- GET and DELETE ----------------------------------------------------------------------
 
-    async def _get(self, headers: Headers, receive: Receive, send: Send) -> None:
+    async def _get(self, headers: Headers, receive: Receive, send: Send, app: str | None = None) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             raise _Reply(405, "Method Not Allowed: GET needs an Mcp-Session-Id (2026-07-28 clients use "
                          "subscriptions/listen instead)", headers=[(b"allow", b"POST")])
-        entry = self._lookup(session_id)
+        entry = self._lookup(session_id, app)
         if not accepts(headers.get("accept"))[1]:
             raise _Reply(406, "Not Acceptable: the GET stream is text/event-stream")
         if entry.streaming:
@@ -559,11 +571,11 @@ class HttpApp:
             cleanup.shield = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
 
-    async def _delete(self, headers: Headers, send: Send) -> None:
+    async def _delete(self, headers: Headers, send: Send, app: str | None = None) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             raise _Reply(405, "Method Not Allowed: DELETE needs an Mcp-Session-Id", headers=[(b"allow", b"POST")])
-        entry = self._lookup(session_id)
+        entry = self._lookup(session_id, app)
         self._sessions.pop(session_id, None)
         entry.session.close()
         log.info("http_session_closed", session=entry.session.label)
@@ -576,6 +588,26 @@ def no_token_message(authorization: str | None) -> str:
     return (f"Forbidden: {what}. toolbridge does not use OAuth: configure your MCP client to send the header "
             "'Authorization: Bearer <token>' with the token printed by `toolbridge token` (it changes when "
             "the token is rotated).")
+
+
+def _app_of(raw_path: str) -> str | None:
+    """The label in ``/mcp/apps/<label>`` (one trailing slash allowed); None for other paths.
+
+    Raises a 404 :class:`_Reply` when the path is under ``/mcp/apps`` but names no valid label
+    (empty, too long, a ``/`` or ``..`` in it, characters a label never has)."""
+    if raw_path.rstrip("/") == APPS_PATH_PREFIX.rstrip("/"):
+        name = ""
+    elif raw_path.startswith(APPS_PATH_PREFIX):
+        name = raw_path[len(APPS_PATH_PREFIX):]
+        if name.endswith("/"):
+            name = name[:-1]
+    else:
+        return None
+    problem = check_app_name(name)
+    if problem is not None:
+        log.warning("http_rejected", reason="app name", length=len(name))
+        raise _Reply(404, f"Not Found: {APPS_PATH_PREFIX}<app label> serves one app; {problem}")
+    return name
 
 
 class _Disconnected(BrokerError):

@@ -41,6 +41,12 @@ Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbr
 --code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
 cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
+
+One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect`` with
+``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
+under their own names, calls resolve against that app alone (no meta-tools), and
+``list_changed`` is sent only when the scope's list itself changed (its digest, compared after
+each registry change). A scope is never in discovery or code mode too.
 """
 
 from __future__ import annotations
@@ -82,6 +88,7 @@ from .jsonrpc import (
 from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
+from .scope import AppScopes, scope_instructions, unknown_tool_error
 
 _entry_encoder: Final = msgspec.json.Encoder()
 
@@ -189,6 +196,8 @@ class _ToolRequest:
     via_meta: bool
     #: Set just before the session ends the call itself: ``_CANCELLED`` or ``_ENDED``.
     ending: str | None = None
+    #: The name the agent called it by, when not the agent-facing one (a one-app scope).
+    own_name: str | None = None
 
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
@@ -200,7 +209,7 @@ class _ToolRequest:
 
     def call_done(self, call: Call, outcome: CallOutcome) -> None:
         assert call.request_id is not None
-        self.session.tool_call_done(call.request_id, call.name, self, outcome, call)
+        self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
@@ -266,6 +275,8 @@ class McpServer:
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
         #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
         self.open_sessions: set[Session] = set()
+        #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
+        self.app_scopes = AppScopes(registry)
 
     @classmethod
     def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
@@ -315,6 +326,18 @@ class McpServer:
             result["nextCursor"] = next_cursor
         if modern:
             # Apps come and go at any time, so a cached list is soon wrong: never cache.
+            result.update(self._modern_fields(ttl=True))
+        return result
+
+    def list_app_tools(self, label: str, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        """``tools/list`` in the one-app scope of ``label`` (empty while no app has that label)."""
+        view = self.app_scopes.view(label)
+        entries: list[Any] = view.entries  # encoded entries, as in ``_snapshot``
+        page, next_cursor = list_page(view.names, entries, params.get("cursor"), self.page_size)
+        result: dict[str, Any] = {"tools": page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        if modern:
             result.update(self._modern_fields(ttl=True))
         return result
 
@@ -384,9 +407,12 @@ class Session:
         label: str | None,
         reinitialize: bool,
         discovery: bool = False,
+        app: str | None = None,
         code: bool = False,
     ) -> None:
         self.server = server
+        #: One-app scope: the label of the app whose tools alone are served (see ``scope``).
+        self.app = app
         #: Code mode: tools/list holds search_tools and run_code (see the module docstring).
         self.code = code
         #: Discovery mode: tools/list holds only the meta-tools (see the module docstring).
@@ -404,6 +430,7 @@ class Session:
         self.initialized = trio.Event()
         self.client_ready = False
         self._tools_seen = 0
+        self._scope_seen: bytes | None = None
         #: Requests in flight by id: a task's scope, or the router's record of a ``tools/call``.
         self._in_flight: dict[RequestId, _InFlight | Call] = {}
         self._deadlines: DeadlineQueue | None = None
@@ -621,13 +648,16 @@ class Session:
         self.client_name, self.client_version = protocol.client_identity(request.params.get("clientInfo"))
         if not self.initialized.is_set():
             self._tools_seen = self.server.registry.version
+            self._scope_seen = self._scope_digest()
             self.initialized.set()
         log.info(
             "mcp_initialized", session=self.label, transport=self.transport, requested=requested,
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
-            discovery=self.discovery,
+            discovery=self.discovery, app=self.app,
         )
         result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
+        if self.app is not None:
+            result["instructions"] = scope_instructions(self.app)
         if self.code:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
@@ -637,11 +667,15 @@ class Session:
 
     def _discover(self, request: Request, context: RequestContext) -> dict[str, Any]:
         result = self.server.discover_result(discovery=self.discovery)
+        if self.app is not None:
+            result["instructions"] = scope_instructions(self.app)
         if self.code:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
 
     def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        if self.app is not None:
+            return self.server.list_app_tools(self.app, request.params, modern=context.modern)
         if self.code:
             listed: dict[str, Any] = {"tools": code_tools()}
             if context.modern:  # the same fields as any modern tools/list
@@ -657,6 +691,9 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
+        if self.app is not None:
+            self._start_scoped_call(request, context, outbox, name, arguments)
+            return None
         if self.code and name in CODE_TOOL_NAMES:  # answered by broker.mcp.code, in a task
             task = _InFlight()
             self._in_flight[request.id] = task
@@ -692,6 +729,35 @@ class Session:
         elif not call.done:
             self._in_flight[request.id] = call
         return None
+
+    def _start_scoped_call(
+        self, request: Request, context: RequestContext, outbox: Outbox, name: str, arguments: Any
+    ) -> None:
+        """A ``tools/call`` in a one-app scope: ``name`` is the app's own; the router gets the
+        tool's agent-facing name (and so its whole pipeline). Unknown: a -32602 error."""
+        assert self.app is not None
+        tool = self.server.app_scopes.view(self.app).tools.get(name)
+        if tool is None:
+            raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
+        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name)
+        call = self.server.router.start_call(
+            tool.agent_name,
+            arguments,
+            origin=origin,
+            deadlines=self._deadline_queue(),
+            caller=self._caller(context),
+            timeout=protocol.timeout_of(request.params),
+            request_id=request.id,
+            progress=context.progress_token is not None,
+        )
+        if isinstance(call, CallOutcome):
+            self.tool_call_done(request.id, name, origin, call, None)
+        elif not call.done:
+            self._in_flight[request.id] = call
+
+    def _scope_digest(self) -> bytes | None:
+        """The one-app scope's list digest (None outside a scope): what list_changed follows."""
+        return None if self.app is None else self.server.app_scopes.view(self.app).digest
 
     async def _code_tool(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -737,6 +803,7 @@ class Session:
         meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
         server = self.server
         seen = server.registry.version
+        scope_seen = self._scope_digest()
         await outbox.send(
             encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
         )
@@ -746,6 +813,11 @@ class Session:
             if new is None:  # the daemon is stopping: end the subscription gracefully
                 return {"resultType": "complete", "_meta": meta}
             seen = new
+            if self.app is not None:  # a one-app scope: only when its own list changed
+                digest = self._scope_digest()
+                if digest == scope_seen:
+                    continue
+                scope_seen = digest
             if honored:
                 await outbox.send(changed)
 
@@ -755,11 +827,17 @@ class Session:
             return  # the meta-tool list never changes
         await self.initialized.wait()
         seen = self._tools_seen
+        scope_seen = self._scope_seen
         while True:
             new = await self.server.coalesced_change(seen)
             if new is None:
                 return
             seen = new
+            if self.app is not None:  # a one-app scope: only when its own list changed
+                digest = self._scope_digest()
+                if digest == scope_seen:
+                    continue
+                scope_seen = digest
             outbox = self.notify_outbox
             if outbox is not None:
                 outbox.send_nowait(LIST_CHANGED)
@@ -816,18 +894,23 @@ async def open_session(
     stateful: bool = True,
     reinitialize: bool = False,
     discovery: bool = False,
+    app: str | None = None,
     code: bool = False,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
     ``stateful`` sessions (stdio, a legacy HTTP session) watch the tool list for the
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
-    ``discovery`` selects discovery mode, ``code`` code mode (see the module docstring).
+    ``discovery`` selects discovery mode, ``code`` code mode, ``app`` a one-app scope (see the
+    module docstring; a scope is neither of the others: the transports refuse that before they
+    get here).
     """
+    if (discovery or code) and app is not None:
+        raise ValueError("a session is in discovery mode, code mode or a one-app scope, not two of them")
     async with trio.open_nursery() as nursery:
         session = Session(
             server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery,
-            code=code,
+            app=app, code=code,
         )
         session.notify_outbox = notify
         if stateful:
