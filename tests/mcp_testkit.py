@@ -7,6 +7,8 @@ app_client library), so these tests see exactly what crosses the wire.
 from __future__ import annotations
 
 import base64
+import json
+import math
 import os
 import signal
 import struct
@@ -248,6 +250,40 @@ async def stop_background_daemon(home: Path) -> None:
         with trio.fail_after(10):
             while home_files.read_runtime(home) is not None:
                 await trio.sleep(0.05)
+
+
+#: A 2026-07-28 request's ``_meta`` (the era's per-request protocol version and capabilities).
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+class Outbox:
+    """Collects the JSON messages a session sends; ``next()`` waits for the next one."""
+
+    def __init__(self) -> None:
+        self._send, self._receive = trio.open_memory_channel[dict[str, Any]](math.inf)
+
+    async def send(self, data: bytes, *, final: bool = False) -> None:
+        self._send.send_nowait(json.loads(data))
+
+    def send_nowait(self, data: bytes) -> bool:
+        self._send.send_nowait(json.loads(data))
+        return True
+
+    def send_final_nowait(self, data: bytes) -> bool:
+        return self.send_nowait(data)
+
+    def close(self) -> None:
+        pass
+
+    async def next(self) -> dict[str, Any]:
+        with trio.fail_after(5):
+            return await self._receive.receive()
+
+    def empty(self) -> bool:
+        return self._receive.statistics().current_buffer_used == 0
 
 
 def relay_command(home: Path, *extra: str) -> list[str]:

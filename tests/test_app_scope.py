@@ -35,6 +35,8 @@ from broker.daemon.run import DaemonInfo
 from broker.mcp.jsonrpc import parse_message
 from broker.mcp.session import McpServer, open_session
 from mcp_testkit import (
+    MODERN_META,
+    Outbox,
     DEMO_TOOLS,
     HTTPX_STREAM_WARNINGS,
     OBJECT,
@@ -421,37 +423,6 @@ def test_agent_scopes_parse_and_match() -> None:
 
 
 # --- the session: list_changed only for its own app -----------------------------------------
-
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-
-
-class Outbox:
-    def __init__(self) -> None:
-        self._send, self._receive = trio.open_memory_channel[dict[str, Any]](math.inf)
-
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        self._send.send_nowait(json.loads(data))
-
-    def send_nowait(self, data: bytes) -> bool:
-        self._send.send_nowait(json.loads(data))
-        return True
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        return self.send_nowait(data)
-
-    def close(self) -> None:
-        pass
-
-    async def next(self) -> dict[str, Any]:
-        with trio.fail_after(5):
-            return await self._receive.receive()
-
-    def empty(self) -> bool:
-        return self._receive.statistics().current_buffer_used == 0
-
 
 def rpc(payload: dict[str, Any]) -> Any:
     return parse_message(json.dumps({"jsonrpc": "2.0", **payload}))

@@ -8,7 +8,6 @@ The session-level tests at the end check what a discovery session does not send.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,8 @@ from broker.daemon.run import DaemonInfo
 from broker.discovery import meta_tools
 from broker.mcp.jsonrpc import parse_message
 from broker.mcp.session import McpServer, open_session
-from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, daemon_app_agent, http_client, running_daemon
+from mcp_testkit import (HTTPX_STREAM_WARNINGS, MODERN_META, Outbox, ScriptedApp, daemon_app_agent, http_client,
+                         running_daemon)
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -191,37 +191,6 @@ async def test_http_discovery_path_variants(tmp_path: Path) -> None:
 
 
 # --- the session itself ---------------------------------------------------------------------
-
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-
-
-class Outbox:
-    def __init__(self) -> None:
-        self._send, self._receive = trio.open_memory_channel[dict[str, Any]](math.inf)
-
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        self._send.send_nowait(json.loads(data))
-
-    def send_nowait(self, data: bytes) -> bool:
-        self._send.send_nowait(json.loads(data))
-        return True
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        return self.send_nowait(data)
-
-    def close(self) -> None:
-        pass
-
-    async def next(self) -> dict[str, Any]:
-        with trio.fail_after(5):
-            return await self._receive.receive()
-
-    def empty(self) -> bool:
-        return self._receive.statistics().current_buffer_used == 0
-
 
 def message(payload: dict[str, Any]) -> Any:
     return parse_message(json.dumps({"jsonrpc": "2.0", **payload}))

@@ -18,16 +18,12 @@ from broker.daemon.run import DaemonInfo, run_daemon
 from broker.config.settings import Settings
 from broker.errors import StartupError
 from broker.mcp.gate import host_allowed, origin_allowed
-from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
+from mcp_testkit import HTTPX_STREAM_WARNINGS, MODERN_META, ScriptedApp, http_client, mcp_url, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
 BODY_LIMIT = 64 * 1024
 POST_HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 INITIALIZE: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
 

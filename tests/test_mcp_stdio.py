@@ -17,15 +17,9 @@ import trio
 from mcp import Client, MCPError, StdioServerParameters
 
 from broker.config import home as home_files
-from mcp_testkit import (ScriptedApp, end_process, relay_command, relay_env, running_daemon, start_daemon_task,
+from mcp_testkit import (MODERN_META, ScriptedApp, end_process, relay_command, relay_env, running_daemon, start_daemon_task,
                          stop_background_daemon)
 from rawapp import JsonLines
-
-MODERN_META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
-
 
 @asynccontextmanager
 async def relay(home: Path, *extra: str) -> AsyncIterator[tuple[trio.Process, JsonLines]]:
