@@ -320,24 +320,22 @@ class McpServer:
 
     def list_tools(self, params: dict[str, Any], *, modern: bool, discovery: bool = False) -> dict[str, Any]:
         names, entries = self._meta_list if discovery else self._snapshot()
+        return self._tools_page(names, entries, params, modern=modern)
+
+    def list_app_tools(self, label: str, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+        """``tools/list`` in the one-app scope of ``label`` (empty while no app has that label)."""
+        view = self.app_scopes.view(label)
+        entries: list[Any] = view.entries  # encoded entries, as in ``_snapshot``
+        return self._tools_page(view.names, entries, params, modern=modern)
+
+    def _tools_page(self, names: list[str], entries: list[Any], params: dict[str, Any], *,
+                    modern: bool) -> dict[str, Any]:
         page, next_cursor = list_page(names, entries, params.get("cursor"), self.page_size)
         result: dict[str, Any] = {"tools": page}
         if next_cursor is not None:
             result["nextCursor"] = next_cursor
         if modern:
             # Apps come and go at any time, so a cached list is soon wrong: never cache.
-            result.update(self._modern_fields(ttl=True))
-        return result
-
-    def list_app_tools(self, label: str, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
-        """``tools/list`` in the one-app scope of ``label`` (empty while no app has that label)."""
-        view = self.app_scopes.view(label)
-        entries: list[Any] = view.entries  # encoded entries, as in ``_snapshot``
-        page, next_cursor = list_page(view.names, entries, params.get("cursor"), self.page_size)
-        result: dict[str, Any] = {"tools": page}
-        if next_cursor is not None:
-            result["nextCursor"] = next_cursor
-        if modern:
             result.update(self._modern_fields(ttl=True))
         return result
 
