@@ -61,6 +61,7 @@ from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.resources import ResourceError
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -98,13 +99,9 @@ __all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "ope
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
-_KNOWN_ELSEWHERE: Final = frozenset(
-    {
-        "prompts/list", "prompts/get", "resources/list", "resources/read",
-        "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
-        "completion/complete", "logging/setLevel",
-    }
-)
+_KNOWN_ELSEWHERE: Final = frozenset({"prompts/list", "prompts/get", "completion/complete", "logging/setLevel"})
+#: Default deadline of a ``resources/read`` (the request's own ``_meta`` timeout wins).
+RESOURCE_READ_TIMEOUT: Final = 30.0
 _INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
 _SESSION_ENDED: Final = (
     "the MCP session ended before this request completed (the daemon is stopping or the session "
@@ -282,7 +279,8 @@ class McpServer:
 
     def capabilities_for(self, *, discovery: bool) -> dict[str, Any]:
         # In discovery mode the listed tools (the meta-tools) never change.
-        return {"tools": {"listChanged": not discovery}}
+        # Resources (apps' protocol v2) are listed alike in every mode; they come and go with apps.
+        return {"tools": {"listChanged": not discovery}, "resources": {"subscribe": True, "listChanged": True}}
 
     def _drop_snapshot(self) -> None:
         self._tools = None
@@ -412,6 +410,17 @@ class Session:
         self.notify_outbox: Outbox | None = None
         self.last_activity = trio.current_time()
         self.closed = trio.Event()
+        #: Handshake era: the agent-facing resource URIs this session subscribed to.
+        self._resource_subs: set[str] = set()
+        #: Where each ``resourceUpdated`` goes: the handshake-era subscriptions, each listen stream.
+        self._update_sinks: set[Callable[[str], None]] = set()
+        server.registry.resources.on_updated(self._resource_updated)
+
+    def _resource_updated(self, uri: str) -> None:
+        if uri in self._resource_subs and self.notify_outbox is not None:
+            self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
+        for sink in list(self._update_sinks):
+            sink(uri)
 
     # --- the transport's face ------------------------------------------------------------
 
@@ -711,6 +720,109 @@ class Session:
         result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
         return _completed(result, context.modern)
 
+    # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
+
+    def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        entries = self.server.registry.resources.list_resources()
+        return self._resource_page("resources", [e["uri"] for e in entries], entries, request, context)
+
+    def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        entries = self.server.registry.resources.list_templates()
+        return self._resource_page("resourceTemplates", [e["uriTemplate"] for e in entries], entries, request,
+                                   context)
+
+    def _resource_page(self, key: str, names: list[str], entries: list[dict[str, Any]], request: Request,
+                       context: RequestContext) -> dict[str, Any]:
+        page, next_cursor = list_page(names, entries, request.params.get("cursor"), self.server.page_size)
+        result: dict[str, Any] = {key: page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=True))
+        return result
+
+    async def _read_resource(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """``resources/read``: relayed to the owning app (a task, so a cancel reaches it)."""
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
+        started = trio.current_time()
+        label = "?"
+        try:
+            app, own = self.server.registry.resources.resolve(uri)
+            label = app.label
+            timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
+            contents = await app.port.read_resource(own, timeout)
+        except ResourceError as exc:
+            log.warning("resource_read", session=self.label, app=label, outcome="error", code=exc.code,
+                        duration_ms=round((trio.current_time() - started) * 1000, 1))
+            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
+        log.info("resource_read", session=self.label, app=label, outcome="ok", contents=len(contents),
+                 duration_ms=round((trio.current_time() - started) * 1000, 1))
+        result: dict[str, Any] = {"contents": contents}
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=False))
+        return result
+
+    def _subscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
+        try:
+            self.server.registry.resources.resolve(uri)
+        except ResourceError as exc:
+            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
+        if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: at most {_MAX_SUBSCRIPTIONS} resource subscriptions "
+                           "per session; unsubscribe from some first")
+        self._resource_subs.add(uri)
+        return {}
+
+    def _unsubscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/unsubscribe needs a string "uri"')
+        self._resource_subs.discard(uri)
+        return {}
+
+    async def watch_resources(self) -> None:
+        """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
+        await self.initialized.wait()
+        directory = self.server.registry.resources
+        seen = directory.version
+        while True:
+            seen = await directory.wait_changed(seen)
+            with trio.move_on_after(self.server.coalesce):
+                await self.server.shutdown.wait()
+            if self.server.shutdown.is_set():
+                return
+            seen = directory.version
+            if self.notify_outbox is not None:
+                self.notify_outbox.send_nowait(RESOURCES_LIST_CHANGED)
+
+    async def _listen_resources(self, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
+                                uris: frozenset[str]) -> None:
+        """The resource part of a ``subscriptions/listen`` stream (runs beside the tools' part)."""
+        directory = self.server.registry.resources
+
+        def updated(uri: str) -> None:
+            if uri in uris:
+                outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri, "_meta": meta}))
+
+        self._update_sinks.add(updated)
+        try:
+            seen = directory.version
+            while True:
+                seen = await directory.wait_changed(seen)
+                await trio.sleep(self.server.coalesce)
+                seen = directory.version
+                if list_changed:
+                    await outbox.send(encode_notification("notifications/resources/list_changed", {"_meta": meta}))
+        finally:
+            self._update_sinks.discard(updated)
+
     def _caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
         if (caller is None or caller.client_name != context.client_name
@@ -733,7 +845,16 @@ class Session:
         if not isinstance(wanted, dict):
             raise RpcError(INVALID_PARAMS, 'Invalid params: subscriptions/listen needs a "notifications" object')
         # Discovery mode: the listed tools (the meta-tools) never change, so nothing is honoured.
-        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {}
+        honored: dict[str, Any] = (
+            {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
+        # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for.
+        resources_changed = wanted.get("resourcesListChanged") is True
+        asked = wanted.get("resourceSubscriptions")
+        uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
+        if resources_changed:
+            honored["resourcesListChanged"] = True
+        if uris:
+            honored["resourceSubscriptions"] = sorted(uris)
         meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
         server = self.server
         seen = server.registry.version
@@ -741,13 +862,19 @@ class Session:
             encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
         )
         changed = encode_notification("notifications/tools/list_changed", {"_meta": meta})
-        while True:
-            new = await server.coalesced_change(seen)
-            if new is None:  # the daemon is stopping: end the subscription gracefully
-                return {"resultType": "complete", "_meta": meta}
-            seen = new
-            if honored:
-                await outbox.send(changed)
+        tools_honored = "toolsListChanged" in honored
+        async with trio.open_nursery() as nursery:
+            if resources_changed or uris:
+                nursery.start_soon(self._listen_resources, outbox, meta, resources_changed, uris)
+            while True:
+                new = await server.coalesced_change(seen)
+                if new is None:  # the daemon is stopping: end the subscription gracefully
+                    nursery.cancel_scope.cancel()
+                    return {"resultType": "complete", "_meta": meta}
+                seen = new
+                if tools_honored:
+                    await outbox.send(changed)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def watch_tools(self) -> None:
         """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
@@ -780,13 +907,24 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "ping": _Inline(Session._ping),
     "tools/list": _Inline(Session._list_tools),
     "tools/call": _TOOLS_CALL,
+    "resources/list": _Inline(Session._list_resources),
+    "resources/templates/list": _Inline(Session._list_resource_templates),
+    "resources/read": Session._read_resource,
+    "resources/subscribe": _Inline(Session._subscribe),
+    "resources/unsubscribe": _Inline(Session._unsubscribe),
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
     "tools/list": _Inline(Session._list_tools),
     "tools/call": _TOOLS_CALL,
     "subscriptions/listen": Session._listen,
+    "resources/list": _Inline(Session._list_resources),
+    "resources/templates/list": _Inline(Session._list_resource_templates),
+    "resources/read": Session._read_resource,
 }
+#: Resource URIs one session may subscribe to (handshake era, or one listen stream).
+_MAX_SUBSCRIPTIONS: Final = 1000
+RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
 
 
 def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
@@ -798,7 +936,7 @@ def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
 
 def _method_not_found(method: str, modern: bool) -> str:
     if method in _KNOWN_ELSEWHERE:
-        return f"Method not found: {method} (toolbridge offers tools only)"
+        return f"Method not found: {method} (toolbridge offers tools and resources only)"
     if modern and method in _HANDSHAKE:
         return f"Method not found: {method} does not exist in protocol 2026-07-28"
     if not modern and method in _MODERN:
@@ -832,6 +970,7 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
+            nursery.start_soon(session.watch_resources)
             server.open_sessions.add(session)
         try:
             yield session
