@@ -269,3 +269,63 @@ async def test_v1_app_is_unaffected(tmp_path: Path) -> None:
                 await client.read_resource(README)
         assert app.reads == []
         await app.close()
+
+
+# --- the same through app_client's decorators ------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore:resources/.*subscribe is removed:mcp.shared.exceptions.MCPDeprecationWarning")
+@pytest.mark.parametrize(("transport", "mode"), [("stdio", "legacy"), ("http", "auto")])
+async def test_app_client_resources_end_to_end(tmp_path: Path, transport: str, mode: str) -> None:
+    from app_client import App
+
+    home = tmp_path / "home"
+    got = trio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            got.set()
+
+    async with running_daemon(home) as info:
+        app = App("Desk", host="127.0.0.1", port=info.port, token=info.token)
+
+        @app.resource("desk://status", mime_type="text/plain", description="The desk's status")
+        def status() -> str:  # sync: runs in a worker thread
+            return "all quiet"
+
+        @app.resource("desk://logo.png", mime_type="image/png")
+        async def logo() -> bytes:
+            return base64.b64decode(PNG_B64)
+
+        @app.resource_template("desk://notes/{name}", mime_type="text/markdown")
+        async def note(name: str) -> str:
+            if name == "secret":
+                raise PermissionError("that note is private")
+            return f"# {name}"
+
+        async with app.connected(timeout=10):
+            assert app.registration is not None and app.registration.protocol_version == 2
+            async with connect_agent(transport, mode, info, home, message_handler=on_message) as client:
+                uris = [str(r.uri) for r in (await client.list_resources()).resources]
+                assert uris == ["toolbridge://Desk/desk://logo.png", "toolbridge://Desk/desk://status"]
+                text = (await client.read_resource("toolbridge://Desk/desk://status")).contents[0]
+                assert isinstance(text, types.TextResourceContents) and text.text == "all quiet"
+                assert text.mime_type == "text/plain"
+                blob = (await client.read_resource("toolbridge://Desk/desk://logo.png")).contents[0]
+                assert isinstance(blob, types.BlobResourceContents) and blob.blob == PNG_B64
+                md = (await client.read_resource("toolbridge://Desk/desk://notes/plan%20b")).contents[0]
+                assert isinstance(md, types.TextResourceContents) and md.text == "# plan b"
+                with pytest.raises(MCPError, match="that note is private"):
+                    await client.read_resource("toolbridge://Desk/desk://notes/secret")
+                if mode == "legacy":
+                    await client.session.subscribe_resource("toolbridge://Desk/desk://status")
+                    app.resource_updated("desk://status")
+                    with trio.fail_after(10):
+                        await got.wait()
+                else:
+                    async with client.listen(resource_subscriptions=["toolbridge://Desk/desk://status"]) as sub:
+                        app.resource_updated("desk://status")
+                        with trio.fail_after(10):
+                            async for event in sub:
+                                assert getattr(event, "uri", None) == "toolbridge://Desk/desk://status"
+                                break
