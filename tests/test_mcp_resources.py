@@ -329,3 +329,57 @@ async def test_app_client_resources_end_to_end(tmp_path: Path, transport: str, m
                             async for event in sub:
                                 assert getattr(event, "uri", None) == "toolbridge://Desk/desk://status"
                                 break
+
+
+# --- the pipeline: audit rows, a disconnect or a deadline during a read -----------------------
+
+
+async def test_reads_are_call_log_rows(tmp_path: Path) -> None:
+    from test_pipeline_kinds import logged_kinds
+
+    home = tmp_path / "home"
+    async with running_daemon(home, call_log_flush_interval=0.05) as info, trio.open_nursery() as nursery:
+        app = await ResourceApp(info.port, info.token).start(nursery)
+        async with connect_agent("http", "legacy", info, home) as client:
+            await client.read_resource(README)
+            for uri in ("toolbridge://Notes/nope://x", "toolbridge://Notes/file:///docs/%2e%2e",
+                        "toolbridge://Notes/file:///docs/missing"):
+                with pytest.raises(MCPError):
+                    await client.read_resource(uri)
+        rows = await logged_kinds(home, 4)
+        assert [(tool, kind) for tool, kind, _error, _agent in rows] == [
+            ("resource_read", "ok"), ("resource_read", "unknown_tool"), ("resource_read", "guard_rejected"),
+            ("resource_read", "app_error")]
+        await app.close()
+
+
+async def test_a_read_fails_at_once_when_the_app_disconnects(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, trio.open_nursery() as nursery:
+        app = await ResourceApp(info.port, info.token).start(nursery)
+        async with connect_agent("http", "legacy", info, home) as client:
+            async with trio.open_nursery() as reads:
+                async def read_slow() -> None:
+                    with pytest.raises(MCPError, match="disconnected during the read"):
+                        await client.read_resource("toolbridge://Notes/file:///docs/slow")
+
+                reads.start_soon(read_slow)
+                await app.until(lambda: len(app.reads) == 1)
+                with trio.fail_after(5):  # at once, not at the 30 s deadline
+                    await app.close()
+            assert (await client.list_resources()).resources == []
+        links = info.core.app_links.live
+        assert all(not link.reads for link in links.values())
+
+
+async def test_a_read_the_app_never_answers_times_out(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, trio.open_nursery() as nursery:
+        app = await ResourceApp(info.port, info.token).start(nursery)
+        async with connect_agent("http", "legacy", info, home) as client:
+            uri = "toolbridge://Notes/file:///docs/slow"
+            with pytest.raises(MCPError, match="timed out after 0.2 s"):
+                await client.read_resource(uri, meta={"toolbridge/timeoutMs": 200})  # type: ignore[typeddict-unknown-key]
+            await app.until(lambda: len(app.cancels) == 1)
+            assert app.cancels[0].reason == "timeout"
+        await app.close()

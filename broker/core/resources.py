@@ -51,10 +51,13 @@ _EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_.%]+)\}")
 class ResourceError(Exception):
     """A read or subscription the broker refuses: ``code`` is the JSON-RPC code to answer with."""
 
-    def __init__(self, message: str, code: int = RESOURCE_NOT_FOUND) -> None:
+    def __init__(self, message: str, code: int = RESOURCE_NOT_FOUND, kind: str = "unknown_tool") -> None:
         super().__init__(message)
         self.code = code
         self.message = message
+        #: The call log's outcome (an ``OutcomeKind`` value): an unknown URI is logged like an
+        #: unknown tool name.
+        self.kind = kind
 
 
 class ResourcePort(Protocol):
@@ -105,7 +108,7 @@ class AppResources:
             return False
         if find_path_traversal(uri) is not None:
             raise ResourceError(f"the resource URI {uri!r} has a '..' path segment; toolbridge refuses path "
-                                "traversal in resource URIs", code=-32602)
+                                "traversal in resource URIs", code=-32602, kind="guard_rejected")
         return True
 
 

@@ -157,30 +157,32 @@ class AppLink:
         """
         if len(self.reads) >= _MAX_READS_PER_LINK:
             raise ResourceError(f"the app {self.label} has {_MAX_READS_PER_LINK} resource reads in flight; "
-                                "try again shortly", code=_BUSY)
+                                "try again shortly", code=_BUSY, kind="busy")
         cid = self._links.calls.new_id()
         pending = _PendingRead()
         self.reads[cid] = pending
         try:
             if not self.conn.send_reliable_nowait(ResourceRead(cid, uri, timeout_ms=seconds_to_ms(timeout))):
-                raise ResourceError(f"the app {self.label} disconnected; read the resource again later", code=_BUSY)
+                raise ResourceError(f"the app {self.label} disconnected; read the resource again later", code=_BUSY,
+                                    kind="app_disconnected")
             with trio.move_on_after(timeout + 0.5):
                 await pending.done.wait()
             if not pending.done.is_set():
                 pending.cancel_reason = "timeout"
-                raise ResourceError(f"reading {uri!r} from {self.label} timed out after {timeout:g} s", code=_BUSY)
+                raise ResourceError(f"reading {uri!r} from {self.label} timed out after {timeout:g} s", code=_BUSY,
+                                    kind="timeout")
         finally:
             del self.reads[cid]
             if not pending.done.is_set():  # timed out or cancelled by the agent: tell the app
                 self.conn.send_nowait(ToolCancel(cid, reason=pending.cancel_reason))
         if pending.error is not None:
-            raise ResourceError(pending.error, code=_BUSY)
+            raise ResourceError(pending.error, code=_BUSY, kind=pending.kind)
         return _checked_contents(self.label, uri, pending.contents)
 
     def end_reads(self, message: str) -> None:
         """The link ended: every read waiting on it fails with ``message``."""
         for pending in self.reads.values():
-            pending.finish(error=message)
+            pending.finish(error=message, kind="app_disconnected")
 
 
 #: JSON-RPC code for a read the app could not serve (MCP's "internal error" range).
@@ -194,12 +196,14 @@ class _PendingRead:
     done: trio.Event = attrs.Factory(trio.Event)
     contents: list[dict[str, Any]] = attrs.Factory(list)
     error: str | None = None
+    kind: str = "app_error"
     cancel_reason: str = "cancelled"
 
-    def finish(self, *, contents: list[dict[str, Any]] | None = None, error: str | None = None) -> None:
+    def finish(self, *, contents: list[dict[str, Any]] | None = None, error: str | None = None,
+               kind: str = "app_error") -> None:
         if not self.done.is_set():
             self.contents = contents or []
-            self.error = error
+            self.error, self.kind = error, kind
             self.done.set()
 
 
@@ -210,7 +214,7 @@ def _checked_contents(label: str, uri: str, contents: list[dict[str, Any]]) -> l
         text, blob = item.get("text"), item.get("blob")
         if not isinstance(text, str) and not isinstance(blob, str):
             raise ResourceError(f"the app {label} answered the read of {uri!r} with a content that has neither "
-                                "a string 'text' nor a base64 'blob'", code=_BUSY)
+                                "a string 'text' nor a base64 'blob'", code=_BUSY, kind="app_error")
         own = item.get("uri")
         entry: dict[str, Any] = {"uri": agent_uri(label, own if isinstance(own, str) and own else uri)}
         if isinstance(item.get("mimeType"), str):

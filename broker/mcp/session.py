@@ -750,21 +750,37 @@ class Session:
             raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
         started = trio.current_time()
         label = "?"
+        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
         try:
             app, own = self.server.registry.resources.resolve(uri)
             label = app.label
             timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
             contents = await app.port.read_resource(own, timeout)
+            outcome = CallOutcome(OutcomeKind.OK)
         except ResourceError as exc:
-            log.warning("resource_read", session=self.label, app=label, outcome="error", code=exc.code,
-                        duration_ms=round((trio.current_time() - started) * 1000, 1))
+            outcome = CallOutcome(exc.kind, exc.message)
             raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
-        log.info("resource_read", session=self.label, app=label, outcome="ok", contents=len(contents),
-                 duration_ms=round((trio.current_time() - started) * 1000, 1))
+        finally:
+            self._audit_read(uri, label, context, outcome, started)
         result: dict[str, Any] = {"contents": contents}
         if context.modern:
             result.update(self.server._modern_fields(ttl=False))
         return result
+
+    def _audit_read(self, uri: str, label: str, context: RequestContext, outcome: CallOutcome,
+                    started: float) -> None:
+        """One log line and one call-log row (tool ``resource_read``, the URI as its argument)."""
+        duration_ms = round((trio.current_time() - started) * 1000, 1)
+        if outcome.kind is OutcomeKind.OK:
+            log.info("resource_read", session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
+        else:  # not the message: an app's error may quote what it read
+            log.warning("resource_read", session=self.label, app=label, outcome=outcome.kind.value,
+                        duration_ms=duration_ms)
+        call_log = self.server.router.call_log
+        if call_log is not None:
+            call_log.record(tool="resource_read", app=label, instance=None, agent=context.client_name,
+                            session=self.label, arguments={"uri": uri[:2048]}, outcome=outcome,
+                            duration_ms=duration_ms)
 
     def _subscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
         uri = request.params.get("uri")
