@@ -67,7 +67,7 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .protocol import PROTOCOL_VERSION
-from .resources import ResourceDefinition, define_resource, define_template
+from .resources import PromptDefinition, ResourceDefinition, define_prompt, define_resource, define_template
 from .session import Session
 from .state import ConnectionState
 from .threaded import AppThread
@@ -211,6 +211,8 @@ class App:
         self._tools: dict[str, ToolDefinition] = {}
         #: Protocol v2: resources and templates by URI / URI template (``resource``).
         self._resources: dict[str, ResourceDefinition] = {}
+        #: Protocol v2: prompts by name (``prompt``).
+        self._prompts: dict[str, PromptDefinition] = {}
         self._tools_lock = trio.Lock()
         self._listeners: list[Callable[[ConnectionState], object]] = []
         self._state = ConnectionState.DISCONNECTED
@@ -365,6 +367,27 @@ class App:
         if definition.key in self._resources:
             raise ValueError(f"{self.name} already offers {definition.key!r}")
         self._resources[definition.key] = definition
+
+    def prompt(self, fn: F | None = None, /, *, name: str | None = None, title: str | None = None,
+               description: str | None = None) -> Any:
+        """Declare a prompt, as ``@app.prompt`` or ``@app.prompt(name=..., ...)``.
+
+        The function's parameters are the prompt's arguments (strings; required without a
+        default); it returns ``str`` (one user message), a list of messages (``str`` or
+        ``{"role", "content"}`` dicts with text, image or embedded resource content), or
+        ``{"messages": [...], "description": ...}``. Agents see it as ``<label>__<name>``.
+        """
+
+        def declare(function: F) -> F:
+            if self._running:
+                raise RuntimeError(f"{self.name} is running: declare prompts before run()")
+            definition = define_prompt(function, name=name, title=title, description=description)
+            if definition.spec.name in self._prompts:
+                raise ValueError(f"{self.name} already has a prompt named {definition.spec.name!r}")
+            self._prompts[definition.spec.name] = definition
+            return function
+
+        return declare if fn is None else declare(fn)
 
     def resource_updated(self, uri: str) -> None:
         """Tell subscribed agents that the resource ``uri`` (this app's own URI) changed.
@@ -552,9 +575,10 @@ class App:
             app_version=self.app_version,
             # Version 2 only when it is needed (resources): a tools-only app stays a v1 app, as
             # the conformance kit's vectors (protocol.md section 10) describe it.
-            protocol_version=PROTOCOL_VERSION if self._resources else 1,
+            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts else 1,
             resources=[d.spec for d in self._resources.values() if d.spec is not None],
             resource_templates=[d.template for d in self._resources.values() if d.template is not None],
+            prompts=[d.spec for d in self._prompts.values()],
         )
         return register if self._prepare_register is None else self._prepare_register(register)
 
@@ -627,6 +651,7 @@ class App:
                         log=self._log,
                         unknown_tool=self._catch_all_tool,
                         resources=self._resources,
+                        prompts=self._prompts,
                     )
                     async with self._tools_lock:
                         registered = await session.handshake(self._register_message(address.token))

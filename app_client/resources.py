@@ -15,6 +15,11 @@ the agent).
 
 :func:`find` picks the definition for a URI the broker asked for: a listed URI exactly, else the
 first template (in declaration order) whose RFC 6570 level-1 pattern matches it.
+
+``@app.prompt`` makes a :class:`PromptDefinition`: the function's parameters are the prompt's
+arguments (strings; required when they have no default). :func:`render` runs it: a ``str``
+becomes one user text message; a list holds messages (``str`` or MCP message dicts
+``{"role", "content"}``); a dict with ``messages`` (and ``description``) is the whole answer.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .protocol import ResourceSpec, ResourceTemplateSpec
+from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec
 
-__all__ = ["ResourceDefinition", "define_resource", "define_template", "find", "read"]
+__all__ = ["PromptDefinition", "ResourceDefinition", "define_prompt", "define_resource", "define_template", "find",
+           "read", "render"]
 
 _EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_]+)\}")
 
@@ -135,3 +141,48 @@ def _content(item: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
     if mime_type is not None:
         content.setdefault("mimeType", mime_type)
     return content
+
+
+@attrs.frozen
+class PromptDefinition:
+    """A prompt the app offers, and its handler."""
+
+    handler: Callable[..., Any]
+    spec: PromptSpec
+
+
+def define_prompt(fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
+                  description: str | None = None) -> PromptDefinition:
+    arguments = []
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        arguments.append(PromptArgument(parameter.name, required=parameter.default is inspect.Parameter.empty))
+    spec = PromptSpec(_name_of(fn, name), title=title, description=_description_of(fn, description),
+                      arguments=arguments)
+    return PromptDefinition(fn, spec)
+
+
+async def render(definition: PromptDefinition, arguments: dict[str, str],
+                 limiter: trio.CapacityLimiter) -> tuple[list[dict[str, Any]], str | None]:
+    """Run the prompt's handler: its ``(messages, description)`` (raises what the handler raised)."""
+    handler = definition.handler
+    if inspect.iscoroutinefunction(handler):
+        value = await handler(**arguments)
+    else:
+        value = await trio.to_thread.run_sync(lambda: handler(**arguments), limiter=limiter)
+    description = definition.spec.description
+    if isinstance(value, dict) and "messages" in value:
+        description = value.get("description", description)
+        value = value["messages"]
+    items = value if isinstance(value, list) else [value]
+    messages = []
+    for item in items:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": {"type": "text", "text": item}})
+        elif isinstance(item, dict) and "role" in item and "content" in item:
+            messages.append(item)
+        else:
+            raise TypeError(f"a prompt handler returns str, a message dict {{role, content}}, a list of those, or "
+                            f"{{'messages': [...]}}; got {type(item).__name__}")
+    return messages, description

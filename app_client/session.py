@@ -60,6 +60,8 @@ from .context import ToolContext
 from .errors import InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
 from .protocol import (
+    PromptGet,
+    PromptResponse,
     ResourceRead,
     ResourceResponse,
     ResourceUpdated,
@@ -141,6 +143,7 @@ class Session:
         log: Any = None,
         unknown_tool: Callable[[str], ToolDefinition | None] | None = None,
         resources: Mapping[str, _resources.ResourceDefinition] | None = None,
+        prompts: Mapping[str, _resources.PromptDefinition] | None = None,
     ) -> None:
         self._conn = conn
         self._tools = tools
@@ -153,6 +156,7 @@ class Session:
         #: Protocol v2: the app's resources, and the reads running (their cancel scopes).
         self._resources: Mapping[str, _resources.ResourceDefinition] = resources or {}
         self._reads: dict[int, trio.CancelScope] = {}
+        self._prompts: Mapping[str, _resources.PromptDefinition] = prompts or {}
         self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
         self._nursery: trio.Nursery | None = None
         self._token = trio.lowlevel.current_trio_token()
@@ -300,6 +304,10 @@ class Session:
             assert self._nursery is not None
             scope = self._reads[event.correlation_id] = trio.CancelScope()
             self._nursery.start_soon(self._run_read, event, scope, name=f"toolbridge read {event.correlation_id}")
+        elif isinstance(event, PromptGet):
+            assert self._nursery is not None
+            scope = self._reads[event.correlation_id] = trio.CancelScope()
+            self._nursery.start_soon(self._run_prompt, event, scope, name=f"toolbridge prompt {event.correlation_id}")
         elif isinstance(event, ToolCancel) and event.correlation_id in self._reads:
             self._reads[event.correlation_id].cancel()
         elif isinstance(event, ToolCancel):
@@ -400,6 +408,37 @@ class Session:
                     await self._send(answer)
                 except LocalProtocolError as exc:
                     await self._send(ResourceResponse(cid, error=f"the resource cannot be sent ({exc.message})"))
+        except ConnectionClosed:
+            pass
+        finally:
+            self._conn.protocol.call_ended(cid)
+
+    async def _run_prompt(self, get: PromptGet, scope: trio.CancelScope) -> None:
+        """Protocol v2: render a ``promptGet`` and answer it (nothing after a cancel)."""
+        cid = get.correlation_id
+        answer: PromptResponse | None = None
+        try:
+            with scope:
+                if get.timeout_ms is not None:
+                    scope.deadline = trio.current_time() + get.timeout_ms / 1000
+                definition = self._prompts.get(get.name)
+                if definition is None:
+                    answer = PromptResponse(cid, error=f"this app has no prompt {get.name!r}")
+                else:
+                    try:
+                        messages, description = await _resources.render(definition, get.arguments, self._limiter)
+                        answer = PromptResponse(cid, messages=messages, description=description)
+                    except Exception as exc:  # the handler's failure is the agent's message
+                        self._log.warning("prompt failed", prompt=get.name, error=type(exc).__name__)
+                        answer = PromptResponse(cid, error=str(exc) or type(exc).__name__)
+        finally:
+            del self._reads[cid]
+        try:
+            if answer is not None and self._conn.protocol.is_running(cid):
+                try:
+                    await self._send(answer)
+                except LocalProtocolError as exc:
+                    await self._send(PromptResponse(cid, error=f"the prompt cannot be sent ({exc.message})"))
         except ConnectionClosed:
             pass
         finally:

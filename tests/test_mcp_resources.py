@@ -383,3 +383,52 @@ async def test_a_read_the_app_never_answers_times_out(tmp_path: Path) -> None:
             await app.until(lambda: len(app.cancels) == 1)
             assert app.cancels[0].reason == "timeout"
         await app.close()
+
+
+# --- prompts ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("transport", "mode"), COMBOS)
+async def test_prompts_list_and_get(tmp_path: Path, transport: str, mode: str) -> None:
+    from app_client import App
+
+    home = tmp_path / "home"
+    async with running_daemon(home, call_log_flush_interval=0.05) as info:
+        app = App("Desk", host="127.0.0.1", port=info.port, token=info.token)
+
+        @app.prompt
+        def review(path: str, focus: str = "bugs") -> str:
+            """Review a file."""
+            return f"Review {path} for {focus}."
+
+        @app.prompt(name="show-logo", title="Show the logo")
+        async def show_logo() -> list[dict[str, Any]]:
+            return [{"role": "user", "content": {"type": "image", "data": PNG_B64, "mimeType": "image/png"}},
+                    {"role": "assistant", "content": {"type": "resource", "resource": {
+                        "uri": "desk://status", "mimeType": "text/plain", "text": "all quiet"}}}]
+
+        @app.resource("desk://status")
+        def status() -> str:
+            return "all quiet"
+
+        async with app.connected(timeout=10):
+            async with connect_agent(transport, mode, info, home) as client:
+                prompts = (await client.list_prompts()).prompts
+                assert [(p.name, p.description) for p in prompts] == [
+                    ("Desk__review", "Review a file."), ("Desk__show-logo", None)]
+                assert [(a.name, bool(a.required)) for a in prompts[0].arguments or []] == [("path", True), ("focus", False)]
+                got = await client.get_prompt("Desk__review", {"path": "a.py"})
+                assert got.description == "Review a file."
+                assert [(m.role, getattr(m.content, "text", None)) for m in got.messages] == [
+                    ("user", "Review a.py for bugs.")]
+                logo = await client.get_prompt("Desk__show-logo")
+                assert isinstance(logo.messages[0].content, types.ImageContent)
+                embedded = logo.messages[1].content
+                assert isinstance(embedded, types.EmbeddedResource)
+                assert str(embedded.resource.uri) == "toolbridge://Desk/desk://status"
+                for name, args, words in (("Desk__review", {}, "missing path"),
+                                          ("Desk__review", {"path": "a", "mode": "x"}, "unknown mode"),
+                                          ("Other__review", {"path": "a"}, "unknown prompt")):
+                    with pytest.raises(MCPError, match=words):
+                        await client.get_prompt(name, args)
+                assert (await client.list_resources()).resources  # resources and prompts side by side

@@ -133,3 +133,23 @@ def test_app_on_a_v1_broker_sends_and_accepts_no_v2_message() -> None:
         event = app.receive_message(ResourceRead(1, "a://b"))
         assert isinstance(event, BadLine) and event.error.code == "unexpected_message"
     assert _app(2).send(ResourceUpdated("a://b")).startswith(b'{"type":"resourceUpdated"')
+
+
+def test_prompt_messages_are_v2_calls() -> None:
+    from app_client.protocol import PromptArgument, PromptGet, PromptResponse, PromptSpec, SetPrompts
+
+    register = Register("A", protocol_version=2, prompts=[PromptSpec("review", arguments=[PromptArgument("path", required=True)])])
+    wire = json.loads(encode_message(register))
+    assert wire["prompts"] == [{"name": "review", "arguments": [{"name": "path", "required": True}]}]
+    v1 = _broker(1)
+    with pytest.raises(LocalProtocolError):
+        v1.send(PromptGet(1, "review"))
+    event = v1.receive_message(SetPrompts())
+    assert isinstance(event, BadLine) and event.error.code == "unexpected_message"
+    app = _app(2)
+    assert isinstance(app.receive_message(PromptGet(5, "review", {"path": "x"})), PromptGet)
+    app.send(PromptResponse(5, messages=[{"role": "user", "content": {"type": "text", "text": "hi"}}]))
+    with pytest.raises(LocalProtocolError, match="not running"):
+        app.send(PromptResponse(5))
+    with pytest.raises(LocalProtocolError, match="protocol version 2"):
+        _app(1).send(SetPrompts())

@@ -26,6 +26,11 @@ Moving bytes is :mod:`app_client.channel`'s job (trio).
 from ._errors import ConnectionClosed, LocalProtocolError, ProtocolError, RemoteProtocolError, ToolbridgeError
 from ._framing import LARGE_LINE, STEP_BYTES, LineFramer, decode_message_in_steps, decode_tools_in_steps
 from ._messages import (
+    PromptArgument,
+    PromptGet,
+    PromptResponse,
+    PromptSpec,
+    SetPrompts,
     MAX_RESOURCES,
     RESOURCES_VERSION,
     ResourceRead,
@@ -83,6 +88,11 @@ from ._state import (
 )
 
 __all__ = [
+    "PromptArgument",
+    "PromptGet",
+    "PromptResponse",
+    "PromptSpec",
+    "SetPrompts",
     "MAX_RESOURCES",
     "RESOURCES_VERSION",
     "ResourceRead",

@@ -97,6 +97,24 @@ class ResourceTemplateSpec(msgspec.Struct, rename="camel", omit_defaults=True):
 MAX_RESOURCES: Final = 1000
 
 
+class PromptArgument(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One argument of a prompt (protocol v2): its values are strings."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+
+
+class PromptSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A prompt an app offers (protocol v2): a ready-made workflow the agent's user can pick."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    title: str | None = None
+    description: str | None = None
+    arguments: Annotated[list[PromptArgument], msgspec.Meta(max_length=64)] = []
+
+
 # --- app -> broker -------------------------------------------------------------------------
 
 
@@ -117,6 +135,8 @@ class Register(_Base, tag="register"):
     #: Protocol v2: the resources and templates offered (ignored from a v1 app).
     resources: Annotated[list[ResourceSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
     resource_templates: Annotated[list[ResourceTemplateSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+    #: Protocol v2: the prompts offered (ignored from a v1 app).
+    prompts: Annotated[list[PromptSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
 
 
 class ToolResponse(_Base, tag="toolResponse"):
@@ -160,6 +180,21 @@ class ResourceResponse(_Base, tag="resourceResponse"):
 
     correlation_id: int
     contents: list[dict[str, Any]] = []
+    error: str | None = None
+
+
+class SetPrompts(_Base, tag="setPrompts"):
+    """Protocol v2: the app's complete new set of prompts (replaces the old)."""
+
+    prompts: Annotated[list[PromptSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+
+
+class PromptResponse(_Base, tag="promptResponse"):
+    """Protocol v2: the answer to a ``promptGet``: MCP ``messages`` (and a ``description``), or an ``error``."""
+
+    correlation_id: int
+    messages: list[dict[str, Any]] = []
+    description: str | None = None
     error: str | None = None
 
 
@@ -207,6 +242,18 @@ class ResourceRead(_Base, tag="resourceRead"):
 
     correlation_id: int
     uri: str
+    timeout_ms: int | None = None
+
+
+class PromptGet(_Base, tag="promptGet"):
+    """Protocol v2: render one prompt with string ``arguments``; answered by ``promptResponse``.
+
+    A call like ``resourceRead``: same id sequence, cancelled by ``toolCancel``.
+    """
+
+    correlation_id: int
+    name: str
+    arguments: dict[str, str] = {}
     timeout_ms: int | None = None
 
 
@@ -277,10 +324,13 @@ Message = Union[
     SetResources,
     ResourceUpdated,
     ResourceResponse,
+    SetPrompts,
+    PromptResponse,
     Goodbye,
     Registered,
     ToolInvocation,
     ResourceRead,
+    PromptGet,
     ToolCancel,
     ToolsUpdated,
     Ping,
@@ -368,13 +418,15 @@ def encode_message(message: Message) -> bytes:
 #: What an app may send (after ``register``, which comes first and once).
 APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
     Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
-    SetResources, ResourceUpdated, ResourceResponse,
+    SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse,
 )
 #: Messages of protocol v2 (resources): never sent to, nor accepted from, a v1 peer.
-V2_MESSAGES: Final[tuple[type[Message], ...]] = (SetResources, ResourceUpdated, ResourceResponse, ResourceRead)
+V2_MESSAGES: Final[tuple[type[Message], ...]] = (
+    SetResources, ResourceUpdated, ResourceResponse, ResourceRead, SetPrompts, PromptResponse, PromptGet,
+)
 #: What the broker may send to an app.
 BROKER_TO_APP: Final[tuple[type[Message], ...]] = (
-    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error, ResourceRead,
+    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error, ResourceRead, PromptGet,
 )
 
 

@@ -34,9 +34,10 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 import attrs
+import msgspec
 import trio
 
-from app_client.protocol import ResourceSpec, ResourceTemplateSpec
+from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
 
 from .guards import find_path_traversal
 
@@ -66,6 +67,10 @@ class ResourcePort(Protocol):
     async def read_resource(self, uri: str, timeout: float) -> list[dict[str, Any]]:
         """The app's contents for its own ``uri``; raises ResourceError for its refusal, a
         timeout or a disconnect."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
+        """The app's rendering of its prompt ``name`` (``messages``, ``description``); raises
+        ResourceError as :meth:`read_resource` does."""
 
 
 def agent_uri(label: str, uri: str) -> str:
@@ -138,6 +143,10 @@ class ResourceDirectory:
         self.version = 0
         self._changed = trio.Event()
         self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
+        #: Prompts (protocol v2) by label, with the link that renders them; their own version.
+        self._prompts: dict[str, tuple[ResourcePort, list[PromptSpec]]] = {}
+        self.prompts_version = 0
+        self._prompts_changed = trio.Event()
 
     # --- the app links' face -------------------------------------------------------------
 
@@ -153,11 +162,59 @@ class ResourceDirectory:
         self._bump()
 
     def withdraw(self, label: str, port: ResourcePort) -> None:
-        """The link ``port`` of ``label`` ended: its resources go (not a newer link's)."""
+        """The link ``port`` of ``label`` ended: its resources and prompts go (not a newer link's)."""
         current = self._apps.get(label)
         if current is not None and current.port is port:
             del self._apps[label]
             self._bump()
+        prompts = self._prompts.get(label)
+        if prompts is not None and prompts[0] is port:
+            del self._prompts[label]
+            self._bump_prompts()
+
+    def offer_prompts(self, label: str, port: ResourcePort, prompts: list[PromptSpec]) -> None:
+        """``label``'s instance offers these prompts (replacing what it offered before)."""
+        if prompts:
+            self._prompts[label] = (port, list(prompts))
+        elif self._prompts.pop(label, None) is None:
+            return
+        self._bump_prompts()
+
+    def _bump_prompts(self) -> None:
+        self.prompts_version += 1
+        self._prompts_changed.set()
+        self._prompts_changed = trio.Event()
+
+    async def wait_prompts_changed(self, seen: int) -> int:
+        while self.prompts_version == seen:
+            await self._prompts_changed.wait()
+        return self.prompts_version
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        """Every prompt as ``<label>__<name>``, sorted (deterministic, for pagination)."""
+        entries = []
+        for label in sorted(self._prompts):
+            for spec in sorted(self._prompts[label][1], key=lambda p: p.name):
+                entry: dict[str, Any] = {"name": prompt_name(label, spec.name)}
+                for key, value in (("title", spec.title), ("description", spec.description)):
+                    if value is not None:
+                        entry[key] = value
+                if spec.arguments:
+                    entry["arguments"] = [msgspec_to_dict(arg) for arg in spec.arguments]
+                entries.append(entry)
+        return entries
+
+    def resolve_prompt(self, name: str) -> tuple[str, ResourcePort, PromptSpec]:
+        """``(label, link, spec)`` of the agent-facing prompt ``name``; ResourceError if none."""
+        for label, (port, specs) in self._prompts.items():
+            prefix = prompt_name(label, "")
+            if name.startswith(prefix):
+                own = name[len(prefix):]
+                for spec in specs:
+                    if spec.name == own:
+                        return label, port, spec
+        raise ResourceError(f"unknown prompt {name[:200]!r}: list them again with prompts/list "
+                            "(prompts are named <App>__<prompt>)", code=-32602)
 
     def updated(self, label: str, uri: str) -> None:
         """The app says its resource ``uri`` changed: tell the listeners its agent-facing URI."""
@@ -209,6 +266,17 @@ class ResourceDirectory:
             raise ResourceError(f"unknown resource {uri!r}: the app {label!r} offers no resource {own!r}; "
                                 "list them again with resources/list or resources/templates/list")
         return app, own
+
+
+def prompt_name(label: str, name: str) -> str:
+    """The agent-facing name of an app's prompt: ``<label>__<name>``, as tools are named."""
+    return f"{label}__{name}"
+
+
+def msgspec_to_dict(value: Any) -> dict[str, Any]:
+    """A spec struct as its wire dict (camelCase, defaults left out)."""
+    result: dict[str, Any] = msgspec.to_builtins(value)
+    return result
 
 
 def split_uri(uri: str) -> tuple[str, str]:

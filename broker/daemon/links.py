@@ -29,6 +29,7 @@ parts, so this module never sees ``BrokerCore``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -47,10 +48,13 @@ from app_client.protocol import (
     Register,
     Registered,
     RemoteProtocolError,
+    PromptGet,
+    PromptResponse,
     RemoveTools,
     ResourceRead,
     ResourceResponse,
     ResourceUpdated,
+    SetPrompts,
     SetResources,
     ToolCancel,
     ToolProgress,
@@ -150,26 +154,43 @@ class AppLink:
     async def read_resource(self, uri: str, timeout: float) -> list[dict[str, Any]]:
         """Protocol v2: read the app's own ``uri`` (the :class:`~broker.core.resources.ResourcePort`).
 
-        One ``resourceRead`` with an id from the calls' sequence; the wait is bounded by
-        ``timeout`` (plus the same half second calls get, so the app's own message wins); a
-        cancelled or timed-out read sends ``toolCancel``. Raises ResourceError (the agent's
-        message) for the app's refusal, a timeout, a disconnect or a malformed answer.
+        Raises ResourceError (the agent's message) for the app's refusal, a timeout, a
+        disconnect or a malformed answer.
+        """
+        pending = await self._request(lambda cid: ResourceRead(cid, uri, timeout_ms=seconds_to_ms(timeout)),
+                                      f"reading {uri!r}", timeout)
+        contents = pending.result.get("contents")
+        return _checked_contents(self.label, uri, contents if isinstance(contents, list) else [])
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
+        """Protocol v2: render the app's prompt ``name`` (``{"messages", "description"?}``)."""
+        pending = await self._request(
+            lambda cid: PromptGet(cid, name, arguments, timeout_ms=seconds_to_ms(timeout)),
+            f"the prompt {name!r}", timeout)
+        return _checked_prompt(self.label, name, pending.result)
+
+    async def _request(self, make: Callable[[int], Message], what: str, timeout: float) -> _PendingRead:
+        """Send a read or prompt request (an id from the calls' sequence) and wait for its answer.
+
+        The wait is bounded by ``timeout`` plus the half second calls get, so the app's own
+        message wins; a cancelled or timed-out request sends ``toolCancel``; the entry is
+        removed in a ``finally``, so a late answer is dropped.
         """
         if len(self.reads) >= _MAX_READS_PER_LINK:
-            raise ResourceError(f"the app {self.label} has {_MAX_READS_PER_LINK} resource reads in flight; "
-                                "try again shortly", code=_BUSY, kind="busy")
+            raise ResourceError(f"the app {self.label} has {_MAX_READS_PER_LINK} resource or prompt requests in "
+                                "flight; try again shortly", code=_BUSY, kind="busy")
         cid = self._links.calls.new_id()
         pending = _PendingRead()
         self.reads[cid] = pending
         try:
-            if not self.conn.send_reliable_nowait(ResourceRead(cid, uri, timeout_ms=seconds_to_ms(timeout))):
-                raise ResourceError(f"the app {self.label} disconnected; read the resource again later", code=_BUSY,
+            if not self.conn.send_reliable_nowait(make(cid)):
+                raise ResourceError(f"the app {self.label} disconnected; try again later", code=_BUSY,
                                     kind="app_disconnected")
             with trio.move_on_after(timeout + 0.5):
                 await pending.done.wait()
             if not pending.done.is_set():
                 pending.cancel_reason = "timeout"
-                raise ResourceError(f"reading {uri!r} from {self.label} timed out after {timeout:g} s", code=_BUSY,
+                raise ResourceError(f"{what} from {self.label} timed out after {timeout:g} s", code=_BUSY,
                                     kind="timeout")
         finally:
             del self.reads[cid]
@@ -177,7 +198,7 @@ class AppLink:
                 self.conn.send_nowait(ToolCancel(cid, reason=pending.cancel_reason))
         if pending.error is not None:
             raise ResourceError(pending.error, code=_BUSY, kind=pending.kind)
-        return _checked_contents(self.label, uri, pending.contents)
+        return pending
 
     def end_reads(self, message: str) -> None:
         """The link ended: every read waiting on it fails with ``message``."""
@@ -194,17 +215,41 @@ _MAX_READS_PER_LINK = 64
 @attrs.define(eq=False)
 class _PendingRead:
     done: trio.Event = attrs.Factory(trio.Event)
-    contents: list[dict[str, Any]] = attrs.Factory(list)
     error: str | None = None
     kind: str = "app_error"
     cancel_reason: str = "cancelled"
+    #: The answer's fields (``contents``; ``messages`` and ``description``).
+    result: dict[str, Any] = attrs.Factory(dict)
 
-    def finish(self, *, contents: list[dict[str, Any]] | None = None, error: str | None = None,
+    def finish(self, *, result: dict[str, Any] | None = None, error: str | None = None,
                kind: str = "app_error") -> None:
         if not self.done.is_set():
-            self.contents = contents or []
+            self.result = result or {}
             self.error, self.kind = error, kind
             self.done.set()
+
+
+_ROLES = frozenset({"user", "assistant"})
+
+
+def _checked_prompt(label: str, name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The app's prompt messages (embedded resources' URIs agent-facing); ResourceError when malformed."""
+    messages = []
+    for message in result.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or message.get("role") not in _ROLES or not isinstance(content, dict) \
+                or not isinstance(content.get("type"), str):
+            raise ResourceError(f"the app {label} answered the prompt {name!r} with a message that is not "
+                                "{role: user|assistant, content: {type, ...}}", code=_BUSY, kind="app_error")
+        if content["type"] == "resource" and isinstance(content.get("resource"), dict):
+            inner = content["resource"]
+            own = inner.get("uri")
+            content = {**content, "resource": _checked_contents(label, own if isinstance(own, str) else "", [inner])[0]}
+        messages.append({"role": message["role"], "content": content})
+    answer: dict[str, Any] = {"messages": messages}
+    if isinstance(result.get("description"), str):
+        answer["description"] = result["description"]
+    return answer
 
 
 def _checked_contents(label: str, uri: str, contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -305,6 +350,7 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
         replaced.replaced()
     if conn.protocol.version >= 2:  # protocol v2: its resources (a v1 app's fields are ignored)
         links.registry.resources.offer(instance.label, link, register.resources, register.resource_templates)
+        links.registry.resources.offer_prompts(instance.label, link, register.prompts)
     bound = bound.bind(instance=instance.instance_id, label=instance.label)
     bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
     wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
@@ -443,7 +489,19 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         elif message.error is not None:
             read.finish(error=f"the app {instance.label} could not read the resource: {message.error[:1000]}")
         else:
-            read.finish(contents=message.contents)
+            read.finish(result={"contents": message.contents})
+    elif isinstance(message, PromptResponse):
+        read = link.reads.get(message.correlation_id)
+        if read is None:
+            conn.send_nowait(Error("unknown_correlation_id", f"no prompt request {message.correlation_id} is "
+                                   "pending (late, cancelled or never sent)", correlation_id=message.correlation_id))
+        elif message.error is not None:
+            read.finish(error=f"the app {instance.label} could not render the prompt: {message.error[:1000]}")
+        else:
+            read.finish(result={"messages": message.messages, "description": message.description})
+    elif isinstance(message, SetPrompts):
+        links.registry.resources.offer_prompts(instance.label, link, message.prompts)
+        log.info("app_prompts_set", label=instance.label, prompts=len(message.prompts))
     elif isinstance(message, SetResources):
         links.registry.resources.offer(instance.label, link, message.resources, message.resource_templates)
         log.info("app_resources_set", label=instance.label, resources=len(message.resources),

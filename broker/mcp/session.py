@@ -99,7 +99,7 @@ __all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "ope
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
-_KNOWN_ELSEWHERE: Final = frozenset({"prompts/list", "prompts/get", "completion/complete", "logging/setLevel"})
+_KNOWN_ELSEWHERE: Final = frozenset({"completion/complete", "logging/setLevel"})
 #: Default deadline of a ``resources/read`` (the request's own ``_meta`` timeout wins).
 RESOURCE_READ_TIMEOUT: Final = 30.0
 _INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
@@ -280,7 +280,8 @@ class McpServer:
     def capabilities_for(self, *, discovery: bool) -> dict[str, Any]:
         # In discovery mode the listed tools (the meta-tools) never change.
         # Resources (apps' protocol v2) are listed alike in every mode; they come and go with apps.
-        return {"tools": {"listChanged": not discovery}, "resources": {"subscribe": True, "listChanged": True}}
+        return {"tools": {"listChanged": not discovery}, "resources": {"subscribe": True, "listChanged": True},
+                "prompts": {"listChanged": True}}
 
     def _drop_snapshot(self) -> None:
         self._tools = None
@@ -761,26 +762,93 @@ class Session:
             outcome = CallOutcome(exc.kind, exc.message)
             raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
         finally:
-            self._audit_read(uri, label, context, outcome, started)
+            self._audit_request("resource_read", {"uri": uri[:2048]}, label, context, outcome, started)
         result: dict[str, Any] = {"contents": contents}
         if context.modern:
             result.update(self.server._modern_fields(ttl=False))
         return result
 
-    def _audit_read(self, uri: str, label: str, context: RequestContext, outcome: CallOutcome,
-                    started: float) -> None:
-        """One log line and one call-log row (tool ``resource_read``, the URI as its argument)."""
+    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
+                       outcome: CallOutcome, started: float) -> None:
+        """One log line and one call-log row (tool ``resource_read`` with the URI as its argument,
+        or ``prompt_get`` with the prompt's name; a prompt's own arguments are not recorded)."""
         duration_ms = round((trio.current_time() - started) * 1000, 1)
         if outcome.kind is OutcomeKind.OK:
-            log.info("resource_read", session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
+            log.info(kind, session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
         else:  # not the message: an app's error may quote what it read
-            log.warning("resource_read", session=self.label, app=label, outcome=outcome.kind.value,
-                        duration_ms=duration_ms)
+            log.warning(kind, session=self.label, app=label, outcome=outcome.kind.value, duration_ms=duration_ms)
         call_log = self.server.router.call_log
         if call_log is not None:
-            call_log.record(tool="resource_read", app=label, instance=None, agent=context.client_name,
-                            session=self.label, arguments={"uri": uri[:2048]}, outcome=outcome,
-                            duration_ms=duration_ms)
+            call_log.record(tool=kind, app=label, instance=None, agent=context.client_name,
+                            session=self.label, arguments=arguments, outcome=outcome, duration_ms=duration_ms)
+
+    # --- prompts (apps' protocol v2) ----------------------------------------------------
+
+    def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        entries = self.server.registry.resources.list_prompts()
+        return self._resource_page("prompts", [e["name"] for e in entries], entries, request, context)
+
+    async def _get_prompt(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """``prompts/get``: arguments checked against the prompt's, then relayed to its app."""
+        params = request.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get needs a string "name"')
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get "arguments" maps names to strings')
+        started = trio.current_time()
+        label = "?"
+        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
+        try:
+            label, port, spec = self.server.registry.resources.resolve_prompt(name)
+            declared = {arg.name for arg in spec.arguments}
+            missing = sorted(arg.name for arg in spec.arguments if arg.required and arg.name not in arguments)
+            unknown = sorted(set(arguments) - declared)
+            if missing or unknown:
+                raise ResourceError(
+                    f"invalid arguments for the prompt {name!r}: "
+                    + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
+                                + ([f"unknown {', '.join(unknown)}"] if unknown else []))
+                    + f" (it takes: {', '.join(sorted(declared)) or 'no arguments'})",
+                    code=INVALID_PARAMS, kind="invalid_arguments")
+            timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
+            result = await port.get_prompt(spec.name, arguments, timeout)
+            outcome = CallOutcome(OutcomeKind.OK)
+        except ResourceError as exc:
+            outcome = CallOutcome(exc.kind, exc.message)
+            raise RpcError(exc.code, exc.message) from None
+        finally:
+            self._audit_request("prompt_get", {"name": name[:256]}, label, context, outcome, started)
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=False))
+        return result
+
+    async def watch_prompts(self) -> None:
+        """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
+        await self.initialized.wait()
+        directory = self.server.registry.resources
+        seen = directory.prompts_version
+        while True:
+            seen = await directory.wait_prompts_changed(seen)
+            with trio.move_on_after(self.server.coalesce):
+                await self.server.shutdown.wait()
+            if self.server.shutdown.is_set():
+                return
+            seen = directory.prompts_version
+            if self.notify_outbox is not None:
+                self.notify_outbox.send_nowait(PROMPTS_LIST_CHANGED)
+
+    async def _listen_prompts(self, outbox: Outbox, meta: dict[str, Any]) -> None:
+        directory = self.server.registry.resources
+        seen = directory.prompts_version
+        while True:
+            seen = await directory.wait_prompts_changed(seen)
+            await trio.sleep(self.server.coalesce)
+            seen = directory.prompts_version
+            await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
 
     def _subscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
         uri = request.params.get("uri")
@@ -865,6 +933,9 @@ class Session:
             {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
         # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for.
         resources_changed = wanted.get("resourcesListChanged") is True
+        prompts_changed = wanted.get("promptsListChanged") is True
+        if prompts_changed:
+            honored["promptsListChanged"] = True
         asked = wanted.get("resourceSubscriptions")
         uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
         if resources_changed:
@@ -882,6 +953,8 @@ class Session:
         async with trio.open_nursery() as nursery:
             if resources_changed or uris:
                 nursery.start_soon(self._listen_resources, outbox, meta, resources_changed, uris)
+            if prompts_changed:
+                nursery.start_soon(self._listen_prompts, outbox, meta)
             while True:
                 new = await server.coalesced_change(seen)
                 if new is None:  # the daemon is stopping: end the subscription gracefully
@@ -928,6 +1001,8 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "resources/read": Session._read_resource,
     "resources/subscribe": _Inline(Session._subscribe),
     "resources/unsubscribe": _Inline(Session._unsubscribe),
+    "prompts/list": _Inline(Session._list_prompts),
+    "prompts/get": Session._get_prompt,
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
@@ -937,10 +1012,13 @@ _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "resources/list": _Inline(Session._list_resources),
     "resources/templates/list": _Inline(Session._list_resource_templates),
     "resources/read": Session._read_resource,
+    "prompts/list": _Inline(Session._list_prompts),
+    "prompts/get": Session._get_prompt,
 }
 #: Resource URIs one session may subscribe to (handshake era, or one listen stream).
 _MAX_SUBSCRIPTIONS: Final = 1000
 RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
+PROMPTS_LIST_CHANGED: Final = encode_notification("notifications/prompts/list_changed")
 
 
 def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
@@ -952,7 +1030,7 @@ def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
 
 def _method_not_found(method: str, modern: bool) -> str:
     if method in _KNOWN_ELSEWHERE:
-        return f"Method not found: {method} (toolbridge offers tools and resources only)"
+        return f"Method not found: {method} (toolbridge offers tools, resources and prompts only)"
     if modern and method in _HANDSHAKE:
         return f"Method not found: {method} does not exist in protocol 2026-07-28"
     if not modern and method in _MODERN:
@@ -987,6 +1065,7 @@ async def open_session(
         if stateful:
             nursery.start_soon(session.watch_tools)
             nursery.start_soon(session.watch_resources)
+            nursery.start_soon(session.watch_prompts)
             server.open_sessions.add(session)
         try:
             yield session
