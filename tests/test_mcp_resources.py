@@ -24,7 +24,7 @@ from app_client.wire import (
     decode_message,
     encode_message,
 )
-from app_client.protocol import ResourceRead, ResourceResponse, ResourceSpec, ResourceTemplateSpec, ResourceUpdated
+from app_client.protocol import PromptSpec, ResourceRead, ResourceResponse, ResourceSpec, ResourceTemplateSpec, ResourceUpdated
 from broker.daemon.run import DaemonInfo
 from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, connect_agent, running_daemon
 
@@ -80,6 +80,7 @@ class ResourceApp:
             resources=[ResourceSpec("notes://readme", "readme", mime_type="text/plain", description="Read me"),
                        ResourceSpec("img://logo.png", "logo", mime_type="image/png")],
             resource_templates=[ResourceTemplateSpec("file:///docs/{name}", "doc", mime_type="text/plain")],
+            prompts=[PromptSpec("hello")],
         ))
         started = False
         async with self._stream:
@@ -265,6 +266,7 @@ async def test_v1_app_is_unaffected(tmp_path: Path) -> None:
         assert app.registered is not None and app.registered.protocol_version == 1
         async with connect_agent("http", "legacy", info, home) as client:
             assert (await client.list_resources()).resources == []
+            assert (await client.list_prompts()).prompts == []
             with pytest.raises(MCPError, match="no connected app 'Notes'"):
                 await client.read_resource(README)
         assert app.reads == []
@@ -432,3 +434,29 @@ async def test_prompts_list_and_get(tmp_path: Path, transport: str, mode: str) -
                     with pytest.raises(MCPError, match=words):
                         await client.get_prompt(name, args)
                 assert (await client.list_resources()).resources  # resources and prompts side by side
+
+
+@pytest.mark.parametrize(("transport", "mode"), [("stdio", "legacy"), ("http", "legacy"), ("http", "auto")])
+async def test_prompts_list_changed_when_an_app_comes(tmp_path: Path, transport: str, mode: str) -> None:
+    changed = trio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            changed.set()
+
+    async with setup(tmp_path, transport, mode, message_handler=on_message) as (info, app, client):
+        assert [p.name for p in (await client.list_prompts()).prompts] == ["Notes__hello"]
+        async with trio.open_nursery() as nursery:
+            if mode == "legacy":
+                other = await ResourceApp(info.port, info.token, "Other").start(nursery)
+                with trio.fail_after(10):
+                    await changed.wait()
+            else:
+                async with client.listen(prompts_list_changed=True) as subscription:
+                    assert subscription.honored.prompts_list_changed is True
+                    other = await ResourceApp(info.port, info.token, "Other").start(nursery)
+                    with trio.fail_after(10):
+                        async for _event in subscription:
+                            break
+            assert [p.name for p in (await client.list_prompts()).prompts] == ["Notes__hello", "Other__hello"]
+            await other.close()
