@@ -193,8 +193,8 @@ class ResourceDirectory:
     def list_prompts(self) -> list[dict[str, Any]]:
         """Every prompt as ``<label>__<name>``, sorted (deterministic, for pagination)."""
         entries = []
-        for label in sorted(self._prompts):
-            for spec in sorted(self._prompts[label][1], key=lambda p: p.name):
+        for label in self._prompts:
+            for spec in self._prompts[label][1]:
                 entry: dict[str, Any] = {"name": prompt_name(label, spec.name)}
                 for key, value in (("title", spec.title), ("description", spec.description)):
                     if value is not None:
@@ -202,7 +202,7 @@ class ResourceDirectory:
                 if spec.arguments:
                     entry["arguments"] = [msgspec_to_dict(arg) for arg in spec.arguments]
                 entries.append(entry)
-        return entries
+        return sorted(entries, key=lambda entry: str(entry["name"]))
 
     def resolve_prompt(self, name: str) -> tuple[str, ResourcePort, PromptSpec]:
         """``(label, link, spec)`` of the agent-facing prompt ``name``; ResourceError if none."""
@@ -247,13 +247,13 @@ class ResourceDirectory:
         return self.version
 
     def list_resources(self) -> list[dict[str, Any]]:
-        """Every resource, sorted by label then URI (deterministic, for pagination)."""
-        return [resource_entry(label, spec) for label in sorted(self._apps)
-                for spec in sorted(self._apps[label].resources, key=lambda s: s.uri)]
+        """Every resource, sorted by agent-facing URI (deterministic: pagination bisects on it)."""
+        entries = [resource_entry(label, spec) for label, app in self._apps.items() for spec in app.resources]
+        return sorted(entries, key=lambda entry: str(entry["uri"]))
 
     def list_templates(self) -> list[dict[str, Any]]:
-        return [template_entry(label, spec) for label in sorted(self._apps)
-                for spec in sorted(self._apps[label].templates, key=lambda s: s.uri_template)]
+        entries = [template_entry(label, spec) for label, app in self._apps.items() for spec in app.templates]
+        return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
 
     def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The app offering the agent-facing ``uri`` and the app's own URI; ResourceError if none."""
