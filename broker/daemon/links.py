@@ -14,8 +14,15 @@ that was sent over this very link; anything else is logged and dropped. The rule
 may send, which correlation ids are this link's) are the connection's sans-IO protocol machine
 (``conn.protocol``, :class:`app_client.protocol.BrokerConnection`); this module does the rest.
 
+Protocol v2: a link that negotiated version 2 offers its resources and prompts to the registry's
+directory (``register``, ``setResources``, ``setPrompts``); ``resourceUpdated`` goes to the
+subscribed sessions; :meth:`AppLink.read_resource` / :meth:`AppLink.get_prompt` send a request
+with an id from the calls' sequence and wait for its answer in ``AppLink.reads`` (removed in a
+``finally``; a late answer is ``unknown_correlation_id``).
+
 When the link ends, for whatever reason, every call in flight on it fails at once with
-``app_disconnected`` and the instance enters its reconnect grace period — unless the app said
+``app_disconnected`` (and every resource read or prompt request with it; the instance's
+resources and prompts are withdrawn) and the instance enters its reconnect grace period — unless the app said
 ``goodbye`` first (it quit on purpose): then the instance and its names are dropped at once.
 
 Before anything is registered the token must allow the name (``tokens``: ``app:<pattern>``

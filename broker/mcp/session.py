@@ -37,6 +37,15 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
 
+Resources and prompts (apps' wire protocol v2, ``broker.core.resources``): ``resources/list``,
+``resources/templates/list`` and ``prompts/list`` are answered inline from the registry's
+directory; ``resources/read`` and ``prompts/get`` run as tasks (so a cancel reaches them and
+the app gets ``toolCancel``) that await the owning app's link, and write a call-log row
+(``resource_read`` / ``prompt_get``). Handshake era: ``resources/subscribe`` keeps URIs per
+session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
+2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
+``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``.
+
 Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbridge stdio
 --code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
