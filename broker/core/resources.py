@@ -39,6 +39,7 @@ import trio
 
 from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
 
+from ..errors import BrokerError
 from .guards import find_path_traversal
 
 __all__ = ["SCHEME", "AppResources", "ResourceDirectory", "ResourceError", "ResourcePort", "agent_uri", "split_uri"]
@@ -49,7 +50,7 @@ RESOURCE_NOT_FOUND: Final = -32002
 _EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_.%]+)\}")
 
 
-class ResourceError(Exception):
+class ResourceError(BrokerError):
     """A read or subscription the broker refuses: ``code`` is the JSON-RPC code to answer with."""
 
     def __init__(self, message: str, code: int = RESOURCE_NOT_FOUND, kind: str = "unknown_tool") -> None:
