@@ -66,7 +66,7 @@ from .errors import (
     ToolUpdateRejected,
 )
 from .invoke import GuiExecutor
-from .protocol import PROTOCOL_VERSION
+from .protocol import PROTOCOL_VERSION, SetResources
 from .resources import PromptDefinition, ResourceDefinition, define_prompt, define_resource, define_template
 from .session import Session
 from .state import ConnectionState
@@ -388,6 +388,32 @@ class App:
             return function
 
         return declare if fn is None else declare(fn)
+
+    def add_resource(self, fn: Callable[..., Any], uri: str, **options: Any) -> None:
+        """Offer a resource at runtime (``options`` as for :meth:`resource`); a connected app
+        sends its new set at once (``setResources``), a later connection registers it.
+
+        The protocol version is chosen at registration: an app that registered with no
+        resources and no prompts speaks version 1 on that connection, so the new set reaches
+        the broker only at its next connection. Declare one resource before :meth:`run` to
+        change the set live.
+        """
+        definition = define_resource(fn, uri, **options)
+        if definition.key in self._resources:
+            raise ValueError(f"{self.name} already offers {definition.key!r}")
+        self._resources[definition.key] = definition
+        self._publish_resources()
+
+    def remove_resource(self, uri: str) -> None:
+        """Stop offering the resource or template ``uri`` (KeyError if it is not offered)."""
+        del self._resources[uri]
+        self._publish_resources()
+
+    def _publish_resources(self) -> None:
+        if self._session is not None:
+            self._session.send_nowait(SetResources(
+                resources=[d.spec for d in self._resources.values() if d.spec is not None],
+                resource_templates=[d.template for d in self._resources.values() if d.template is not None]))
 
     def resource_updated(self, uri: str) -> None:
         """Tell subscribed agents that the resource ``uri`` (this app's own URI) changed.

@@ -446,10 +446,16 @@ class Session:
 
     def resource_updated_nowait(self, uri: str) -> None:
         """Protocol v2: queue ``resourceUpdated`` (dropped when the queue is full or v1)."""
+        self.send_nowait(ResourceUpdated(uri))
+
+    def send_nowait(self, message: Message) -> None:
+        """Queue a message that needs no answer (protocol v2's ``setResources``,
+        ``resourceUpdated``); dropped, with a debug line, when the queue is full, the link is
+        closed, or the broker speaks protocol 1."""
         try:
-            self._conn.channel.queue_nowait(self._conn.encode(ResourceUpdated(uri)))
+            self._conn.channel.queue_nowait(self._conn.encode(message))
         except trio.WouldBlock:
-            self._log.debug("resourceUpdated dropped: outgoing queue full")
+            self._log.debug("message dropped: outgoing queue full", type=type(message).__name__)
         except (ConnectionClosed, LocalProtocolError):
             pass
 

@@ -319,6 +319,19 @@ async def test_app_client_resources_end_to_end(tmp_path: Path, transport: str, m
                 assert isinstance(md, types.TextResourceContents) and md.text == "# plan b"
                 with pytest.raises(MCPError, match="that note is private"):
                     await client.read_resource("toolbridge://Desk/desk://notes/secret")
+                # At runtime: a new resource is offered at once (setResources), and withdrawn.
+                directory = info.core.registry.resources
+                seen = directory.version
+                app.add_resource(lambda: "fresh", "desk://fresh", name="fresh")
+                with trio.fail_after(10):
+                    await directory.wait_changed(seen)
+                fresh = (await client.read_resource("toolbridge://Desk/desk://fresh")).contents[0]
+                assert isinstance(fresh, types.TextResourceContents) and fresh.text == "fresh"
+                seen = directory.version
+                app.remove_resource("desk://fresh")
+                with trio.fail_after(10):
+                    await directory.wait_changed(seen)
+                assert len((await client.list_resources()).resources) == 2
                 if mode == "legacy":
                     await client.session.subscribe_resource("toolbridge://Desk/desk://status")
                     app.resource_updated("desk://status")
@@ -460,3 +473,29 @@ async def test_prompts_list_changed_when_an_app_comes(tmp_path: Path, transport:
                             break
             assert [p.name for p in (await client.list_prompts()).prompts] == ["Notes__hello", "Other__hello"]
             await other.close()
+
+
+@pytest.mark.parametrize(("transport", "mode"), [("stdio", "auto"), ("http", "legacy")])
+async def test_set_resources_and_prompts_at_runtime(tmp_path: Path, transport: str, mode: str) -> None:
+    from app_client.protocol import SetPrompts, SetResources
+
+    async with setup(tmp_path, transport, mode) as (info, app, client):
+        directory = info.core.registry.resources
+        seen = directory.version
+        await app.send(SetResources(resources=[ResourceSpec("notes://new", "new")]))
+        with trio.fail_after(10):
+            await directory.wait_changed(seen)
+        assert [str(r.uri) for r in (await client.list_resources()).resources] == ["toolbridge://Notes/notes://new"]
+        assert (await client.list_resource_templates()).resource_templates == []
+        with pytest.raises(MCPError, match="offers no resource"):
+            await client.read_resource(README)  # no longer offered
+        seen = directory.prompts_version
+        await app.send(SetPrompts())
+        with trio.fail_after(10):
+            await directory.wait_prompts_changed(seen)
+        assert (await client.list_prompts()).prompts == []
+        seen = directory.version
+        await app.send(SetResources())
+        with trio.fail_after(10):
+            await directory.wait_changed(seen)
+        assert (await client.list_resources()).resources == []
