@@ -66,6 +66,8 @@ from .errors import (
     ToolUpdateRejected,
 )
 from .invoke import GuiExecutor
+from .protocol import PROTOCOL_VERSION, SetResources
+from .resources import PromptDefinition, ResourceDefinition, define_prompt, define_resource, define_template
 from .session import Session
 from .state import ConnectionState
 from .threaded import AppThread
@@ -207,6 +209,10 @@ class App:
         self._catch_all: RemoteHandler | None = None
         self._backoff = backoff or Backoff()
         self._tools: dict[str, ToolDefinition] = {}
+        #: Protocol v2: resources and templates by URI / URI template (``resource``).
+        self._resources: dict[str, ResourceDefinition] = {}
+        #: Protocol v2: prompts by name (``prompt``).
+        self._prompts: dict[str, PromptDefinition] = {}
         self._tools_lock = trio.Lock()
         self._listeners: list[Callable[[ConnectionState], object]] = []
         self._state = ConnectionState.DISCONNECTED
@@ -319,6 +325,104 @@ class App:
             return function
 
         return declare if fn is None else declare(fn)
+
+    # --- declaring resources (protocol v2) -----------------------------------------------
+
+    def resource(self, uri: str, *, name: str | None = None, title: str | None = None,
+                 description: str | None = None, mime_type: str | None = None, size: int | None = None,
+                 annotations: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+        """Declare a resource, as ``@app.resource("notes://readme", mime_type="text/plain")``.
+
+        The handler takes no arguments and returns ``str`` (text), ``bytes`` (a blob), a content
+        dict or a list of those; sync handlers run in a worker thread. Agents see it as
+        ``toolbridge://<label>/<uri>`` (protocol.md section 11). Declare before :meth:`run`.
+        """
+
+        def declare(function: F) -> F:
+            self._add_resource(define_resource(function, uri, name=name, title=title, description=description,
+                                               mime_type=mime_type, size=size, annotations=annotations))
+            return function
+
+        return declare
+
+    def resource_template(self, uri_template: str, *, name: str | None = None, title: str | None = None,
+                          description: str | None = None, mime_type: str | None = None,
+                          annotations: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+        """Declare a family of resources, as ``@app.resource_template("file:///docs/{name}")``.
+
+        RFC 6570 level 1 (``{var}``); the handler takes the variables as keyword arguments.
+        """
+
+        def declare(function: F) -> F:
+            self._add_resource(define_template(function, uri_template, name=name, title=title,
+                                               description=description, mime_type=mime_type,
+                                               annotations=annotations))
+            return function
+
+        return declare
+
+    def _add_resource(self, definition: ResourceDefinition) -> None:
+        if self._running:
+            raise RuntimeError(f"{self.name} is running: declare resources before run()")
+        if definition.key in self._resources:
+            raise ValueError(f"{self.name} already offers {definition.key!r}")
+        self._resources[definition.key] = definition
+
+    def prompt(self, fn: F | None = None, /, *, name: str | None = None, title: str | None = None,
+               description: str | None = None) -> Any:
+        """Declare a prompt, as ``@app.prompt`` or ``@app.prompt(name=..., ...)``.
+
+        The function's parameters are the prompt's arguments (strings; required without a
+        default); it returns ``str`` (one user message), a list of messages (``str`` or
+        ``{"role", "content"}`` dicts with text, image or embedded resource content), or
+        ``{"messages": [...], "description": ...}``. Agents see it as ``<label>__<name>``.
+        """
+
+        def declare(function: F) -> F:
+            if self._running:
+                raise RuntimeError(f"{self.name} is running: declare prompts before run()")
+            definition = define_prompt(function, name=name, title=title, description=description)
+            if definition.spec.name in self._prompts:
+                raise ValueError(f"{self.name} already has a prompt named {definition.spec.name!r}")
+            self._prompts[definition.spec.name] = definition
+            return function
+
+        return declare if fn is None else declare(fn)
+
+    def add_resource(self, fn: Callable[..., Any], uri: str, **options: Any) -> None:
+        """Offer a resource at runtime (``options`` as for :meth:`resource`); a connected app
+        sends its new set at once (``setResources``), a later connection registers it.
+
+        The protocol version is chosen at registration: an app that registered with no
+        resources and no prompts speaks version 1 on that connection, so the new set reaches
+        the broker only at its next connection. Declare one resource before :meth:`run` to
+        change the set live.
+        """
+        definition = define_resource(fn, uri, **options)
+        if definition.key in self._resources:
+            raise ValueError(f"{self.name} already offers {definition.key!r}")
+        self._resources[definition.key] = definition
+        self._publish_resources()
+
+    def remove_resource(self, uri: str) -> None:
+        """Stop offering the resource or template ``uri`` (KeyError if it is not offered)."""
+        del self._resources[uri]
+        self._publish_resources()
+
+    def _publish_resources(self) -> None:
+        if self._session is not None:
+            self._session.send_nowait(SetResources(
+                resources=[d.spec for d in self._resources.values() if d.spec is not None],
+                resource_templates=[d.template for d in self._resources.values() if d.template is not None]))
+
+    def resource_updated(self, uri: str) -> None:
+        """Tell subscribed agents that the resource ``uri`` (this app's own URI) changed.
+
+        Call it from the app's trio thread; it never blocks (dropped when not connected, or
+        when the broker speaks protocol 1).
+        """
+        if self._session is not None:
+            self._session.resource_updated_nowait(uri)
 
     def _check_new(self, definition: ToolDefinition) -> None:
         if definition.name in self._tools:
@@ -495,6 +599,12 @@ class App:
             instance_id=self.instance_id,
             max_concurrency=self.max_concurrency,
             app_version=self.app_version,
+            # Version 2 only when it is needed (resources): a tools-only app stays a v1 app, as
+            # the conformance kit's vectors (protocol.md section 10) describe it.
+            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts else 1,
+            resources=[d.spec for d in self._resources.values() if d.spec is not None],
+            resource_templates=[d.template for d in self._resources.values() if d.template is not None],
+            prompts=[d.spec for d in self._prompts.values()],
         )
         return register if self._prepare_register is None else self._prepare_register(register)
 
@@ -566,6 +676,8 @@ class App:
                         on_tool_names=self._set_agent_names,
                         log=self._log,
                         unknown_tool=self._catch_all_tool,
+                        resources=self._resources,
+                        prompts=self._prompts,
                     )
                     async with self._tools_lock:
                         registered = await session.handshake(self._register_message(address.token))

@@ -60,6 +60,11 @@ from .context import ToolContext
 from .errors import InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
 from .protocol import (
+    PromptGet,
+    PromptResponse,
+    ResourceRead,
+    ResourceResponse,
+    ResourceUpdated,
     INSTANCE_REPLACED,
     AddTools,
     AppEvent,
@@ -86,6 +91,7 @@ from .protocol import (
     ToolsUpdated,
     UpdateAnswered,
 )
+from . import resources as _resources
 from .results import failure
 from .tools import ToolDefinition
 
@@ -136,6 +142,8 @@ class Session:
         on_tool_names: Callable[[dict[str, str]], None],
         log: Any = None,
         unknown_tool: Callable[[str], ToolDefinition | None] | None = None,
+        resources: Mapping[str, _resources.ResourceDefinition] | None = None,
+        prompts: Mapping[str, _resources.PromptDefinition] | None = None,
     ) -> None:
         self._conn = conn
         self._tools = tools
@@ -145,6 +153,10 @@ class Session:
         self._unknown_tool = unknown_tool
         self._log = log if log is not None else _log
         self._calls: dict[int, _Call] = {}
+        #: Protocol v2: the app's resources, and the reads running (their cancel scopes).
+        self._resources: Mapping[str, _resources.ResourceDefinition] = resources or {}
+        self._reads: dict[int, trio.CancelScope] = {}
+        self._prompts: Mapping[str, _resources.PromptDefinition] = prompts or {}
         self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
         self._nursery: trio.Nursery | None = None
         self._token = trio.lowlevel.current_trio_token()
@@ -288,6 +300,16 @@ class Session:
             await self._send(Pong(id=event.id))
         elif isinstance(event, ToolInvocation):
             await self._start_call(event)
+        elif isinstance(event, ResourceRead):
+            assert self._nursery is not None
+            scope = self._reads[event.correlation_id] = trio.CancelScope()
+            self._nursery.start_soon(self._run_read, event, scope, name=f"toolbridge read {event.correlation_id}")
+        elif isinstance(event, PromptGet):
+            assert self._nursery is not None
+            scope = self._reads[event.correlation_id] = trio.CancelScope()
+            self._nursery.start_soon(self._run_prompt, event, scope, name=f"toolbridge prompt {event.correlation_id}")
+        elif isinstance(event, ToolCancel) and event.correlation_id in self._reads:
+            self._reads[event.correlation_id].cancel()
         elif isinstance(event, ToolCancel):
             self._cancel_call(event)
         elif isinstance(event, ToolsUpdated):  # an unsolicited refresh of the names
@@ -356,6 +378,86 @@ class Session:
             await self._respond(invocation.tool, cid, result)
         finally:
             self._conn.protocol.call_ended(cid)
+
+    async def _run_read(self, read: ResourceRead, scope: trio.CancelScope) -> None:
+        """Protocol v2: run a ``resourceRead``'s handler and answer it (nothing after a cancel)."""
+        cid = read.correlation_id
+        answer: ResourceResponse | None = None
+        try:
+            with scope:
+                if read.timeout_ms is not None:
+                    scope.deadline = trio.current_time() + read.timeout_ms / 1000
+                found = _resources.find(self._resources, read.uri)
+                if found is None:
+                    answer = ResourceResponse(cid, error=f"this app has no resource {read.uri!r}")
+                else:
+                    try:
+                        contents = await _resources.read(found[0], read.uri, found[1], self._limiter)
+                        answer = ResourceResponse(cid, contents=contents)
+                    except Exception as exc:  # the handler's failure is the agent's message
+                        self._log.warning("resource read failed", uri_chars=len(read.uri), error=type(exc).__name__)
+                        answer = ResourceResponse(cid, error=str(exc) or type(exc).__name__)
+            if answer is None and scope.cancelled_caught and read.timeout_ms is not None:
+                if self._conn.protocol.is_running(cid):  # our own deadline, not the broker's cancel
+                    answer = ResourceResponse(cid, error=f"reading {read.uri!r} timed out")
+        finally:
+            del self._reads[cid]
+        try:
+            if answer is not None and self._conn.protocol.is_running(cid):
+                try:
+                    await self._send(answer)
+                except LocalProtocolError as exc:
+                    await self._send(ResourceResponse(cid, error=f"the resource cannot be sent ({exc.message})"))
+        except ConnectionClosed:
+            pass
+        finally:
+            self._conn.protocol.call_ended(cid)
+
+    async def _run_prompt(self, get: PromptGet, scope: trio.CancelScope) -> None:
+        """Protocol v2: render a ``promptGet`` and answer it (nothing after a cancel)."""
+        cid = get.correlation_id
+        answer: PromptResponse | None = None
+        try:
+            with scope:
+                if get.timeout_ms is not None:
+                    scope.deadline = trio.current_time() + get.timeout_ms / 1000
+                definition = self._prompts.get(get.name)
+                if definition is None:
+                    answer = PromptResponse(cid, error=f"this app has no prompt {get.name!r}")
+                else:
+                    try:
+                        messages, description = await _resources.render(definition, get.arguments, self._limiter)
+                        answer = PromptResponse(cid, messages=messages, description=description)
+                    except Exception as exc:  # the handler's failure is the agent's message
+                        self._log.warning("prompt failed", prompt=get.name, error=type(exc).__name__)
+                        answer = PromptResponse(cid, error=str(exc) or type(exc).__name__)
+        finally:
+            del self._reads[cid]
+        try:
+            if answer is not None and self._conn.protocol.is_running(cid):
+                try:
+                    await self._send(answer)
+                except LocalProtocolError as exc:
+                    await self._send(PromptResponse(cid, error=f"the prompt cannot be sent ({exc.message})"))
+        except ConnectionClosed:
+            pass
+        finally:
+            self._conn.protocol.call_ended(cid)
+
+    def resource_updated_nowait(self, uri: str) -> None:
+        """Protocol v2: queue ``resourceUpdated`` (dropped when the queue is full or v1)."""
+        self.send_nowait(ResourceUpdated(uri))
+
+    def send_nowait(self, message: Message) -> None:
+        """Queue a message that needs no answer (protocol v2's ``setResources``,
+        ``resourceUpdated``); dropped, with a debug line, when the queue is full, the link is
+        closed, or the broker speaks protocol 1."""
+        try:
+            self._conn.channel.queue_nowait(self._conn.encode(message))
+        except trio.WouldBlock:
+            self._log.debug("message dropped: outgoing queue full", type=type(message).__name__)
+        except (ConnectionClosed, LocalProtocolError):
+            pass
 
     async def _respond(self, tool: str, cid: int, result: ToolResult) -> None:
         try:

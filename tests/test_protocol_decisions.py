@@ -34,7 +34,7 @@ async def start_call(
 
 async def test_registered_states_the_negotiated_version(daemon: DaemonInfo) -> None:
     """registered.protocolVersion = min(the app's highest, the broker's): always sent."""
-    for sent, answered in ((None, 1), (1, 1), (2, 1), (7, 1)):
+    for sent, answered in ((None, 1), (1, 1), (2, 2), (7, 2)):  # the broker's highest is 2 (resources)
         app = await RawApp.connect(daemon.port)
         extra: dict[str, Any] = {} if sent is None else {"protocolVersion": sent}
         registered = await app.register(daemon.token, instanceId=f"v{sent}", **extra)
@@ -257,7 +257,7 @@ def test_machine_a_registered_above_our_version_is_a_rejection() -> None:
     from app_client.protocol import FATAL_REGISTRATION_CODES, Phase, Registered, Rejected
 
     machine = _app_machine()
-    event = machine.receive_message(Registered("a", "i", "Demo", {}, 5000, protocol_version=2))
+    event = machine.receive_message(Registered("a", "i", "Demo", {}, 5000, protocol_version=3))
     assert isinstance(event, Rejected) and event.error.code == "unsupported_version"
     assert event.error.code in FATAL_REGISTRATION_CODES and machine.phase is Phase.CLOSED
     accepted = _app_machine().receive_message(Registered("a", "i", "Demo", {}, 5000, protocol_version=1))

@@ -26,6 +26,20 @@ Moving bytes is :mod:`app_client.channel`'s job (trio).
 from ._errors import ConnectionClosed, LocalProtocolError, ProtocolError, RemoteProtocolError, ToolbridgeError
 from ._framing import LARGE_LINE, STEP_BYTES, LineFramer, decode_message_in_steps, decode_tools_in_steps
 from ._messages import (
+    PromptArgument,
+    PromptGet,
+    PromptResponse,
+    PromptSpec,
+    SetPrompts,
+    MAX_RESOURCES,
+    RESOURCES_VERSION,
+    ResourceRead,
+    ResourceResponse,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ResourceUpdated,
+    SetResources,
+    V2_MESSAGES,
     APP_TO_BROKER,
     BROKER_TO_APP,
     DEFAULT_MAX_LINE_BYTES,
@@ -74,6 +88,20 @@ from ._state import (
 )
 
 __all__ = [
+    "PromptArgument",
+    "PromptGet",
+    "PromptResponse",
+    "PromptSpec",
+    "SetPrompts",
+    "MAX_RESOURCES",
+    "RESOURCES_VERSION",
+    "ResourceRead",
+    "ResourceResponse",
+    "ResourceSpec",
+    "ResourceTemplateSpec",
+    "ResourceUpdated",
+    "SetResources",
+    "V2_MESSAGES",
     "APP_TO_BROKER",
     "BROKER_TO_APP",
     "DEFAULT_MAX_LINE_BYTES",

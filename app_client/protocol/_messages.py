@@ -1,4 +1,4 @@
-"""Wire protocol v1's messages: msgspec Structs in one tagged union, and their encoding.
+"""The wire protocol's messages (v1, and v2's resources): msgspec Structs in one tagged union, and their encoding.
 
 Theory of operation
 -------------------
@@ -16,13 +16,15 @@ message into one line of bytes, newline included. :data:`APP_TO_BROKER` and
 from __future__ import annotations
 
 import re
-from typing import Any, Final, Union
+from typing import Annotated, Any, Final, Union
 
 import msgspec
 
 from ._errors import LocalProtocolError, RemoteProtocolError
 
-PROTOCOL_VERSION: Final = 1
+PROTOCOL_VERSION: Final = 2
+#: The first version with resources (protocol.md section 11): a v1 peer never sees their messages.
+RESOURCES_VERSION: Final = 2
 DEFAULT_MAX_LINE_BYTES: Final = 16 * 1024 * 1024
 
 
@@ -68,6 +70,51 @@ class ToolResult(msgspec.Struct, rename="camel", omit_defaults=True):
     retry_after_ms: int | None = None
 
 
+class ResourceSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One resource an app offers (protocol v2): its own ``uri``, under the app's namespace."""
+
+    uri: Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: dict[str, Any] | None = None
+
+
+class ResourceTemplateSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A family of resources (protocol v2): an RFC 6570 level-1 template (``file:///{name}``)."""
+
+    uri_template: Annotated[str, msgspec.Meta(min_length=1, max_length=2048)]
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    title: str | None = None
+    description: str | None = None
+    mime_type: str | None = None
+    annotations: dict[str, Any] | None = None
+
+
+#: At most this many resources, and as many templates, per app.
+MAX_RESOURCES: Final = 1000
+
+
+class PromptArgument(msgspec.Struct, rename="camel", omit_defaults=True):
+    """One argument of a prompt (protocol v2): its values are strings."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    title: str | None = None
+    description: str | None = None
+    required: bool = False
+
+
+class PromptSpec(msgspec.Struct, rename="camel", omit_defaults=True):
+    """A prompt an app offers (protocol v2): a ready-made workflow the agent's user can pick."""
+
+    name: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    title: str | None = None
+    description: str | None = None
+    arguments: Annotated[list[PromptArgument], msgspec.Meta(max_length=64)] = []
+
+
 # --- app -> broker -------------------------------------------------------------------------
 
 
@@ -77,13 +124,19 @@ class Register(_Base, tag="register"):
     tools: list[ToolSpec] = []
     #: Stable identity of this app instance; re-registering with it replaces the old link.
     instance_id: str | None = None
-    protocol_version: int = PROTOCOL_VERSION
+    #: The highest version the app speaks; left out it means 1 (an app from before negotiation).
+    protocol_version: int = 1
     #: How many invocations the app runs at once; more wait in the broker's queue.
     max_concurrency: int = 1
     app_version: str | None = None
     #: Set by brokers only (an uplink, protocol.md section 9): the registering broker's id,
     #: then the ids of the brokers below it whose tools it carries.
     via: list[str] | None = None
+    #: Protocol v2: the resources and templates offered (ignored from a v1 app).
+    resources: Annotated[list[ResourceSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+    resource_templates: Annotated[list[ResourceTemplateSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+    #: Protocol v2: the prompts offered (ignored from a v1 app).
+    prompts: Annotated[list[PromptSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
 
 
 class ToolResponse(_Base, tag="toolResponse"):
@@ -104,6 +157,45 @@ class AddTools(_Base, tag="addTools"):
 
 class RemoveTools(_Base, tag="removeTools"):
     names: list[str]
+
+
+class SetResources(_Base, tag="setResources"):
+    """Protocol v2: the app's complete new set of resources and templates (replaces the old)."""
+
+    resources: Annotated[list[ResourceSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+    resource_templates: Annotated[list[ResourceTemplateSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+
+
+class ResourceUpdated(_Base, tag="resourceUpdated"):
+    """Protocol v2: the content of one of the app's resources (its own ``uri``) changed."""
+
+    uri: str
+
+
+class ResourceResponse(_Base, tag="resourceResponse"):
+    """Protocol v2: the answer to a ``resourceRead``: ``contents`` or an ``error``.
+
+    Each content is ``{"uri", "mimeType"?, "text"}`` or ``{"uri", "mimeType"?, "blob": base64}``.
+    """
+
+    correlation_id: int
+    contents: list[dict[str, Any]] = []
+    error: str | None = None
+
+
+class SetPrompts(_Base, tag="setPrompts"):
+    """Protocol v2: the app's complete new set of prompts (replaces the old)."""
+
+    prompts: Annotated[list[PromptSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+
+
+class PromptResponse(_Base, tag="promptResponse"):
+    """Protocol v2: the answer to a ``promptGet``: MCP ``messages`` (and a ``description``), or an ``error``."""
+
+    correlation_id: int
+    messages: list[dict[str, Any]] = []
+    description: str | None = None
+    error: str | None = None
 
 
 class Goodbye(_Base, tag="goodbye"):
@@ -140,6 +232,29 @@ class ToolInvocation(_Base, tag="toolInvocation"):
     timeout_ms: int | None = None
     #: True when the agent asked for progress; ``toolProgress`` is welcome either way.
     progress: bool = False
+
+
+class ResourceRead(_Base, tag="resourceRead"):
+    """Protocol v2: read one resource (the app's own ``uri``); answered by ``resourceResponse``.
+
+    Its ``correlationId`` comes from the same sequence as invocations'; ``toolCancel`` cancels it.
+    """
+
+    correlation_id: int
+    uri: str
+    timeout_ms: int | None = None
+
+
+class PromptGet(_Base, tag="promptGet"):
+    """Protocol v2: render one prompt with string ``arguments``; answered by ``promptResponse``.
+
+    A call like ``resourceRead``: same id sequence, cancelled by ``toolCancel``.
+    """
+
+    correlation_id: int
+    name: str
+    arguments: dict[str, str] = {}
+    timeout_ms: int | None = None
 
 
 class ToolCancel(_Base, tag="toolCancel"):
@@ -208,9 +323,16 @@ Message = Union[
     ToolProgress,
     AddTools,
     RemoveTools,
+    SetResources,
+    ResourceUpdated,
+    ResourceResponse,
+    SetPrompts,
+    PromptResponse,
     Goodbye,
     Registered,
     ToolInvocation,
+    ResourceRead,
+    PromptGet,
     ToolCancel,
     ToolsUpdated,
     Ping,
@@ -298,10 +420,15 @@ def encode_message(message: Message) -> bytes:
 #: What an app may send (after ``register``, which comes first and once).
 APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
     Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
+    SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse,
+)
+#: Messages of protocol v2 (resources): never sent to, nor accepted from, a v1 peer.
+V2_MESSAGES: Final[tuple[type[Message], ...]] = (
+    SetResources, ResourceUpdated, ResourceResponse, ResourceRead, SetPrompts, PromptResponse, PromptGet,
 )
 #: What the broker may send to an app.
 BROKER_TO_APP: Final[tuple[type[Message], ...]] = (
-    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error,
+    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error, ResourceRead, PromptGet,
 )
 
 

@@ -1,4 +1,4 @@
-"""The rules of wire protocol v1, as one small state machine per side (h11 ``_state.py``).
+"""The rules of the wire protocol (v1, and v2's resources), as one small state machine per side (h11 ``_state.py``).
 
 Theory of operation
 -------------------
@@ -41,6 +41,13 @@ timers, authentication and policy stay with the owner; the rules are here:
     :class:`Replaced`; a message an app never receives is a :class:`BadLine`
     (``unexpected_message``).
 
+Protocol v2 (resources and prompts): both machines learn the negotiated version from ``registered``; a v2
+message (``setResources``, ``resourceUpdated``, ``resourceRead``, ``resourceResponse``) on a
+v1 connection is refused either way (``unexpected_message``); so are ``setPrompts``,
+``promptGet`` and ``promptResponse``. A ``resourceRead`` or ``promptGet`` is a call like an
+invocation (same id space, cancelled by ``toolCancel``, answered once by ``resourceResponse`` /
+``promptResponse``).
+
 :class:`AgentLinkClient` (the CLI's and the stdio relay's side)
     Sends ``agentConnect`` or ``admin`` and judges the one reply.
 
@@ -72,11 +79,19 @@ from ._messages import (
     Register,
     Registered,
     RemoveTools,
+    PromptGet,
+    PromptResponse,
+    ResourceRead,
+    ResourceResponse,
+    ResourceUpdated,
+    SetPrompts,
+    SetResources,
     ToolCancel,
     ToolInvocation,
     ToolProgress,
     ToolResponse,
     ToolsUpdated,
+    V2_MESSAGES,
     decode_message,
     encode_message,
     message_tag,
@@ -216,7 +231,7 @@ def _refuse_send(side: str, message: Message, phase: Phase) -> LocalProtocolErro
 _BROKER_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (Error,),
     Phase.REGISTERING: (Registered, Error),
-    Phase.REGISTERED: (ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error),
+    Phase.REGISTERED: (ToolInvocation, ResourceRead, PromptGet, ToolCancel, ToolsUpdated, Ping, Pong, Error),
     Phase.AGENT: (AgentConnected, Error),
     Phase.ADMIN: (AdminResponse, Error),
     Phase.CLOSED: (),
@@ -232,6 +247,8 @@ class BrokerConnection:
         self._track_calls = track_calls
         #: Correlation ids of the invocations sent over this connection and not ended.
         self._owned: set[int] = set()
+        #: The negotiated protocol version (from the ``registered`` sent); 1 until then.
+        self.version = 1
 
     # --- receiving -----------------------------------------------------------------------
 
@@ -303,6 +320,10 @@ class BrokerConnection:
             if isinstance(message, Register):
                 return BadLine(RemoteProtocolError(
                     "already_registered", "this connection is already registered; reconnect to register again"))
+            if isinstance(message, V2_MESSAGES) and self.version < 2:
+                return BadLine(RemoteProtocolError(
+                    "unexpected_message", f"{message_tag(message)!r} needs protocol version 2; this "
+                    f"connection speaks {self.version} (send protocolVersion 2 in register)"))
             if isinstance(message, APP_TO_BROKER):
                 return message
             return BadLine(RemoteProtocolError(
@@ -331,14 +352,18 @@ class BrokerConnection:
         """
         if not isinstance(message, _BROKER_SENDS[self.phase]):
             raise _refuse_send("the broker", message, self.phase)
+        if isinstance(message, V2_MESSAGES) and self.version < 2:
+            raise LocalProtocolError("unexpected_message", f"{message_tag(message)!r} needs protocol version 2; "
+                                     f"this connection speaks {self.version}")
         data = encode_message(message)
-        if isinstance(message, ToolInvocation):
+        if isinstance(message, (ToolInvocation, ResourceRead, PromptGet)):
             if self._track_calls:
                 self._owned.add(message.correlation_id)
         elif isinstance(message, ToolCancel):
             self._owned.discard(message.correlation_id)  # the call ended when it was cancelled
         elif isinstance(message, Registered):
             self.phase = Phase.REGISTERED
+            self.version = message.protocol_version or 1
         elif isinstance(message, Error) and message.fatal:
             self.phase = Phase.CLOSED
         return data
@@ -366,7 +391,8 @@ class BrokerConnection:
 _APP_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (),
     Phase.REGISTERING: (Pong,),
-    Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error),
+    Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
+                       SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse),
     Phase.CLOSED: (),
 }
 
@@ -383,6 +409,8 @@ class AppConnection:
         self._calls: dict[int, bool] = {}
         #: ``addTools`` / ``removeTools`` sent and not answered yet.
         self._updates_pending = 0
+        #: The negotiated protocol version (``registered.protocolVersion``); 1 until then.
+        self.version = 1
 
     def start(self, register: Register) -> bytes:
         """The ``register`` line that opens the connection (``REGISTERING``)."""
@@ -434,6 +462,7 @@ class AppConnection:
                         f"the broker answered protocolVersion {version}; this client speaks at most "
                         f"{PROTOCOL_VERSION}", fatal=True))
                 self.peer_max_line_bytes = message.max_line_bytes or DEFAULT_MAX_LINE_BYTES
+                self.version = version or 1
                 self.phase = Phase.REGISTERED
                 return message
             if isinstance(message, Error):
@@ -444,7 +473,11 @@ class AppConnection:
             return Ignored(message)
         if isinstance(message, (Ping, Pong)):
             return message
-        if isinstance(message, ToolInvocation):
+        if isinstance(message, V2_MESSAGES) and self.version < 2:
+            return BadLine(RemoteProtocolError(
+                "unexpected_message", f"{message_tag(message)!r} needs protocol version 2; this connection "
+                f"speaks {self.version}"))
+        if isinstance(message, (ToolInvocation, ResourceRead, PromptGet)):
             cid = message.correlation_id
             if cid in self._calls:
                 return BadLine(RemoteProtocolError("duplicate_correlation_id", f"call {cid} is already running"))
@@ -485,14 +518,17 @@ class AppConnection:
         """
         if not isinstance(message, _APP_SENDS.get(self.phase, ())):
             raise _refuse_send("an app", message, self.phase)
-        if isinstance(message, (ToolResponse, ToolProgress)):
+        if isinstance(message, V2_MESSAGES) and self.version < 2:
+            raise LocalProtocolError("unexpected_message", f"{message_tag(message)!r} needs protocol version 2; "
+                                     f"the broker speaks {self.version}")
+        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse)):
             cancelled = self._calls.get(message.correlation_id)
-            if cancelled is None or (cancelled and isinstance(message, ToolResponse)):
+            if cancelled is None or (cancelled and not isinstance(message, ToolProgress)):
                 why = "was cancelled" if cancelled else "is not running"
                 raise LocalProtocolError(
                     "call_not_running", f"call {message.correlation_id} {why}: no {message_tag(message)} for it")
         data = self._encode(message)
-        if isinstance(message, ToolResponse):
+        if isinstance(message, (ToolResponse, ResourceResponse, PromptResponse)):
             del self._calls[message.correlation_id]
         elif isinstance(message, (AddTools, RemoveTools)):
             self._updates_pending += 1

@@ -1,6 +1,6 @@
 """The call pipeline, transport-free: the registry of app instances and their tools, the
 correlation map of calls in flight, admission, the router (validation, guards, deadlines,
-audit) and the call log.
+audit), the call log, and the apps' resources and prompts (``resources``, protocol v2).
 
 Layers inside, one way: ``router`` -> ``registry`` / ``calls`` / ``admission`` -> ``validation``,
 ``guards``, ``names``. May import: ``broker.config``, ``broker.errors``, ``app_client.protocol``

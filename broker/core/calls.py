@@ -147,6 +147,11 @@ class CorrelationMap:
             call.correlation_id = next(self._ids)
             self._calls[call.correlation_id] = call
 
+    def new_id(self) -> int:
+        """A correlation id for a request that is not a tool call (a ``resourceRead``): from
+        the same sequence, so an app never sees two requests in flight with one id."""
+        return next(self._ids)
+
     def bind(self, call: Call, link: AppPort) -> None:
         """``call`` is being sent over ``link``: from now on the app may answer it."""
         call.link = link

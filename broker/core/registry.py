@@ -40,6 +40,7 @@ from app_client.protocol import ToolSpec
 from . import names
 from .admission import Admission
 from ..errors import RegistrationError
+from .resources import ResourceDirectory
 from .signals import Changed
 from .validation import ArgumentValidator, check_app_name, check_tool_name, compile_sized
 
@@ -112,6 +113,8 @@ class Registry:
         self._schema_bytes = 0
         self._listeners: list[weakref.WeakMethod[Callable[[], None]]] = []
         self._compile_limiter = trio.CapacityLimiter(max(1, settings.schema_compile_threads))
+        #: Protocol v2: the instances' resources (``resources``), beside their tools.
+        self.resources = ResourceDirectory()
 
     # --- queries -------------------------------------------------------------------------
 

@@ -14,8 +14,15 @@ that was sent over this very link; anything else is logged and dropped. The rule
 may send, which correlation ids are this link's) are the connection's sans-IO protocol machine
 (``conn.protocol``, :class:`app_client.protocol.BrokerConnection`); this module does the rest.
 
+Protocol v2: a link that negotiated version 2 offers its resources and prompts to the registry's
+directory (``register``, ``setResources``, ``setPrompts``); ``resourceUpdated`` goes to the
+subscribed sessions; :meth:`AppLink.read_resource` / :meth:`AppLink.get_prompt` send a request
+with an id from the calls' sequence and wait for its answer in ``AppLink.reads`` (removed in a
+``finally``; a late answer is ``unknown_correlation_id``).
+
 When the link ends, for whatever reason, every call in flight on it fails at once with
-``app_disconnected`` and the instance enters its reconnect grace period — unless the app said
+``app_disconnected`` (and every resource read or prompt request with it; the instance's
+resources and prompts are withdrawn) and the instance enters its reconnect grace period — unless the app said
 ``goodbye`` first (it quit on purpose): then the instance and its names are dropped at once.
 
 Before anything is registered the token must allow the name (``tokens``: ``app:<pattern>``
@@ -29,7 +36,8 @@ parts, so this module never sees ``BrokerCore``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import structlog
@@ -47,7 +55,15 @@ from app_client.protocol import (
     Register,
     Registered,
     RemoteProtocolError,
+    PromptGet,
+    PromptResponse,
     RemoveTools,
+    ResourceRead,
+    ResourceResponse,
+    ResourceUpdated,
+    SetPrompts,
+    SetResources,
+    ToolCancel,
     ToolProgress,
     ToolResponse,
     ToolsUpdated,
@@ -61,6 +77,7 @@ from .connection import Connection, PeerClosed, seconds_to_ms
 from ..errors import RegistrationError
 from ..config.logsetup import app_text_for_log
 from ..core.registry import Instance, Registry, wake_link_waiters
+from ..core.resources import ResourceError, agent_uri
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -122,6 +139,8 @@ class AppLink:
         self.instance: Instance | None = None
         #: The app said ``goodbye``: its instance is dropped at once, without a grace period.
         self.said_goodbye = False
+        #: Protocol v2: ``resourceRead``s sent and not answered, by correlation id.
+        self.reads: dict[int, _PendingRead] = {}
 
     @property
     def label(self) -> str:
@@ -138,6 +157,126 @@ class AppLink:
     def send_reliable_nowait(self, message: Message) -> bool:
         """Queue ``message`` for the app even past the queue's limit (see ``Connection``)."""
         return self.conn.send_reliable_nowait(message)
+
+    async def read_resource(self, uri: str, timeout: float) -> list[dict[str, Any]]:
+        """Protocol v2: read the app's own ``uri`` (the :class:`~broker.core.resources.ResourcePort`).
+
+        Raises ResourceError (the agent's message) for the app's refusal, a timeout, a
+        disconnect or a malformed answer.
+        """
+        pending = await self._request(lambda cid: ResourceRead(cid, uri, timeout_ms=seconds_to_ms(timeout)),
+                                      f"reading {uri!r}", timeout)
+        contents = pending.result.get("contents")
+        return _checked_contents(self.label, uri, contents if isinstance(contents, list) else [])
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
+        """Protocol v2: render the app's prompt ``name`` (``{"messages", "description"?}``)."""
+        pending = await self._request(
+            lambda cid: PromptGet(cid, name, arguments, timeout_ms=seconds_to_ms(timeout)),
+            f"the prompt {name!r}", timeout)
+        return _checked_prompt(self.label, name, pending.result)
+
+    async def _request(self, make: Callable[[int], Message], what: str, timeout: float) -> _PendingRead:
+        """Send a read or prompt request (an id from the calls' sequence) and wait for its answer.
+
+        The wait is bounded by ``timeout`` plus the half second calls get, so the app's own
+        message wins; a cancelled or timed-out request sends ``toolCancel``; the entry is
+        removed in a ``finally``, so a late answer is dropped.
+        """
+        if len(self.reads) >= _MAX_READS_PER_LINK:
+            raise ResourceError(f"the app {self.label} has {_MAX_READS_PER_LINK} resource or prompt requests in "
+                                "flight; try again shortly", code=_BUSY, kind="busy")
+        cid = self._links.calls.new_id()
+        pending = _PendingRead()
+        self.reads[cid] = pending
+        try:
+            if not self.conn.send_reliable_nowait(make(cid)):
+                raise ResourceError(f"the app {self.label} disconnected; try again later", code=_BUSY,
+                                    kind="app_disconnected")
+            with trio.move_on_after(timeout + 0.5):
+                await pending.done.wait()
+            if not pending.done.is_set():
+                pending.cancel_reason = "timeout"
+                raise ResourceError(f"{what} from {self.label} timed out after {timeout:g} s", code=_BUSY,
+                                    kind="timeout")
+        finally:
+            del self.reads[cid]
+            if not pending.done.is_set():  # timed out or cancelled by the agent: tell the app
+                self.conn.send_nowait(ToolCancel(cid, reason=pending.cancel_reason))
+        if pending.error is not None:
+            raise ResourceError(pending.error, code=_BUSY, kind=pending.kind)
+        return pending
+
+    def end_reads(self, message: str) -> None:
+        """The link ended: every read waiting on it fails with ``message``."""
+        for pending in self.reads.values():
+            pending.finish(error=message, kind="app_disconnected")
+
+
+#: JSON-RPC code for a read the app could not serve (MCP's "internal error" range).
+_BUSY = -32603
+#: ``resourceRead``s one link may have in flight (each holds an agent's request).
+_MAX_READS_PER_LINK = 64
+
+
+@attrs.define(eq=False)
+class _PendingRead:
+    done: trio.Event = attrs.Factory(trio.Event)
+    error: str | None = None
+    kind: str = "app_error"
+    cancel_reason: str = "cancelled"
+    #: The answer's fields (``contents``; ``messages`` and ``description``).
+    result: dict[str, Any] = attrs.Factory(dict)
+
+    def finish(self, *, result: dict[str, Any] | None = None, error: str | None = None,
+               kind: str = "app_error") -> None:
+        if not self.done.is_set():
+            self.result = result or {}
+            self.error, self.kind = error, kind
+            self.done.set()
+
+
+_ROLES = frozenset({"user", "assistant"})
+
+
+def _checked_prompt(label: str, name: str, result: dict[str, Any]) -> dict[str, Any]:
+    """The app's prompt messages (embedded resources' URIs agent-facing); ResourceError when malformed."""
+    messages = []
+    for message in result.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(message, dict) or message.get("role") not in _ROLES or not isinstance(content, dict) \
+                or not isinstance(content.get("type"), str):
+            raise ResourceError(f"the app {label} answered the prompt {name!r} with a message that is not "
+                                "{role: user|assistant, content: {type, ...}}", code=_BUSY, kind="app_error")
+        if content["type"] == "resource" and isinstance(content.get("resource"), dict):
+            inner = content["resource"]
+            own = inner.get("uri")
+            content = {**content, "resource": _checked_contents(label, own if isinstance(own, str) else "", [inner])[0]}
+        messages.append({"role": message["role"], "content": content})
+    answer: dict[str, Any] = {"messages": messages}
+    if isinstance(result.get("description"), str):
+        answer["description"] = result["description"]
+    return answer
+
+
+def _checked_contents(label: str, uri: str, contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The app's contents with agent-facing URIs; ResourceError when one is malformed."""
+    checked = []
+    for item in contents:
+        text, blob = item.get("text"), item.get("blob")
+        if not isinstance(text, str) and not isinstance(blob, str):
+            raise ResourceError(f"the app {label} answered the read of {uri!r} with a content that has neither "
+                                "a string 'text' nor a base64 'blob'", code=_BUSY, kind="app_error")
+        own = item.get("uri")
+        entry: dict[str, Any] = {"uri": agent_uri(label, own if isinstance(own, str) and own else uri)}
+        if isinstance(item.get("mimeType"), str):
+            entry["mimeType"] = item["mimeType"]
+        if isinstance(text, str):
+            entry["text"] = text
+        else:
+            entry["blob"] = blob
+        checked.append(entry)
+    return checked
 
 
 async def _serve_app(conn: Connection, links: AppLinks, register: Register, ended: LinkEnd) -> None:
@@ -216,6 +355,9 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
         await conn.send_bytes(registered)
     if replaced is not None:
         replaced.replaced()
+    if conn.protocol.version >= 2:  # protocol v2: its resources (a v1 app's fields are ignored)
+        links.registry.resources.offer(instance.label, link, register.resources, register.resource_templates)
+        links.registry.resources.offer_prompts(instance.label, link, register.prompts)
     bound = bound.bind(instance=instance.instance_id, label=instance.label)
     bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
     wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
@@ -226,6 +368,8 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
             nursery.cancel_scope.cancel()
     finally:
         links.live.pop(link.id, None)
+        links.registry.resources.withdraw(instance.label, link)
+        link.end_reads(f"the app {instance.label} disconnected during the read")
         # Unlink first: failing the calls frees their admission slots, which hands the next
         # queued call over at once; it must find the instance unlinked (and wait for its return
         # through the grace period), not this dying link, where it would be sent to nobody.
@@ -312,6 +456,9 @@ def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:
     link.conn.send_nowait(bad.reply())
     call = links.calls.get(exc.correlation_id) if exc.correlation_id is not None else None
     # A broken progress report is only an error reply: the call goes on (protocol.md, error).
+    read = link.reads.get(exc.correlation_id) if exc.correlation_id is not None else None
+    if read is not None:
+        read.finish(error=f"the app sent an invalid resource response ({exc.code}); the read failed")
     if call is not None and call.link is link and exc.message_type != "toolProgress":
         links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
@@ -341,11 +488,42 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         links.registry.remove_tools(instance, message.names)
         log.info("app_tools_removed", label=instance.label, tools=message.names)
         conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
+    elif isinstance(message, ResourceResponse):
+        read = link.reads.get(message.correlation_id)
+        if read is None:
+            conn.send_nowait(Error("unknown_correlation_id", f"no read {message.correlation_id} is pending (late, "
+                                   "cancelled or never sent)", correlation_id=message.correlation_id))
+        elif message.error is not None:
+            read.finish(error=f"the app {instance.label} could not read the resource: {message.error[:1000]}")
+        else:
+            read.finish(result={"contents": message.contents})
+    elif isinstance(message, PromptResponse):
+        read = link.reads.get(message.correlation_id)
+        if read is None:
+            conn.send_nowait(Error("unknown_correlation_id", f"no prompt request {message.correlation_id} is "
+                                   "pending (late, cancelled or never sent)", correlation_id=message.correlation_id))
+        elif message.error is not None:
+            read.finish(error=f"the app {instance.label} could not render the prompt: {message.error[:1000]}")
+        else:
+            read.finish(result={"messages": message.messages, "description": message.description})
+    elif isinstance(message, SetPrompts):
+        links.registry.resources.offer_prompts(instance.label, link, message.prompts)
+        log.info("app_prompts_set", label=instance.label, prompts=len(message.prompts))
+    elif isinstance(message, SetResources):
+        links.registry.resources.offer(instance.label, link, message.resources, message.resource_templates)
+        log.info("app_resources_set", label=instance.label, resources=len(message.resources),
+                 templates=len(message.resource_templates))
+    elif isinstance(message, ResourceUpdated):
+        links.registry.resources.updated(instance.label, message.uri)
     elif isinstance(message, Error):
         # Not the text: an app's error may quote the call's arguments (secrets). The agent gets it.
         log.warning("app_reported_error", label=instance.label, code=message.code,
                     detail_chars=len(message.message), correlation_id=message.correlation_id)
         if message.correlation_id is not None:
+            read = link.reads.get(message.correlation_id)
+            if read is not None:
+                read.finish(error=f"the app reported an error: {message.message[:1000]}")
+                return
             call = _own_call(link, links, message.correlation_id, "error")
             if call is not None:
                 links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",

@@ -37,6 +37,15 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
 
+Resources and prompts (apps' wire protocol v2, ``broker.core.resources``): ``resources/list``,
+``resources/templates/list`` and ``prompts/list`` are answered inline from the registry's
+directory; ``resources/read`` and ``prompts/get`` run as tasks (so a cancel reaches them and
+the app gets ``toolCancel``) that await the owning app's link, and write a call-log row
+(``resource_read`` / ``prompt_get``). Handshake era: ``resources/subscribe`` keeps URIs per
+session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
+2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
+``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``.
+
 Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbridge stdio
 --code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
@@ -67,6 +76,7 @@ from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.resources import ResourceError
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -105,13 +115,9 @@ __all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "ope
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
-_KNOWN_ELSEWHERE: Final = frozenset(
-    {
-        "prompts/list", "prompts/get", "resources/list", "resources/read",
-        "resources/templates/list", "resources/subscribe", "resources/unsubscribe",
-        "completion/complete", "logging/setLevel",
-    }
-)
+_KNOWN_ELSEWHERE: Final = frozenset({"completion/complete", "logging/setLevel"})
+#: Default deadline of a ``resources/read`` (the request's own ``_meta`` timeout wins).
+RESOURCE_READ_TIMEOUT: Final = 30.0
 _INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
 _SESSION_ENDED: Final = (
     "the MCP session ended before this request completed (the daemon is stopping or the session "
@@ -293,7 +299,9 @@ class McpServer:
 
     def capabilities_for(self, *, discovery: bool) -> dict[str, Any]:
         # In discovery mode the listed tools (the meta-tools) never change.
-        return {"tools": {"listChanged": not discovery}}
+        # Resources (apps' protocol v2) are listed alike in every mode; they come and go with apps.
+        return {"tools": {"listChanged": not discovery}, "resources": {"subscribe": True, "listChanged": True},
+                "prompts": {"listChanged": True}}
 
     def _drop_snapshot(self) -> None:
         self._tools = None
@@ -437,6 +445,17 @@ class Session:
         self.notify_outbox: Outbox | None = None
         self.last_activity = trio.current_time()
         self.closed = trio.Event()
+        #: Handshake era: the agent-facing resource URIs this session subscribed to.
+        self._resource_subs: set[str] = set()
+        #: Where each ``resourceUpdated`` goes: the handshake-era subscriptions, each listen stream.
+        self._update_sinks: set[Callable[[str], None]] = set()
+        server.registry.resources.on_updated(self._resource_updated)
+
+    def _resource_updated(self, uri: str) -> None:
+        if uri in self._resource_subs and self.notify_outbox is not None:
+            self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
+        for sink in list(self._update_sinks):
+            sink(uri)
 
     # --- the transport's face ------------------------------------------------------------
 
@@ -775,6 +794,192 @@ class Session:
         result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
         return _completed(result, context.modern)
 
+    # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
+
+    def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        entries = self.server.registry.resources.list_resources()
+        return self._resource_page("resources", [e["uri"] for e in entries], entries, request, context)
+
+    def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        entries = self.server.registry.resources.list_templates()
+        return self._resource_page("resourceTemplates", [e["uriTemplate"] for e in entries], entries, request,
+                                   context)
+
+    def _resource_page(self, key: str, names: list[str], entries: list[dict[str, Any]], request: Request,
+                       context: RequestContext) -> dict[str, Any]:
+        page, next_cursor = list_page(names, entries, request.params.get("cursor"), self.server.page_size)
+        result: dict[str, Any] = {key: page}
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=True))
+        return result
+
+    async def _read_resource(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """``resources/read``: relayed to the owning app (a task, so a cancel reaches it)."""
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
+        started = trio.current_time()
+        label = "?"
+        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
+        try:
+            app, own = self.server.registry.resources.resolve(uri)
+            label = app.label
+            timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
+            contents = await app.port.read_resource(own, timeout)
+            outcome = CallOutcome(OutcomeKind.OK)
+        except ResourceError as exc:
+            outcome = CallOutcome(exc.kind, exc.message)
+            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
+        finally:
+            self._audit_request("resource_read", {"uri": uri[:2048]}, label, context, outcome, started)
+        result: dict[str, Any] = {"contents": contents}
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=False))
+        return result
+
+    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
+                       outcome: CallOutcome, started: float) -> None:
+        """One log line and one call-log row (tool ``resource_read`` with the URI as its argument,
+        or ``prompt_get`` with the prompt's name; a prompt's own arguments are not recorded)."""
+        duration_ms = round((trio.current_time() - started) * 1000, 1)
+        if outcome.kind is OutcomeKind.OK:
+            log.info(kind, session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
+        else:  # not the message: an app's error may quote what it read
+            log.warning(kind, session=self.label, app=label, outcome=outcome.kind.value, duration_ms=duration_ms)
+        call_log = self.server.router.call_log
+        if call_log is not None:
+            call_log.record(tool=kind, app=label, instance=None, agent=context.client_name,
+                            session=self.label, arguments=arguments, outcome=outcome, duration_ms=duration_ms)
+
+    # --- prompts (apps' protocol v2) ----------------------------------------------------
+
+    def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        entries = self.server.registry.resources.list_prompts()
+        return self._resource_page("prompts", [e["name"] for e in entries], entries, request, context)
+
+    async def _get_prompt(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """``prompts/get``: arguments checked against the prompt's, then relayed to its app."""
+        params = request.params
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get needs a string "name"')
+        arguments = params.get("arguments") or {}
+        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get "arguments" maps names to strings')
+        started = trio.current_time()
+        label = "?"
+        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
+        try:
+            label, port, spec = self.server.registry.resources.resolve_prompt(name)
+            declared = {arg.name for arg in spec.arguments}
+            missing = sorted(arg.name for arg in spec.arguments if arg.required and arg.name not in arguments)
+            unknown = sorted(set(arguments) - declared)
+            if missing or unknown:
+                raise ResourceError(
+                    f"invalid arguments for the prompt {name!r}: "
+                    + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
+                                + ([f"unknown {', '.join(unknown)}"] if unknown else []))
+                    + f" (it takes: {', '.join(sorted(declared)) or 'no arguments'})",
+                    code=INVALID_PARAMS, kind="invalid_arguments")
+            timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
+            result = await port.get_prompt(spec.name, arguments, timeout)
+            outcome = CallOutcome(OutcomeKind.OK)
+        except ResourceError as exc:
+            outcome = CallOutcome(exc.kind, exc.message)
+            raise RpcError(exc.code, exc.message) from None
+        finally:
+            self._audit_request("prompt_get", {"name": name[:256]}, label, context, outcome, started)
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=False))
+        return result
+
+    async def watch_prompts(self) -> None:
+        """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
+        await self.initialized.wait()
+        directory = self.server.registry.resources
+        seen = directory.prompts_version
+        while True:
+            seen = await directory.wait_prompts_changed(seen)
+            with trio.move_on_after(self.server.coalesce):
+                await self.server.shutdown.wait()
+            if self.server.shutdown.is_set():
+                return
+            seen = directory.prompts_version
+            if self.notify_outbox is not None:
+                self.notify_outbox.send_nowait(PROMPTS_LIST_CHANGED)
+
+    async def _listen_prompts(self, outbox: Outbox, meta: dict[str, Any]) -> None:
+        directory = self.server.registry.resources
+        seen = directory.prompts_version
+        while True:
+            seen = await directory.wait_prompts_changed(seen)
+            await trio.sleep(self.server.coalesce)
+            seen = directory.prompts_version
+            await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
+
+    def _subscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
+        try:
+            self.server.registry.resources.resolve(uri)
+        except ResourceError as exc:
+            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
+        if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
+            raise RpcError(INVALID_PARAMS, f"Invalid params: at most {_MAX_SUBSCRIPTIONS} resource subscriptions "
+                           "per session; unsubscribe from some first")
+        self._resource_subs.add(uri)
+        return {}
+
+    def _unsubscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        uri = request.params.get("uri")
+        if not isinstance(uri, str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/unsubscribe needs a string "uri"')
+        self._resource_subs.discard(uri)
+        return {}
+
+    async def watch_resources(self) -> None:
+        """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
+        await self.initialized.wait()
+        directory = self.server.registry.resources
+        seen = directory.version
+        while True:
+            seen = await directory.wait_changed(seen)
+            with trio.move_on_after(self.server.coalesce):
+                await self.server.shutdown.wait()
+            if self.server.shutdown.is_set():
+                return
+            seen = directory.version
+            if self.notify_outbox is not None:
+                self.notify_outbox.send_nowait(RESOURCES_LIST_CHANGED)
+
+    async def _listen_resources(self, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
+                                uris: frozenset[str]) -> None:
+        """The resource part of a ``subscriptions/listen`` stream (runs beside the tools' part)."""
+        directory = self.server.registry.resources
+
+        def updated(uri: str) -> None:
+            if uri in uris:
+                outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri, "_meta": meta}))
+
+        self._update_sinks.add(updated)
+        try:
+            seen = directory.version
+            while True:
+                seen = await directory.wait_changed(seen)
+                await trio.sleep(self.server.coalesce)
+                seen = directory.version
+                if list_changed:
+                    await outbox.send(encode_notification("notifications/resources/list_changed", {"_meta": meta}))
+        finally:
+            self._update_sinks.discard(updated)
+
     def _caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
         if (caller is None or caller.client_name != context.client_name
@@ -797,7 +1002,19 @@ class Session:
         if not isinstance(wanted, dict):
             raise RpcError(INVALID_PARAMS, 'Invalid params: subscriptions/listen needs a "notifications" object')
         # Discovery mode: the listed tools (the meta-tools) never change, so nothing is honoured.
-        honored = {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {}
+        honored: dict[str, Any] = (
+            {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
+        # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for.
+        resources_changed = wanted.get("resourcesListChanged") is True
+        prompts_changed = wanted.get("promptsListChanged") is True
+        if prompts_changed:
+            honored["promptsListChanged"] = True
+        asked = wanted.get("resourceSubscriptions")
+        uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
+        if resources_changed:
+            honored["resourcesListChanged"] = True
+        if uris:
+            honored["resourceSubscriptions"] = sorted(uris)
         meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
         server = self.server
         seen = server.registry.version
@@ -806,18 +1023,26 @@ class Session:
             encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
         )
         changed = encode_notification("notifications/tools/list_changed", {"_meta": meta})
-        while True:
-            new = await server.coalesced_change(seen)
-            if new is None:  # the daemon is stopping: end the subscription gracefully
-                return {"resultType": "complete", "_meta": meta}
-            seen = new
-            if self.app is not None:  # a one-app scope: only when its own list changed
-                digest = self._scope_digest()
-                if digest == scope_seen:
-                    continue
-                scope_seen = digest
-            if honored:
-                await outbox.send(changed)
+        tools_honored = "toolsListChanged" in honored
+        async with trio.open_nursery() as nursery:
+            if resources_changed or uris:
+                nursery.start_soon(self._listen_resources, outbox, meta, resources_changed, uris)
+            if prompts_changed:
+                nursery.start_soon(self._listen_prompts, outbox, meta)
+            while True:
+                new = await server.coalesced_change(seen)
+                if new is None:  # the daemon is stopping: end the subscription gracefully
+                    nursery.cancel_scope.cancel()
+                    return {"resultType": "complete", "_meta": meta}
+                seen = new
+                if self.app is not None:  # a one-app scope: only when its own list changed
+                    digest = self._scope_digest()
+                    if digest == scope_seen:
+                        continue
+                    scope_seen = digest
+                if tools_honored:
+                    await outbox.send(changed)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def watch_tools(self) -> None:
         """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
@@ -856,13 +1081,29 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "ping": _Inline(Session._ping),
     "tools/list": _Inline(Session._list_tools),
     "tools/call": _TOOLS_CALL,
+    "resources/list": _Inline(Session._list_resources),
+    "resources/templates/list": _Inline(Session._list_resource_templates),
+    "resources/read": Session._read_resource,
+    "resources/subscribe": _Inline(Session._subscribe),
+    "resources/unsubscribe": _Inline(Session._unsubscribe),
+    "prompts/list": _Inline(Session._list_prompts),
+    "prompts/get": Session._get_prompt,
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
     "tools/list": _Inline(Session._list_tools),
     "tools/call": _TOOLS_CALL,
     "subscriptions/listen": Session._listen,
+    "resources/list": _Inline(Session._list_resources),
+    "resources/templates/list": _Inline(Session._list_resource_templates),
+    "resources/read": Session._read_resource,
+    "prompts/list": _Inline(Session._list_prompts),
+    "prompts/get": Session._get_prompt,
 }
+#: Resource URIs one session may subscribe to (handshake era, or one listen stream).
+_MAX_SUBSCRIPTIONS: Final = 1000
+RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
+PROMPTS_LIST_CHANGED: Final = encode_notification("notifications/prompts/list_changed")
 
 
 def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
@@ -874,7 +1115,7 @@ def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
 
 def _method_not_found(method: str, modern: bool) -> str:
     if method in _KNOWN_ELSEWHERE:
-        return f"Method not found: {method} (toolbridge offers tools only)"
+        return f"Method not found: {method} (toolbridge offers tools, resources and prompts only)"
     if modern and method in _HANDSHAKE:
         return f"Method not found: {method} does not exist in protocol 2026-07-28"
     if not modern and method in _MODERN:
@@ -913,6 +1154,8 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
+            nursery.start_soon(session.watch_resources)
+            nursery.start_soon(session.watch_prompts)
             server.open_sessions.add(session)
         try:
             yield session

@@ -1,0 +1,188 @@
+"""Resources an app offers (wire protocol v2): their declarations and how a read runs.
+
+Theory of operation
+-------------------
+``@app.resource(uri)`` and ``@app.resource_template(uri_template)`` make a
+:class:`ResourceDefinition`: the :class:`~app_client.protocol.ResourceSpec` (or template spec)
+the app registers, and the handler that reads it. A handler may be sync (run in a worker
+thread, under the app's concurrency limiter, so a slow read never stalls the connection) or
+async (run in the session's nursery). A plain resource's handler takes no arguments; a
+template's takes the template's variables as keyword arguments (percent-decoded strings). It
+returns ``str`` (a text content), ``bytes`` (a blob, sent base64), a content ``dict`` as MCP
+defines it (``{"text": ...}`` or ``{"blob": ...}``, ``uri`` and ``mimeType`` filled in when
+missing), or a list of those. An exception becomes the read's ``error`` (its message reaches
+the agent).
+
+:func:`find` picks the definition for a URI the broker asked for: a listed URI exactly, else the
+first template (in declaration order) whose RFC 6570 level-1 pattern matches it.
+
+``@app.prompt`` makes a :class:`PromptDefinition`: the function's parameters are the prompt's
+arguments (strings; required when they have no default). :func:`render` runs it: a ``str``
+becomes one user text message; a list holds messages (``str`` or MCP message dicts
+``{"role", "content"}``); a dict with ``messages`` (and ``description``) is the whole answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import re
+import urllib.parse
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import attrs
+import trio
+
+from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec
+
+__all__ = ["PromptDefinition", "ResourceDefinition", "define_prompt", "define_resource", "define_template", "find",
+           "read", "render"]
+
+_EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_]+)\}")
+
+
+@attrs.frozen
+class ResourceDefinition:
+    """A resource or template the app offers, and its handler."""
+
+    handler: Callable[..., Any]
+    spec: ResourceSpec | None = None
+    template: ResourceTemplateSpec | None = None
+    pattern: re.Pattern[str] | None = None
+
+    @property
+    def key(self) -> str:
+        if self.spec is not None:
+            return self.spec.uri
+        assert self.template is not None
+        return self.template.uri_template
+
+    @property
+    def mime_type(self) -> str | None:
+        return self.spec.mime_type if self.spec is not None else self.template.mime_type if self.template else None
+
+
+def _name_of(fn: Callable[..., Any], name: str | None) -> str:
+    return name or getattr(fn, "__name__", None) or "resource"
+
+
+def _description_of(fn: Callable[..., Any], description: str | None) -> str | None:
+    return description if description is not None else (inspect.getdoc(fn) or None)
+
+
+def define_resource(fn: Callable[..., Any], uri: str, *, name: str | None = None, title: str | None = None,
+                    description: str | None = None, mime_type: str | None = None, size: int | None = None,
+                    annotations: Mapping[str, Any] | None = None) -> ResourceDefinition:
+    if not isinstance(uri, str) or not uri:
+        raise ValueError("a resource needs a non-empty uri")
+    spec = ResourceSpec(uri, _name_of(fn, name), title=title, description=_description_of(fn, description),
+                        mime_type=mime_type, size=size, annotations=dict(annotations) if annotations else None)
+    return ResourceDefinition(fn, spec=spec)
+
+
+def define_template(fn: Callable[..., Any], uri_template: str, *, name: str | None = None, title: str | None = None,
+                    description: str | None = None, mime_type: str | None = None,
+                    annotations: Mapping[str, Any] | None = None) -> ResourceDefinition:
+    variables = _EXPRESSION.findall(uri_template)
+    if not variables:
+        raise ValueError(f"the template {uri_template!r} has no {{variable}}: declare it with @app.resource")
+    leftover = _EXPRESSION.sub("", uri_template)
+    if "{" in leftover or "}" in leftover:
+        raise ValueError(f"the template {uri_template!r} uses more than RFC 6570 level 1 ({{name}} only)")
+    parts: list[str] = []
+    last = 0
+    for match in _EXPRESSION.finditer(uri_template):
+        parts.append(re.escape(uri_template[last:match.start()]))
+        parts.append(f"(?P<{match.group(1)}>[^/?#]*)")
+        last = match.end()
+    parts.append(re.escape(uri_template[last:]))
+    spec = ResourceTemplateSpec(uri_template, _name_of(fn, name), title=title,
+                                description=_description_of(fn, description), mime_type=mime_type,
+                                annotations=dict(annotations) if annotations else None)
+    return ResourceDefinition(fn, template=spec, pattern=re.compile("".join(parts)))
+
+
+def find(definitions: Mapping[str, ResourceDefinition], uri: str) -> tuple[ResourceDefinition, dict[str, str]] | None:
+    """The definition that serves ``uri`` and the template's variables, or None."""
+    exact = definitions.get(uri)
+    if exact is not None and exact.spec is not None:
+        return exact, {}
+    for definition in definitions.values():
+        if definition.pattern is not None:
+            match = definition.pattern.fullmatch(uri)
+            if match is not None:
+                return definition, {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
+    return None
+
+
+async def read(definition: ResourceDefinition, uri: str, variables: dict[str, str],
+               limiter: trio.CapacityLimiter) -> list[dict[str, Any]]:
+    """Run the handler and turn what it returned into contents (raises what the handler raised)."""
+    handler = definition.handler
+    if inspect.iscoroutinefunction(handler):
+        value = await handler(**variables)
+    else:
+        value = await trio.to_thread.run_sync(lambda: handler(**variables), limiter=limiter)
+    items = value if isinstance(value, list) else [value]
+    return [_content(item, uri, definition.mime_type) for item in items]
+
+
+def _content(item: Any, uri: str, mime_type: str | None) -> dict[str, Any]:
+    if isinstance(item, str):
+        content: dict[str, Any] = {"uri": uri, "text": item}
+    elif isinstance(item, (bytes, bytearray, memoryview)):
+        content = {"uri": uri, "blob": base64.b64encode(bytes(item)).decode("ascii")}
+    elif isinstance(item, dict) and (isinstance(item.get("text"), str) or isinstance(item.get("blob"), str)):
+        content = {"uri": uri, **item}
+    else:
+        raise TypeError(f"a resource handler returns str, bytes, a content dict with 'text' or 'blob', or a list "
+                        f"of those; got {type(item).__name__}")
+    if mime_type is not None:
+        content.setdefault("mimeType", mime_type)
+    return content
+
+
+@attrs.frozen
+class PromptDefinition:
+    """A prompt the app offers, and its handler."""
+
+    handler: Callable[..., Any]
+    spec: PromptSpec
+
+
+def define_prompt(fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
+                  description: str | None = None) -> PromptDefinition:
+    arguments = []
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            continue
+        arguments.append(PromptArgument(parameter.name, required=parameter.default is inspect.Parameter.empty))
+    spec = PromptSpec(_name_of(fn, name), title=title, description=_description_of(fn, description),
+                      arguments=arguments)
+    return PromptDefinition(fn, spec)
+
+
+async def render(definition: PromptDefinition, arguments: dict[str, str],
+                 limiter: trio.CapacityLimiter) -> tuple[list[dict[str, Any]], str | None]:
+    """Run the prompt's handler: its ``(messages, description)`` (raises what the handler raised)."""
+    handler = definition.handler
+    if inspect.iscoroutinefunction(handler):
+        value = await handler(**arguments)
+    else:
+        value = await trio.to_thread.run_sync(lambda: handler(**arguments), limiter=limiter)
+    description = definition.spec.description
+    if isinstance(value, dict) and "messages" in value:
+        description = value.get("description", description)
+        value = value["messages"]
+    items = value if isinstance(value, list) else [value]
+    messages = []
+    for item in items:
+        if isinstance(item, str):
+            messages.append({"role": "user", "content": {"type": "text", "text": item}})
+        elif isinstance(item, dict) and "role" in item and "content" in item:
+            messages.append(item)
+        else:
+            raise TypeError(f"a prompt handler returns str, a message dict {{role, content}}, a list of those, or "
+                            f"{{'messages': [...]}}; got {type(item).__name__}")
+    return messages, description

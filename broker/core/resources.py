@@ -1,0 +1,291 @@
+"""Apps' resources (protocol v2): the agent-facing URI scheme, the directory, reads and updates.
+
+Theory of operation
+-------------------
+Each app instance that negotiated protocol version 2 may offer resources and resource
+templates under its own URIs. Agents see each one under the instance's label::
+
+    toolbridge://<label>/<the app's own URI, exactly as the app wrote it>
+
+(the label percent-encoded, though labels are ``[A-Za-z0-9_-]`` anyway). The app's URI is kept
+verbatim, not percent-encoded, so a template stays a template: ``file:///notes/{name}`` is
+offered as ``toolbridge://Notes/file:///notes/{name}``, and what an agent expands it to maps
+back to exactly what the app's own expansion would be. The mapping is reversible by cutting
+the prefix. :func:`split_uri` is the one place an agent's URI is parsed: a URI without the
+prefix, with a label no app has, or naming an app URI the app neither listed nor matches with a
+template, is refused (:class:`ResourceError`, ``-32002`` with a message naming the cause), so an
+agent can name only resources an app offered, and only to that app. A URI a *template* matched
+also passes the path-traversal guard (``..`` segments, percent-encoded or look-alike), as tool
+arguments do; listed URIs are the app's own words and need no guard.
+
+:class:`ResourceDirectory` holds each instance's offer (``AppResources``: what it listed, and
+its link, the :class:`ResourcePort` a read goes to), a ``version`` bumped and an event pulsed at
+every change of the set (for ``notifications/resources/list_changed``), and the listeners that
+hear ``resourceUpdated`` (MCP sessions, which pass it on to agents that subscribed). It is the
+registry's (``Registry.resources``), so both the app links and the MCP sessions reach it.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+import weakref
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+
+import attrs
+import msgspec
+import trio
+
+from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
+
+from ..errors import BrokerError
+from .guards import find_path_traversal
+
+__all__ = ["SCHEME", "AppResources", "ResourceDirectory", "ResourceError", "ResourcePort", "agent_uri", "split_uri"]
+
+SCHEME: Final = "toolbridge://"
+#: JSON-RPC code for a resource that does not exist (MCP's "Resource not found").
+RESOURCE_NOT_FOUND: Final = -32002
+_EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_.%]+)\}")
+
+
+class ResourceError(BrokerError):
+    """A read or subscription the broker refuses: ``code`` is the JSON-RPC code to answer with."""
+
+    def __init__(self, message: str, code: int = RESOURCE_NOT_FOUND, kind: str = "unknown_tool") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        #: The call log's outcome (an ``OutcomeKind`` value): an unknown URI is logged like an
+        #: unknown tool name.
+        self.kind = kind
+
+
+class ResourcePort(Protocol):
+    """The link a read goes to (``AppLink``)."""
+
+    async def read_resource(self, uri: str, timeout: float) -> list[dict[str, Any]]:
+        """The app's contents for its own ``uri``; raises ResourceError for its refusal, a
+        timeout or a disconnect."""
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
+        """The app's rendering of its prompt ``name`` (``messages``, ``description``); raises
+        ResourceError as :meth:`read_resource` does."""
+
+
+def agent_uri(label: str, uri: str) -> str:
+    """The agent-facing URI (or template) of an app's own ``uri``."""
+    return f"{SCHEME}{urllib.parse.quote(label, safe='')}/{uri}"
+
+
+def _template_regex(template: str) -> re.Pattern[str]:
+    """RFC 6570 level 1: each ``{var}`` matches one percent-encoded value (no ``/ ? #``)."""
+    parts: list[str] = []
+    last = 0
+    for match in _EXPRESSION.finditer(template):
+        parts.append(re.escape(template[last:match.start()]))
+        parts.append(r"[^/?#{}]*")
+        last = match.end()
+    parts.append(re.escape(template[last:]))
+    return re.compile("".join(parts))
+
+
+@attrs.define(eq=False)
+class AppResources:
+    """One instance's resources, as the app declared them, and its link."""
+
+    label: str
+    port: ResourcePort
+    resources: list[ResourceSpec]
+    templates: list[ResourceTemplateSpec]
+    _by_uri: dict[str, ResourceSpec] = attrs.field(init=False)
+    _patterns: list[re.Pattern[str]] = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._by_uri = {spec.uri: spec for spec in self.resources}
+        self._patterns = [_template_regex(t.uri_template) for t in self.templates]
+
+    def offers(self, uri: str) -> bool:
+        """Whether ``uri`` (the app's own) is listed or matches a template (guarded)."""
+        if uri in self._by_uri:
+            return True
+        if not any(pattern.fullmatch(uri) for pattern in self._patterns):
+            return False
+        if find_path_traversal(uri) is not None:
+            raise ResourceError(f"the resource URI {uri!r} has a '..' path segment; toolbridge refuses path "
+                                "traversal in resource URIs", code=-32602, kind="guard_rejected")
+        return True
+
+
+def resource_entry(label: str, spec: ResourceSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {"uri": agent_uri(label, spec.uri), "name": spec.name}
+    for key, value in (("title", spec.title), ("description", spec.description), ("mimeType", spec.mime_type),
+                       ("size", spec.size), ("annotations", spec.annotations)):
+        if value is not None:
+            entry[key] = value
+    return entry
+
+
+def template_entry(label: str, spec: ResourceTemplateSpec) -> dict[str, Any]:
+    entry: dict[str, Any] = {"uriTemplate": agent_uri(label, spec.uri_template), "name": spec.name}
+    for key, value in (("title", spec.title), ("description", spec.description), ("mimeType", spec.mime_type),
+                       ("annotations", spec.annotations)):
+        if value is not None:
+            entry[key] = value
+    return entry
+
+
+class ResourceDirectory:
+    """Every instance's resources by label, and who hears of changes (module docstring)."""
+
+    def __init__(self) -> None:
+        self._apps: dict[str, AppResources] = {}
+        self.version = 0
+        self._changed = trio.Event()
+        self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
+        #: Prompts (protocol v2) by label, with the link that renders them; their own version.
+        self._prompts: dict[str, tuple[ResourcePort, list[PromptSpec]]] = {}
+        self.prompts_version = 0
+        self._prompts_changed = trio.Event()
+
+    # --- the app links' face -------------------------------------------------------------
+
+    def offer(self, label: str, port: ResourcePort, resources: list[ResourceSpec],
+              templates: list[ResourceTemplateSpec]) -> None:
+        """``label``'s instance offers these (replacing what it offered before)."""
+        old = self._apps.get(label)
+        if not resources and not templates:
+            if old is not None:
+                self.withdraw(label, old.port)
+            return
+        self._apps[label] = AppResources(label, port, list(resources), list(templates))
+        self._bump()
+
+    def withdraw(self, label: str, port: ResourcePort) -> None:
+        """The link ``port`` of ``label`` ended: its resources and prompts go (not a newer link's)."""
+        current = self._apps.get(label)
+        if current is not None and current.port is port:
+            del self._apps[label]
+            self._bump()
+        prompts = self._prompts.get(label)
+        if prompts is not None and prompts[0] is port:
+            del self._prompts[label]
+            self._bump_prompts()
+
+    def offer_prompts(self, label: str, port: ResourcePort, prompts: list[PromptSpec]) -> None:
+        """``label``'s instance offers these prompts (replacing what it offered before)."""
+        if prompts:
+            self._prompts[label] = (port, list(prompts))
+        elif self._prompts.pop(label, None) is None:
+            return
+        self._bump_prompts()
+
+    def _bump_prompts(self) -> None:
+        self.prompts_version += 1
+        self._prompts_changed.set()
+        self._prompts_changed = trio.Event()
+
+    async def wait_prompts_changed(self, seen: int) -> int:
+        while self.prompts_version == seen:
+            await self._prompts_changed.wait()
+        return self.prompts_version
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        """Every prompt as ``<label>__<name>``, sorted (deterministic, for pagination)."""
+        entries = []
+        for label in self._prompts:
+            for spec in self._prompts[label][1]:
+                entry: dict[str, Any] = {"name": prompt_name(label, spec.name)}
+                for key, value in (("title", spec.title), ("description", spec.description)):
+                    if value is not None:
+                        entry[key] = value
+                if spec.arguments:
+                    entry["arguments"] = [msgspec_to_dict(arg) for arg in spec.arguments]
+                entries.append(entry)
+        return sorted(entries, key=lambda entry: str(entry["name"]))
+
+    def resolve_prompt(self, name: str) -> tuple[str, ResourcePort, PromptSpec]:
+        """``(label, link, spec)`` of the agent-facing prompt ``name``; ResourceError if none."""
+        for label, (port, specs) in self._prompts.items():
+            prefix = prompt_name(label, "")
+            if name.startswith(prefix):
+                own = name[len(prefix):]
+                for spec in specs:
+                    if spec.name == own:
+                        return label, port, spec
+        raise ResourceError(f"unknown prompt {name[:200]!r}: list them again with prompts/list "
+                            "(prompts are named <App>__<prompt>)", code=-32602)
+
+    def updated(self, label: str, uri: str) -> None:
+        """The app says its resource ``uri`` changed: tell the listeners its agent-facing URI."""
+        app = self._apps.get(label)
+        if app is None or uri not in app._by_uri and not any(p.fullmatch(uri) for p in app._patterns):
+            return  # not one of its resources: nobody can have subscribed to it
+        full = agent_uri(label, uri)
+        alive = []
+        for ref in self._listeners:
+            listener = ref()
+            if listener is not None:
+                alive.append(ref)
+                listener(full)
+        self._listeners = alive
+
+    def _bump(self) -> None:
+        self.version += 1
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # --- the MCP sessions' face ----------------------------------------------------------
+
+    def on_updated(self, listener: Callable[[str], None]) -> None:
+        """Call the bound method ``listener(agent_uri)`` at each ``resourceUpdated`` (held weakly)."""
+        self._listeners.append(weakref.WeakMethod(listener))
+
+    async def wait_changed(self, seen: int) -> int:
+        while self.version == seen:
+            await self._changed.wait()
+        return self.version
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        """Every resource, sorted by agent-facing URI (deterministic: pagination bisects on it)."""
+        entries = [resource_entry(label, spec) for label, app in self._apps.items() for spec in app.resources]
+        return sorted(entries, key=lambda entry: str(entry["uri"]))
+
+    def list_templates(self) -> list[dict[str, Any]]:
+        entries = [template_entry(label, spec) for label, app in self._apps.items() for spec in app.templates]
+        return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
+
+    def resolve(self, uri: str) -> tuple[AppResources, str]:
+        """The app offering the agent-facing ``uri`` and the app's own URI; ResourceError if none."""
+        label, own = split_uri(uri)
+        app = self._apps.get(label)
+        if app is None:
+            raise ResourceError(f"unknown resource {uri!r}: no connected app {label!r} offers resources; "
+                                "list them again with resources/list")
+        if not app.offers(own):
+            raise ResourceError(f"unknown resource {uri!r}: the app {label!r} offers no resource {own!r}; "
+                                "list them again with resources/list or resources/templates/list")
+        return app, own
+
+
+def prompt_name(label: str, name: str) -> str:
+    """The agent-facing name of an app's prompt: ``<label>__<name>``, as tools are named."""
+    return f"{label}__{name}"
+
+
+def msgspec_to_dict(value: Any) -> dict[str, Any]:
+    """A spec struct as its wire dict (camelCase, defaults left out)."""
+    result: dict[str, Any] = msgspec.to_builtins(value)
+    return result
+
+
+def split_uri(uri: str) -> tuple[str, str]:
+    """``toolbridge://<label>/<own>`` → ``(label, own)``; ResourceError for anything else."""
+    if not uri.startswith(SCHEME):
+        raise ResourceError(f"unknown resource {uri[:200]!r}: toolbridge's resource URIs start with "
+                            f"{SCHEME}<App>/ (take them from resources/list)")
+    label, slash, own = uri[len(SCHEME):].partition("/")
+    if not slash or not label or not own:
+        raise ResourceError(f"unknown resource {uri[:200]!r}: expected {SCHEME}<App>/<the app's URI>")
+    return urllib.parse.unquote(label), own
