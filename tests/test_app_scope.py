@@ -495,3 +495,42 @@ async def test_a_scope_lists_in_pages_by_own_name(tmp_path: Path) -> None:
             cursor = result.get("nextCursor")
         assert listed == ["a tool", "b_tool", "c.tool"] and cursor is None
         session.close()
+
+
+# --- resources and prompts stay out of a one-app scope (for now) ------------------------------
+
+
+@pytest.mark.parametrize(("transport", "mode"), [("http", "legacy"), ("stdio", "auto")])
+async def test_a_scope_reaches_no_apps_resources_or_prompts(tmp_path: Path, transport: str, mode: str) -> None:
+    """The resource directory spans every app: a scope (and a token limited to it) must not
+    read another app's resources through it. Until scopes offer their own app's resources
+    under its own names (issue 17), none are offered there at all."""
+    from app_client import App
+
+    home = tmp_path / "home"
+    async with running_daemon(home) as info:
+        other = App("Vault", host="127.0.0.1", port=info.port, token=info.token)
+
+        @other.resource("vault://secret", mime_type="text/plain")
+        def secret() -> str:
+            return "the combination"
+
+        @other.prompt(description="Unlock the vault")
+        def unlock() -> str:
+            return "unlock it"
+
+        async with trio.open_nursery() as nursery, other.connected(timeout=10):
+            demo = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("echo", "echo", OBJECT)]
+                                   ).start(nursery)
+            async with scoped_agent(transport, mode, info, home, "Demo") as client:
+                assert names_of(await client.list_tools()) == ["echo"]
+                assert "resources" not in client.server_capabilities.model_dump(exclude_none=True)
+                with pytest.raises(MCPError, match="not offered in a one-app scope"):
+                    await client.list_resources()
+                with pytest.raises(MCPError, match="not offered in a one-app scope"):
+                    await client.read_resource("toolbridge://Vault/vault://secret")
+                with pytest.raises(MCPError, match="not offered in a one-app scope"):
+                    await client.list_prompts()
+                with pytest.raises(MCPError, match="not offered in a one-app scope"):
+                    await client.get_prompt("Vault__unlock")
+            await demo.close()

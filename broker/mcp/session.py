@@ -518,6 +518,12 @@ class Session:
             handler = table.get(request.method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
+            if self.app is not None and request.method in _NOT_IN_APP_SCOPE:
+                # The directory of resources and prompts spans every app; a one-app scope (and a
+                # token limited to it) must not reach another app's, so they are not offered here.
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} is not offered in a one-app "
+                               "scope yet; apps' resources and prompts are on /mcp (or `toolbridge stdio` "
+                               "without --app)")
             if isinstance(handler, _ToolsCall):
                 result = self._start_tool_call(request, context, outbox)
                 if result is None:
@@ -675,6 +681,7 @@ class Session:
         result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
+            result["capabilities"] = _scope_capabilities(result["capabilities"])
         if self.code:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
@@ -686,6 +693,7 @@ class Session:
         result = self.server.discover_result(discovery=self.discovery)
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
+            result["capabilities"] = _scope_capabilities(result["capabilities"])
         if self.code:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
@@ -1004,12 +1012,14 @@ class Session:
         # Discovery mode: the listed tools (the meta-tools) never change, so nothing is honoured.
         honored: dict[str, Any] = (
             {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
-        # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for.
-        resources_changed = wanted.get("resourcesListChanged") is True
-        prompts_changed = wanted.get("promptsListChanged") is True
+        # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for
+        # (not in a one-app scope, which offers no resources or prompts yet).
+        everything = self.app is None
+        resources_changed = everything and wanted.get("resourcesListChanged") is True
+        prompts_changed = everything and wanted.get("promptsListChanged") is True
         if prompts_changed:
             honored["promptsListChanged"] = True
-        asked = wanted.get("resourceSubscriptions")
+        asked = wanted.get("resourceSubscriptions") if everything else None
         uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
         if resources_changed:
             honored["resourcesListChanged"] = True
@@ -1076,6 +1086,18 @@ class _ToolsCall:
 
 
 _TOOLS_CALL: Final = _ToolsCall()
+#: Methods a one-app scope does not offer (yet): they would reach every app's resources and prompts.
+_NOT_IN_APP_SCOPE: Final = frozenset({
+    "resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
+    "resources/unsubscribe", "prompts/list", "prompts/get",
+})
+
+
+def _scope_capabilities(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """A one-app scope's capabilities: tools only (see ``_NOT_IN_APP_SCOPE``)."""
+    return {key: value for key, value in capabilities.items() if key not in ("resources", "prompts")}
+
+
 _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "initialize": _Inline(Session._initialize),
     "ping": _Inline(Session._ping),
@@ -1154,8 +1176,9 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
-            nursery.start_soon(session.watch_resources)
-            nursery.start_soon(session.watch_prompts)
+            if app is None:  # a one-app scope offers no resources or prompts (yet)
+                nursery.start_soon(session.watch_resources)
+                nursery.start_soon(session.watch_prompts)
             server.open_sessions.add(session)
         try:
             yield session
