@@ -909,18 +909,24 @@ class Session:
 
     async def watch_prompts(self) -> None:
         """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
-        await self.initialized.wait()
         directory = self.server.registry.resources
-        seen = directory.prompts_version
+        await self._watch_list(lambda: directory.prompts_version, directory.wait_prompts_changed,
+                               PROMPTS_LIST_CHANGED)
+
+    async def _watch_list(self, version: Callable[[], int], wait_changed: Callable[[int], Awaitable[int]],
+                          notification: bytes) -> None:
+        """Send ``notification`` once per burst of changes (``coalesce`` apart) until shutdown."""
+        await self.initialized.wait()
+        seen = version()
         while True:
-            seen = await directory.wait_prompts_changed(seen)
+            seen = await wait_changed(seen)
             with trio.move_on_after(self.server.coalesce):
                 await self.server.shutdown.wait()
             if self.server.shutdown.is_set():
                 return
-            seen = directory.prompts_version
+            seen = version()
             if self.notify_outbox is not None:
-                self.notify_outbox.send_nowait(PROMPTS_LIST_CHANGED)
+                self.notify_outbox.send_nowait(notification)
 
     async def _listen_prompts(self, outbox: Outbox, meta: dict[str, Any]) -> None:
         directory = self.server.registry.resources
@@ -954,18 +960,8 @@ class Session:
 
     async def watch_resources(self) -> None:
         """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
-        await self.initialized.wait()
         directory = self.server.registry.resources
-        seen = directory.version
-        while True:
-            seen = await directory.wait_changed(seen)
-            with trio.move_on_after(self.server.coalesce):
-                await self.server.shutdown.wait()
-            if self.server.shutdown.is_set():
-                return
-            seen = directory.version
-            if self.notify_outbox is not None:
-                self.notify_outbox.send_nowait(RESOURCES_LIST_CHANGED)
+        await self._watch_list(lambda: directory.version, directory.wait_changed, RESOURCES_LIST_CHANGED)
 
     async def _listen_resources(self, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
                                 uris: frozenset[str]) -> None:
