@@ -73,6 +73,8 @@ def main() -> None:
     parser.add_argument("--max-seconds", type=float, default=20.0)
     parser.add_argument("--targets", default=",".join(TARGETS))
     parser.add_argument("--text", default="hello", help="the echo argument")
+    parser.add_argument("--app-concurrency", type=int, default=64,
+                        help="the app_client app's max_concurrency (1: a GUI app answering one call at a time)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     levels = h.parse_list(args.concurrency)
@@ -81,7 +83,8 @@ def main() -> None:
 
     with h.temp_home() as home, h.Daemon(home / "home") as daemon:
         apps = [
-            ([h.PYTHON, str(h.BENCH_DIR / "echo_app.py"), "--home", str(daemon.home)], "app_client"),
+            ([h.PYTHON, str(h.BENCH_DIR / "echo_app.py"), "--home", str(daemon.home),
+              "--max-concurrency", str(args.app_concurrency)], "app_client"),
             ([h.PYTHON, str(h.BENCH_DIR / "raw_echo_app.py"), "--home", str(daemon.home)], "raw_app"),
         ]
         with h.started(apps[0][0], log=home / "echo_app.log") as app_a, \
