@@ -402,16 +402,8 @@ class Session:
                     answer = ResourceResponse(cid, error=f"reading {read.uri!r} timed out")
         finally:
             del self._reads[cid]
-        try:
-            if answer is not None and self._conn.protocol.is_running(cid):
-                try:
-                    await self._send(answer)
-                except LocalProtocolError as exc:
-                    await self._send(ResourceResponse(cid, error=f"the resource cannot be sent ({exc.message})"))
-        except ConnectionClosed:
-            pass
-        finally:
-            self._conn.protocol.call_ended(cid)
+        await self._answer_request(
+            cid, answer, lambda why: ResourceResponse(cid, error=f"the resource cannot be sent ({why})"))
 
     async def _run_prompt(self, get: PromptGet, scope: trio.CancelScope) -> None:
         """Protocol v2: render a ``promptGet`` and answer it (nothing after a cancel)."""
@@ -433,12 +425,19 @@ class Session:
                         answer = PromptResponse(cid, error=str(exc) or type(exc).__name__)
         finally:
             del self._reads[cid]
+        await self._answer_request(
+            cid, answer, lambda why: PromptResponse(cid, error=f"the prompt cannot be sent ({why})"))
+
+    async def _answer_request(self, cid: int, answer: ResourceResponse | PromptResponse | None,
+                              unsendable: Callable[[str], ResourceResponse | PromptResponse]) -> None:
+        """Send a v2 request's answer unless the broker cancelled it meanwhile; an answer the
+        protocol refuses to send (too big, say) becomes an error answer. The id ends either way."""
         try:
             if answer is not None and self._conn.protocol.is_running(cid):
                 try:
                     await self._send(answer)
                 except LocalProtocolError as exc:
-                    await self._send(PromptResponse(cid, error=f"the prompt cannot be sent ({exc.message})"))
+                    await self._send(unsendable(exc.message))
         except ConnectionClosed:
             pass
         finally:

@@ -425,3 +425,21 @@ async def test_a_call_queued_behind_a_replaced_link_reaches_the_new_link_after_r
 def _queued(daemon: DaemonInfo) -> int:
     """Calls waiting for an admission slot, over every instance."""
     return sum(instance.admission.waiting for instance in daemon.core.registry.instances())
+
+
+async def test_late_or_unknown_v2_answers_get_unknown_correlation_id(daemon: DaemonInfo) -> None:
+    """A ``resourceResponse`` / ``promptResponse`` for no pending request changes nothing and
+    is answered with ``unknown_correlation_id``, naming what was expected; the link goes on."""
+    app = await RawApp.connect(daemon.port)
+    registered = await app.register(daemon.token, protocolVersion=2,
+                                     resources=[{"uri": "notes://a", "name": "a"}])
+    assert (registered["type"], registered["protocolVersion"]) == ("registered", 2)
+    await app.send({"type": "resourceResponse", "correlationId": 424242, "contents": []})
+    late_read = await app.recv_type("error")
+    assert (late_read["code"], late_read["correlationId"]) == ("unknown_correlation_id", 424242)
+    assert late_read["message"] == "no read 424242 is pending (late, cancelled or never sent)"
+    await app.send({"type": "promptResponse", "correlationId": 7, "error": "too late"})
+    late_prompt = await app.recv_type("error")
+    assert late_prompt["message"] == "no prompt request 7 is pending (late, cancelled or never sent)"
+    await app.send({"type": "ping", "id": 1})
+    assert (await app.recv_type("pong"))["id"] == 1

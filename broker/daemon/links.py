@@ -489,23 +489,11 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         log.info("app_tools_removed", label=instance.label, tools=message.names)
         conn.send_nowait(ToolsUpdated(tool_names=instance.tool_names()))
     elif isinstance(message, ResourceResponse):
-        read = link.reads.get(message.correlation_id)
-        if read is None:
-            conn.send_nowait(Error("unknown_correlation_id", f"no read {message.correlation_id} is pending (late, "
-                                   "cancelled or never sent)", correlation_id=message.correlation_id))
-        elif message.error is not None:
-            read.finish(error=f"the app {instance.label} could not read the resource: {message.error[:1000]}")
-        else:
-            read.finish(result={"contents": message.contents})
+        _answered(link, instance.label, message.correlation_id, "read", message.error, "read the resource",
+                  lambda: {"contents": message.contents})
     elif isinstance(message, PromptResponse):
-        read = link.reads.get(message.correlation_id)
-        if read is None:
-            conn.send_nowait(Error("unknown_correlation_id", f"no prompt request {message.correlation_id} is "
-                                   "pending (late, cancelled or never sent)", correlation_id=message.correlation_id))
-        elif message.error is not None:
-            read.finish(error=f"the app {instance.label} could not render the prompt: {message.error[:1000]}")
-        else:
-            read.finish(result={"messages": message.messages, "description": message.description})
+        _answered(link, instance.label, message.correlation_id, "prompt request", message.error,
+                  "render the prompt", lambda: {"messages": message.messages, "description": message.description})
     elif isinstance(message, SetPrompts):
         links.registry.resources.offer_prompts(instance.label, link, message.prompts)
         log.info("app_prompts_set", label=instance.label, prompts=len(message.prompts))
@@ -528,6 +516,19 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
             if call is not None:
                 links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",
                                  log_message=app_text_for_log(message.message))
+
+
+def _answered(link: AppLink, label: str, correlation_id: int, what: str, error: str | None, failed_to: str,
+              result: Callable[[], dict[str, Any]]) -> None:
+    """The app's answer to a resource read or prompt request sent on ``link`` (protocol v2)."""
+    request = link.reads.get(correlation_id)
+    if request is None:
+        link.conn.send_nowait(Error("unknown_correlation_id", f"no {what} {correlation_id} is pending (late, "
+                                    "cancelled or never sent)", correlation_id=correlation_id))
+    elif error is not None:
+        request.finish(error=f"the app {label} could not {failed_to}: {error[:1000]}")
+    else:
+        request.finish(result=result())
 
 
 async def _add_tools(link: AppLink, links: AppLinks, message: AddTools) -> None:
