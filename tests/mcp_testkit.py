@@ -125,7 +125,7 @@ class ScriptedApp:
     async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
         self._stream = await trio.open_tcp_stream("127.0.0.1", self.port)
         framer = LineFramer()
-        await self.send(Register(app_name=self.app_name, token=self.token, tools=self.tools, max_concurrency=8))
+        await self.send(self._register())
         started = False
         async with self._stream, trio.open_nursery() as nursery:
             while True:
@@ -149,9 +149,17 @@ class ScriptedApp:
                     nursery.start_soon(self._answer, message)
                 elif isinstance(message, ToolCancel):
                     self.cancels.append(message)
-                else:
+                elif not await self._handle(message):
                     raise AssertionError(f"unexpected message {message!r}")
                 self._touch()
+
+    def _register(self) -> Register:
+        """The first message (subclasses offer more than tools)."""
+        return Register(app_name=self.app_name, token=self.token, tools=self.tools, max_concurrency=8)
+
+    async def _handle(self, message: Any) -> bool:
+        """A message the base app does not know: True if a subclass handled it."""
+        return False
 
     async def close(self) -> None:
         """Disconnect from the daemon (like the app quitting)."""

@@ -4,7 +4,7 @@ the agent over stdio and HTTP, in both eras (legacy handshake and 2026-07-28 via
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -15,18 +15,11 @@ import trio
 from mcp import Client, MCPError
 
 from app_client.wire import (
-    LineFramer,
-    Ping,
-    Pong,
     Register,
-    Registered,
-    ToolCancel,
-    decode_message,
-    encode_message,
 )
 from app_client.protocol import PromptSpec, ResourceRead, ResourceResponse, ResourceSpec, ResourceTemplateSpec, ResourceUpdated
 from broker.daemon.run import DaemonInfo
-from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, connect_agent, running_daemon
+from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, connect_agent, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -35,82 +28,31 @@ README = "toolbridge://Notes/notes://readme"
 LOGO = "toolbridge://Notes/img://logo.png"
 
 
-class ResourceApp:
+class ResourceApp(ScriptedApp):
     """An app over a raw socket that offers resources (protocol v2, unless ``version`` says 1)."""
 
     def __init__(self, port: int, token: str, name: str = "Notes", version: int = 2) -> None:
-        self.port, self.token, self.name, self.version = port, token, name, version
+        super().__init__(port, token, name, tools=[])
+        self.name, self.version = name, version
         self.reads: list[ResourceRead] = []
-        self.cancels: list[ToolCancel] = []
-        self.registered: Registered | None = None
-        self._stream: trio.SocketStream | None = None
-        self._scope = trio.CancelScope()
-        self._closed = trio.Event()
-        self._changed = trio.Event()
 
-    async def start(self, nursery: trio.Nursery) -> ResourceApp:
-        await nursery.start(self._run)
-        return self
-
-    async def send(self, message: Any) -> None:
-        assert self._stream is not None
-        await self._stream.send_all(encode_message(message))
-
-    async def until(self, predicate: Callable[[], bool]) -> None:
-        with trio.fail_after(10):
-            while not predicate():
-                await self._changed.wait()
-
-    async def close(self) -> None:
-        self._scope.cancel()
-        await self._closed.wait()
-
-    async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
-        try:
-            with self._scope:
-                await self._serve(task_status)
-        finally:
-            self._closed.set()
-
-    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
-        self._stream = await trio.open_tcp_stream("127.0.0.1", self.port)
-        framer = LineFramer()
-        await self.send(Register(
+    def _register(self) -> Register:
+        return Register(
             app_name=self.name, token=self.token, protocol_version=self.version,
             resources=[ResourceSpec("notes://readme", "readme", mime_type="text/plain", description="Read me"),
                        ResourceSpec("img://logo.png", "logo", mime_type="image/png")],
             resource_templates=[ResourceTemplateSpec("file:///docs/{name}", "doc", mime_type="text/plain")],
             prompts=[PromptSpec("hello")],
-        ))
-        started = False
-        async with self._stream:
-            while True:
-                line = framer.next_line()
-                if line is None:
-                    data = await self._stream.receive_some(65536)
-                    if not data:
-                        return
-                    framer.receive_data(data)
-                    continue
-                message = decode_message(line)
-                if isinstance(message, Registered):
-                    self.registered = message
-                    if not started:
-                        started = True
-                        task_status.started()
-                elif isinstance(message, Ping):
-                    await self.send(Pong(id=message.id))
-                elif isinstance(message, ResourceRead):
-                    self.reads.append(message)
-                    await self._answer(message)
-                elif isinstance(message, ToolCancel):
-                    self.cancels.append(message)
-                else:
-                    raise AssertionError(f"unexpected message {message!r}")
-                self._changed.set()
-                self._changed = trio.Event()
+        )
 
-    async def _answer(self, read: ResourceRead) -> None:
+    async def _handle(self, message: Any) -> bool:
+        if not isinstance(message, ResourceRead):
+            return False
+        self.reads.append(message)
+        await self._answer_read(message)
+        return True
+
+    async def _answer_read(self, read: ResourceRead) -> None:
         uri = read.uri
         if uri == "notes://readme":
             contents = [{"uri": uri, "mimeType": "text/plain", "text": "hello from Notes"}]
