@@ -20,6 +20,7 @@ from mcp import Client, MCPError
 from app_client import App, ToolContext
 from app_client.protocol import (
     Complete,
+    CompleteResponse,
     Error,
     PromptArgument,
     PromptSpec,
@@ -230,6 +231,30 @@ async def test_an_app_that_never_answers_a_completion_and_one_without_completion
                                                              ("completion", "ok")]
         await silent.close()
         await plain.close()
+
+
+class OverlongCompleter(SilentCompleter):
+    """Answers with more than MCP allows: 150 values, or one value of 2000 characters."""
+
+    async def _handle(self, message: Any) -> bool:
+        if not isinstance(message, Complete):
+            return False
+        values = [f"v{n}" for n in range(150)] if message.value == "many" else ["x" * 2000]
+        await self.send(CompleteResponse(message.correlation_id, values=values))
+        return True
+
+
+async def test_the_broker_bounds_an_apps_completion_answer(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, trio.open_nursery() as nursery:
+        app = await OverlongCompleter(info.port, info.token, "Wordy", completions=True).start(nursery)
+        async with connect_agent("http", "auto", info, home) as client:
+            ref = types.PromptReference(name="Wordy__greet")
+            many = (await client.complete(ref, {"name": "who", "value": "many"})).completion
+            assert (len(many.values), many.values[-1], many.has_more, many.total) == (100, "v99", True, None)
+            with pytest.raises(MCPError, match="a value over 1024 characters"):
+                await client.complete(ref, {"name": "who", "value": "long"})
+        await app.close()
 
 
 # --- one-app scopes -------------------------------------------------------------------------
