@@ -216,9 +216,15 @@ async def test_an_app_that_never_answers_a_completion_and_one_without_completion
             with pytest.raises(MCPError, match="timed out after 0.2 s"):
                 await client.session.send_request(types.CompleteRequest(params=params), types.CompleteResult)
             await silent.until(lambda: len(silent.cancels) == 1)
-            [request] = silent.requests
+            request = silent.requests[0]
             assert (request.prompt, request.argument, request.value, request.arguments) == ("greet", "who", "a", {})
             assert (silent.cancels[0].correlation_id, silent.cancels[0].reason) == (request.correlation_id, "timeout")
+            # An agent that gives up (notifications/cancelled) cancels the request at the app too.
+            with trio.move_on_after(0.5):
+                await client.complete(types.PromptReference(name="Silent__greet"), {"name": "who", "value": "b"})
+            await silent.until(lambda: len(silent.cancels) == 2)
+            assert (silent.cancels[1].correlation_id, silent.cancels[1].reason) == (
+                silent.requests[1].correlation_id, "cancelled")
             # An app that registered no completions is answered empty without being asked.
             for ref in (types.PromptReference(name="Plain__greet"),
                         types.ResourceTemplateReference(uri="toolbridge://Plain/mail://{folder}")):
@@ -226,9 +232,9 @@ async def test_an_app_that_never_answers_a_completion_and_one_without_completion
                 empty = (await client.complete(ref, argument)).completion
                 assert (empty.values, empty.has_more) == ([], False)
             assert plain.requests == []
-        rows = await logged_kinds(home, 3)
-        assert [(tool, kind) for tool, kind, *_ in rows] == [("completion", "timeout"), ("completion", "ok"),
-                                                             ("completion", "ok")]
+        rows = await logged_kinds(home, 4)
+        assert [(tool, kind) for tool, kind, *_ in rows] == [("completion", "timeout"), ("completion", "cancelled"),
+                                                             ("completion", "ok"), ("completion", "ok")]
         await silent.close()
         await plain.close()
 
