@@ -318,7 +318,7 @@ async def test_bad_app_names_over_http_are_404_and_the_daemon_keeps_serving(tmp_
         ok = await http.post(scope_url(info, "Demo") + "/", json=INIT, headers=POST)  # a trailing slash is fine
         assert ok.status_code == 200
         body = ok.json()["result"]
-        assert body["capabilities"] == {"tools": {"listChanged": True}}
+        assert body["capabilities"] == {"tools": {"listChanged": True}, "completions": {}, "logging": {}}
         assert "desktop application Demo" in body["instructions"]
         # A session belongs to the path it started at: it cannot change scope (nor leave it).
         session = {"mcp-session-id": ok.headers["mcp-session-id"], **POST}
