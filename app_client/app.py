@@ -151,6 +151,9 @@ class App:
         goodbye: send ``goodbye`` when the app stops, so the broker releases its names at once
             (the default). ``False`` keeps them for the reconnect grace period: for a program
             with a stable ``instance_id`` that restarts at once (a broker's uplink).
+        elicitation: the app's tools ask the agent's user with ``ctx.elicit`` (protocol.md
+            section 13): the app registers with wire protocol version 2, which that needs
+            (apps with resources or prompts do anyway).
     """
 
     def __init__(
@@ -173,6 +176,7 @@ class App:
         prepare_register: Callable[[Register], Register] | None = None,
         check_registered: Callable[[Registered], None] | None = None,
         goodbye: bool = True,
+        elicitation: bool = False,
     ) -> None:
         if (
             not isinstance(name, str)
@@ -205,6 +209,8 @@ class App:
         self._prepare_register = prepare_register
         self._check_registered = check_registered
         self._goodbye = goodbye
+        #: Tools may ask the user (``ToolContext.elicit``): register with protocol version 2.
+        self._elicitation = elicitation
         #: Set by set_tool_specs: also handles invoked names not (or no longer) in the table.
         self._catch_all: RemoteHandler | None = None
         self._backoff = backoff or Backoff()
@@ -599,9 +605,9 @@ class App:
             instance_id=self.instance_id,
             max_concurrency=self.max_concurrency,
             app_version=self.app_version,
-            # Version 2 only when it is needed (resources): a tools-only app stays a v1 app, as
+            # Version 2 only when it is needed (resources, elicitation): a tools-only app stays a v1 app, as
             # the conformance kit's vectors (protocol.md section 10) describe it.
-            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts else 1,
+            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts or self._elicitation else 1,
             resources=[d.spec for d in self._resources.values() if d.spec is not None],
             resource_templates=[d.template for d in self._resources.values() if d.template is not None],
             prompts=[d.spec for d in self._prompts.values()],

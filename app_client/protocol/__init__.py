@@ -26,6 +26,8 @@ Moving bytes is :mod:`app_client.channel`'s job (trio).
 from ._errors import ConnectionClosed, LocalProtocolError, ProtocolError, RemoteProtocolError, ToolbridgeError
 from ._framing import LARGE_LINE, STEP_BYTES, LineFramer, decode_message_in_steps, decode_tools_in_steps
 from ._messages import (
+    Elicit,
+    ElicitResult,
     PromptArgument,
     PromptGet,
     PromptResponse,
@@ -88,6 +90,8 @@ from ._state import (
 )
 
 __all__ = [
+    "Elicit",
+    "ElicitResult",
     "PromptArgument",
     "PromptGet",
     "PromptResponse",

@@ -46,7 +46,9 @@ message (``setResources``, ``resourceUpdated``, ``resourceRead``, ``resourceResp
 v1 connection is refused either way (``unexpected_message``); so are ``setPrompts``,
 ``promptGet`` and ``promptResponse``. A ``resourceRead`` or ``promptGet`` is a call like an
 invocation (same id space, cancelled by ``toolCancel``, answered once by ``resourceResponse`` /
-``promptResponse``).
+``promptResponse``). Elicitation (protocol.md section 13, version 2): an app may send ``elicit``
+only for a call that is running and not cancelled; an ``elicitResult`` for a call that is not
+running is :class:`Ignored`.
 
 :class:`AgentLinkClient` (the CLI's and the stdio relay's side)
     Sends ``agentConnect`` or ``admin`` and judges the one reply.
@@ -71,6 +73,8 @@ from ._messages import (
     AdminResponse,
     AgentConnect,
     AgentConnected,
+    Elicit,
+    ElicitResult,
     Error,
     Goodbye,
     Message,
@@ -231,7 +235,8 @@ def _refuse_send(side: str, message: Message, phase: Phase) -> LocalProtocolErro
 _BROKER_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (Error,),
     Phase.REGISTERING: (Registered, Error),
-    Phase.REGISTERED: (ToolInvocation, ResourceRead, PromptGet, ToolCancel, ToolsUpdated, Ping, Pong, Error),
+    Phase.REGISTERED: (ToolInvocation, ResourceRead, PromptGet, ToolCancel, ToolsUpdated, Ping, Pong, Error,
+                       ElicitResult),
     Phase.AGENT: (AgentConnected, Error),
     Phase.ADMIN: (AdminResponse, Error),
     Phase.CLOSED: (),
@@ -392,7 +397,7 @@ _APP_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (),
     Phase.REGISTERING: (Pong,),
     Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
-                       SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse),
+                       SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse, Elicit),
     Phase.CLOSED: (),
 }
 
@@ -488,6 +493,12 @@ class AppConnection:
                 return Ignored(message)  # not running (finished, or cancelled already)
             self._calls[message.correlation_id] = True
             return message
+        if isinstance(message, ElicitResult):
+            # An answer to an elicit of a call that is no longer running (cancelled, answered)
+            # is nobody's: dropped (section 13).
+            if self._calls.get(message.correlation_id) is not False:
+                return Ignored(message)
+            return message
         if isinstance(message, ToolsUpdated):
             if self._updates_pending:
                 self._updates_pending -= 1
@@ -521,7 +532,7 @@ class AppConnection:
         if isinstance(message, V2_MESSAGES) and self.version < 2:
             raise LocalProtocolError("unexpected_message", f"{message_tag(message)!r} needs protocol version 2; "
                                      f"the broker speaks {self.version}")
-        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse)):
+        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse, Elicit)):
             cancelled = self._calls.get(message.correlation_id)
             if cancelled is None or (cancelled and not isinstance(message, ToolProgress)):
                 why = "was cancelled" if cancelled else "is not running"
