@@ -40,7 +40,6 @@ import trio
 
 if TYPE_CHECKING:
     from .admission import Granted
-    from .elicitation import PendingElicitation
     from .outcome import CallerInfo, CallOutcome
     from .ports import AppPort
     from .registry import RegisteredTool
@@ -93,8 +92,9 @@ class Call:
     #: Assigned when the call is admitted (``CorrelationMap.add``); 0 before.
     correlation_id: int = 0
     last_progress: float | None = None
-    #: The app's ``elicit`` waiting for the user's answer (``elicitation``), at most one.
-    elicitation: PendingElicitation | None = None
+    #: The app's ``elicit`` waiting for the user's answer: an ``elicitation.PendingElicitation``
+    #: (typed loosely: that module imports this one), at most one.
+    elicitation: Any = None
 
     @property
     def link_id(self) -> int | None:

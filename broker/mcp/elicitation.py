@@ -54,7 +54,7 @@ import hmac
 import itertools
 import secrets
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import msgspec
@@ -71,7 +71,6 @@ if TYPE_CHECKING:
     from ..config.settings import Settings
     from ..core.calls import Call
     from ..core.router import Router
-    from .session import Outbox, RequestContext, Session, _ToolRequest
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -85,6 +84,65 @@ _encoder: Final = msgspec.json.Encoder()
 _decoder: Final = msgspec.json.Decoder()
 
 
+class Outbox(Protocol):
+    """Where a request's messages go (``session.Outbox``, the part used here)."""
+
+    def send_nowait(self, data: bytes) -> bool: ...
+
+
+class Server(Protocol):
+    """What this module needs of ``session.McpServer``."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def paused(self) -> PausedCalls: ...
+
+
+class Session(Protocol):
+    """What this module needs of ``session.Session`` (structural: that module imports this one)."""
+
+    @property
+    def server(self) -> Server: ...
+
+    label: str | None
+    principal: str
+    client_capabilities: dict[str, Any]
+    elicit_asks: dict[str, Any]
+
+    def start_task(self, fn: Any, *args: Any, name: str) -> None: ...
+
+    def detach(self, call: Call) -> None: ...
+
+    def finish_request(self, outbox: Any, data: bytes) -> None: ...
+
+    def attach_resumed(self, call: Call | None, request: Request, context: Any, outbox: Any, via_meta: bool,
+                       own_name: str | None, *, outcome: CallOutcome | None = None) -> ToolRequest: ...
+
+
+class ToolRequest(Protocol):
+    """What this module needs of ``session._ToolRequest``, a ``tools/call`` in flight."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def modern(self) -> bool: ...
+
+    @property
+    def outbox(self) -> Any: ...
+
+    @property
+    def via_meta(self) -> bool: ...
+
+    @property
+    def own_name(self) -> str | None: ...
+
+    @property
+    def capabilities(self) -> Any: ...
+
+
 def supports(capabilities: Any, mode: str) -> bool:
     """Whether a client's capabilities declare elicitation in ``mode`` (``{}``: form only)."""
     declared = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
@@ -95,7 +153,7 @@ def supports(capabilities: Any, mode: str) -> bool:
     return isinstance(declared.get(mode), dict)
 
 
-def ask(request: _ToolRequest, call: Call, pending: PendingElicitation) -> None:
+def ask(request: ToolRequest, call: Call, pending: PendingElicitation) -> None:
     """Ask the agent of ``request`` (the call's origin); ElicitError when it cannot be asked."""
     session = request.session
     capabilities = request.capabilities if request.modern else session.client_capabilities
@@ -139,7 +197,7 @@ class _LegacyAsk:
                 "notifications/cancelled", {"requestId": self.id, "reason": "the tool call no longer waits"}))
 
 
-def _ask_legacy(request: _ToolRequest, call: Call, pending: PendingElicitation) -> None:
+def _ask_legacy(request: ToolRequest, call: Call, pending: PendingElicitation) -> None:
     session = request.session
     request_id = f"toolbridge-elicit-{next(_ids)}"
     params = dict(pending.params)
@@ -231,7 +289,7 @@ class PausedCalls:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def pause(self, request: _ToolRequest, call: Call, pending: PendingElicitation) -> None:
+    def pause(self, request: ToolRequest, call: Call, pending: PendingElicitation) -> None:
         """Answer ``request`` with an input-required result; the call waits for the retry."""
         if len(self._entries) >= MAX_PAUSED:
             raise ElicitError("elicitation_busy", f"toolbridge holds {MAX_PAUSED} paused calls; try again later")
@@ -314,7 +372,7 @@ class PausedCalls:
                 await trio.sleep_forever()
 
 
-def resume(session: Session, request: Request, context: RequestContext, outbox: Outbox, name: str) -> None:
+def resume(session: Session, request: Request, context: Any, outbox: Any, name: str) -> None:
     """A ``tools/call`` retry carrying ``requestState`` (2026-07-28): go on with the paused call."""
     params = request.params
     state = params.get("requestState")
