@@ -283,12 +283,13 @@ async def test_an_agent_error_or_a_malformed_answer_reaches_the_app_as_agent_err
     assert "'overwrite' is not a boolean" in (app.results[1].error or "")
 
 
-async def _modern_call(http: httpx2.AsyncClient, info: DaemonInfo, request_id: int, **params: Any) -> Any:
+async def _modern_call(http: httpx2.AsyncClient, info: DaemonInfo, request_id: int, path: str = "",
+                       name: str = "Asker__ask", **params: Any) -> Any:
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": "Asker__ask", "arguments": {}, "_meta": meta, **params}}
-    reply = await http.post(mcp_url(info), json=body, headers={**MODERN_HEADERS, "Mcp-Name": "Asker__ask",
+            "params": {"name": name, "arguments": {}, "_meta": meta, **params}}
+    reply = await http.post(mcp_url(info) + path, json=body, headers={**MODERN_HEADERS, "Mcp-Name": name,
                                                                "Accept": "application/json, text/event-stream"})
     return reply.json()
 
@@ -307,6 +308,11 @@ async def test_a_forged_altered_or_replayed_request_state_is_refused(tmp_path: P
             refused = await _modern_call(http, info, 2, requestState=bad, inputResponses=accept)
             assert refused["error"]["code"] == -32602
             assert "not one toolbridge issued" in refused["error"]["message"]
+        elsewhere = await _modern_call(http, info, 3, "/apps/Asker", "ask", requestState=state, inputResponses=accept)
+        assert "belongs to another client or another tool" in elsewhere["error"]["message"]  # another scope
+        other_tool = await _modern_call(http, info, 3, name="Asker__ask_url", requestState=state,
+                                        inputResponses=accept)
+        assert "belongs to another client or another tool" in other_tool["error"]["message"]
         wrong = await _modern_call(http, info, 3, requestState=state,
                                    inputResponses={"toolbridge_elicit_1": {"action": "accept",
                                                                            "content": {"overwrite": "no"}}})

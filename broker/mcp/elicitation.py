@@ -34,8 +34,8 @@ next elicitation) answers the retry.
 ``requestState`` is the server's own memory held by the client, so it is attacker-controlled
 input (mrtr, "Server Requirements" 4-5): it is sealed with HMAC-SHA256 under a per-daemon
 random secret over a payload naming the paused entry (a random nonce), the call's correlation
-id, the principal (the HTTP token's name; a stdio session's label), the tool name called and
-an expiry. A state that fails the check, has expired, names another principal or tool, or was
+id, the principal (the HTTP token's name; a stdio session's label), the one-app scope (if
+any), the tool name called and an expiry. A state that fails the check, has expired, names another principal or tool, or was
 used already (the entry is taken on its first successful use: single use, which the MAC alone
 cannot give) is refused with -32602 and a message saying to call the tool again. A paused call
 waits for its retry at most ``elicitation_timeout`` and never past its deadline
@@ -108,6 +108,7 @@ class Session(Protocol):
 
     label: str | None
     principal: str
+    app: str | None
     client_capabilities: dict[str, Any]
     elicit_asks: dict[str, Any]
 
@@ -257,6 +258,8 @@ class _Paused:
     pending: PendingElicitation
     key: str
     principal: str
+    #: The one-app scope the call was made in (None: ``/mcp``): a retry elsewhere is refused.
+    scope: str | None
     #: The ``tools/call`` name the client used (its retry must use it too), and how to answer.
     name: str
     via_meta: bool
@@ -298,7 +301,8 @@ class PausedCalls:
         name = CALL_TOOL if request.via_meta else (request.own_name or call.name)
         wait = core.seconds_left(call, self._settings.elicitation_timeout)
         entry = _Paused(secrets.token_urlsafe(16), call, pending, f"toolbridge_elicit_{pending.elicit_id}",
-                        session.principal, name, request.via_meta, request.own_name, trio.current_time() + wait)
+                        session.principal, session.app, name, request.via_meta, request.own_name,
+                        trio.current_time() + wait)
         self._add(entry)
         session.detach(call)
         call.origin = entry
@@ -316,12 +320,12 @@ class PausedCalls:
 
     def _seal(self, entry: _Paused, wait: float) -> str:
         payload = {"v": _STATE_VERSION, "n": entry.nonce, "c": entry.call.correlation_id, "p": entry.principal,
-                   "t": entry.name, "e": int(time.time() + wait) + 1}
+                   "s": entry.scope, "t": entry.name, "e": int(time.time() + wait) + 1}
         body = _encoder.encode(payload)
         mac = hmac.new(self._secret, body, hashlib.sha256).digest()
         return _b64(body) + "." + _b64(mac)
 
-    def open(self, state: str, principal: str, name: str) -> _Paused:
+    def open(self, state: str, principal: str, scope: str | None, name: str) -> _Paused:
         """The paused entry ``state`` names, taken out (single use). RpcError -32602 when the
         state is forged or altered, expired, another principal's or tool's, or used already."""
         forged = RpcError(INVALID_PARAMS, "Invalid params: requestState is not one toolbridge issued (it was "
@@ -336,7 +340,7 @@ class PausedCalls:
         if not hmac.compare_digest(mac, hmac.new(self._secret, body, hashlib.sha256).digest()):
             raise forged
         payload = _decoder.decode(body)  # ours: the MAC holds
-        if payload.get("p") != principal or payload.get("t") != name:
+        if payload.get("p") != principal or payload.get("s") != scope or payload.get("t") != name:
             raise RpcError(INVALID_PARAMS, "Invalid params: this requestState belongs to another client or another "
                            "tool; retry only the tools/call that returned it")
         entry = self._entries.get(payload.get("n"))
@@ -380,7 +384,7 @@ def resume(session: Session, request: Request, context: Any, outbox: Any, name: 
         raise RpcError(INVALID_PARAMS, "Invalid params: inputResponses came without a string requestState; call "
                        "the tool again without inputResponses")
     paused = session.server.paused
-    entry = paused.open(state, session.principal, name)
+    entry = paused.open(state, session.principal, session.app, name)
     responses = params.get("inputResponses")
     response = responses.get(entry.key) if isinstance(responses, dict) else None
     call = entry.call
