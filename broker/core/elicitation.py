@@ -37,6 +37,7 @@ import trio
 
 from app_client.protocol import Elicit, ElicitResult
 
+from ..errors import BrokerError
 from .outcome import CallOutcome, OutcomeKind
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ _NAME: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _encoder: Final = msgspec.json.Encoder()
 
 
-class ElicitError(Exception):
+class ElicitError(BrokerError):
     """Why an elicitation could not be asked or answered: ``code`` is the app's ``errorCode``."""
 
     def __init__(self, code: str, message: str) -> None:
