@@ -338,6 +338,9 @@ async def test_a_paused_call_whose_retry_never_comes_is_cancelled_at_the_app(tmp
 async def test_a_retry_without_the_answer_is_asked_again(tmp_path: Path) -> None:
     async with daemon_and_app(tmp_path) as (home, info, app), http_client(info) as http:
         first = (await _modern_call(http, info, 1))["result"]
+        # Paused, the app's call is still live: in the correlation map, holding its admission slot.
+        (call,) = list(info.core.calls)
+        assert not call.done and call.tool.instance.admission.active == 1
         again = (await _modern_call(http, info, 2, requestState=first["requestState"], inputResponses={}))["result"]
         assert again["resultType"] == "input_required" and again["requestState"] != first["requestState"]
         assert again["inputRequests"] == first["inputRequests"]
@@ -386,3 +389,24 @@ async def test_app_client_tools_ask_with_ctx_elicit(tmp_path: Path, mode: str) -
     assert saved == {"action": "accept", "content": {"overwrite": False, "name": "b.txt"}}
     assert exported == {"action": "decline"}
     assert unasked_result == {"code": "elicitation_unsupported"}
+
+
+async def test_a_stdio_session_that_ends_cancels_its_paused_calls_at_once(tmp_path: Path) -> None:
+    """2026-07-28 over an agent link (what `toolbridge stdio` speaks): only that session could
+    resume its paused call, so when it ends the app hears toolCancel at once, not at expiry."""
+    async with daemon_and_app(tmp_path) as (home, info, app):
+        stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+        await stream.send_all(json.dumps({"type": "agentConnect", "token": info.token}).encode() + b"\n")
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "Asker__ask", "arguments": {}, "_meta": meta}}
+        await stream.send_all(json.dumps(call).encode() + b"\n")
+        buffer = b""
+        with trio.fail_after(10):
+            while b'"input_required"' not in buffer:
+                buffer += await stream.receive_some(65536)
+        await stream.aclose()
+        cid = app.invocations[0].correlation_id
+        await app.until(lambda: any(c.correlation_id == cid for c in app.cancels), timeout=5)
+        assert len(info.core.calls) == 0

@@ -40,7 +40,8 @@ used already (the entry is taken on its first successful use: single use, which 
 cannot give) is refused with -32602 and a message saying to call the tool again. A paused call
 waits for its retry at most ``elicitation_timeout`` and never past its deadline
 (:meth:`PausedCalls.run`, one task of the daemon's): then it is cancelled at the app (or
-times out). A call that ends while paused (the app answered anyway, its link dropped) keeps
+times out). A stdio session that ends cancels its paused calls at once
+(:meth:`PausedCalls.end_session`): its label is their principal, so nobody else could resume them. A call that ends while paused (the app answered anyway, its link dropped) keeps
 its outcome in the entry until then, so the retry still gets it.
 """
 
@@ -352,6 +353,16 @@ class PausedCalls:
     def take(self, entry: _Paused) -> None:
         """``entry`` is being used: it is gone (a second use of its state is refused)."""
         self._entries.pop(entry.nonce, None)
+
+    def end_session(self, principal: str) -> int:
+        """A stateful session (stdio) ended: the calls only it could resume are cancelled now
+        rather than at their expiry. Returns how many."""
+        ended = [entry for entry in self._entries.values() if entry.principal == principal]
+        for entry in ended:
+            del self._entries[entry.nonce]
+            if not entry.call.done:
+                self._router.cancel(entry.call, "the agent's MCP session ended while the call waited for its user")
+        return len(ended)
 
     async def run(self) -> None:
         """Expire paused calls whose retry did not come in time (the daemon runs this)."""

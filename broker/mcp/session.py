@@ -1253,4 +1253,6 @@ async def open_session(
             server.open_sessions.discard(session)
             session.closed.set()
             session.end_calls()
+            if stateful:  # its paused calls (2026-07-28 over stdio) can be resumed by nobody else
+                server.paused.end_session(session.principal)
             nursery.cancel_scope.cancel()
