@@ -284,11 +284,11 @@ async def test_an_agent_error_or_a_malformed_answer_reaches_the_app_as_agent_err
 
 
 async def _modern_call(http: httpx2.AsyncClient, info: DaemonInfo, request_id: int, path: str = "",
-                       name: str = "Asker__ask", **params: Any) -> Any:
+                       name: str = "Asker__ask", arguments: Any = None, **params: Any) -> Any:
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-            "params": {"name": name, "arguments": {}, "_meta": meta, **params}}
+            "params": {"name": name, "arguments": arguments or {}, "_meta": meta, **params}}
     reply = await http.post(mcp_url(info) + path, json=body, headers={**MODERN_HEADERS, "Mcp-Name": name,
                                                                "Accept": "application/json, text/event-stream"})
     return reply.json()
@@ -410,3 +410,16 @@ async def test_a_stdio_session_that_ends_cancels_its_paused_calls_at_once(tmp_pa
         cid = app.invocations[0].correlation_id
         await app.until(lambda: any(c.correlation_id == cid for c in app.cancels), timeout=5)
         assert len(info.core.calls) == 0
+
+
+async def test_a_call_through_discovery_modes_call_tool_pauses_and_resumes_too(tmp_path: Path) -> None:
+    wrapped = {"name": "Asker__ask", "arguments": {}}
+    async with daemon_and_app(tmp_path) as (home, info, app), http_client(info) as http:
+        first = (await _modern_call(http, info, 1, "/discovery", "call_tool", wrapped))["result"]
+        assert first["resultType"] == "input_required"
+        done = (await _modern_call(http, info, 2, "/discovery", "call_tool", wrapped,
+                                   requestState=first["requestState"],
+                                   inputResponses={"toolbridge_elicit_1": {"action": "accept",
+                                                                           "content": {"overwrite": False}}}))
+        assert done["result"]["structuredContent"] == {"action": "accept", "content": {"overwrite": False},
+                                                       "errorCode": None, "elicitId": 1}
