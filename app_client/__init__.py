@@ -39,10 +39,11 @@ from __future__ import annotations
 from .app import App, ConnectionState, Connector, connect_tcp
 from .applog import AgentLogHandler
 from .backoff import Backoff
-from .context import ToolContext
+from .context import Elicitation, ToolContext
 from .discovery import DaemonAddress, RuntimeInfo, default_home, find_daemon
 from .errors import (
     ConnectionClosed,
+    ElicitationError,
     DaemonNotFound,
     InstanceReplaced,
     LocalProtocolError,
@@ -74,6 +75,8 @@ __all__ = [
     "ContentBlock",
     "DaemonAddress",
     "DaemonNotFound",
+    "Elicitation",
+    "ElicitationError",
     "GuiExecutor",
     "InstanceReplaced",
     "LocalProtocolError",

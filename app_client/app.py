@@ -165,6 +165,9 @@ class App:
             with a stable ``instance_id`` that restarts at once (a broker's uplink).
         logs: the app sends log messages to agents (:meth:`log`, ``ctx.log``): it then speaks
             protocol version 2 even when it offers only tools (section 12 of protocol.md).
+        elicitation: the app's tools ask the agent's user with ``ctx.elicit`` (protocol.md
+            section 13): the app registers with wire protocol version 2, which that needs
+            (apps with resources or prompts do anyway).
     """
 
     def __init__(
@@ -188,6 +191,7 @@ class App:
         check_registered: Callable[[Registered], None] | None = None,
         goodbye: bool = True,
         logs: bool = False,
+        elicitation: bool = False,
     ) -> None:
         if (
             not isinstance(name, str)
@@ -221,6 +225,8 @@ class App:
         self._check_registered = check_registered
         self._goodbye = goodbye
         self._logs = logs
+        #: Tools may ask the user (``ToolContext.elicit``): register with protocol version 2.
+        self._elicitation = elicitation
         #: Set by set_tool_specs: also handles invoked names not (or no longer) in the table.
         self._catch_all: RemoteHandler | None = None
         self._backoff = backoff or Backoff()
@@ -638,10 +644,11 @@ class App:
             instance_id=self.instance_id,
             max_concurrency=self.max_concurrency,
             app_version=self.app_version,
-            # Version 2 only when it is needed (resources, prompts, log messages): a tools-only
-            # app stays a v1 app, as the conformance kit's vectors (protocol.md section 10)
-            # describe it.
-            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts or self._logs else 1,
+            # Version 2 only when it is needed (resources, prompts, log messages, elicitation): a
+            # tools-only app stays a v1 app, as the conformance kit's vectors (protocol.md
+            # section 10) describe it.
+            protocol_version=(PROTOCOL_VERSION if self._resources or self._prompts or self._logs
+                              or self._elicitation else 1),
             completions=any(d.completers for d in self._resources.values())
             or any(d.completers for d in self._prompts.values()),
             resources=[d.spec for d in self._resources.values() if d.spec is not None],

@@ -25,6 +25,14 @@ Log messages (protocol v2, section 12): :meth:`ToolContext.log` sends one tied t
 any thread, never blocking: only the agent request that made the call receives it (at the level
 it asked for), and nothing is sent once the call is over.
 
+Asking the user (protocol.md section 13): ``await ctx.elicit(message, schema)`` sends an
+``elicit`` for this call and waits for the agent's user to answer; it returns an
+:class:`Elicitation` (``action`` accept / decline / cancel, and ``content``: the form's values)
+or raises :class:`~app_client.errors.ElicitationError` when the user cannot be asked (the
+agent's client lacks the capability, nobody answered in time, ...). The call's deadline keeps
+running meanwhile. Sync handlers (worker threads, the GUI thread) call
+``ctx.elicit_sync(message, schema)``, which blocks that thread until the answer comes.
+
 Cancellation: :attr:`ToolContext.cancelled` turns true when the call ends without the
 handler's result being used — a ``toolCancel`` from the broker, the call's deadline, the
 connection being lost, or the app stopping. Async handlers are cancelled through trio at the
@@ -34,16 +42,46 @@ same moment; sync handlers cannot be interrupted, so long-running ones should po
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
 from .applog import log_message
+from .errors import ElicitationError
 from .protocol import LogMessage, ToolProgress
 
-__all__ = ["ToolContext"]
+__all__ = ["Elicitation", "ToolContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class Elicitation:
+    """The user's answer to :meth:`ToolContext.elicit`.
+
+    ``action``: ``"accept"`` (``content`` holds the form's values by property name; for a URL
+    elicitation it is empty: the user agreed to open the page), ``"decline"`` (said no) or
+    ``"cancel"`` (dismissed it without choosing).
+    """
+
+    action: str
+    content: dict[str, Any]
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+
+#: ``(correlation_id, message, schema, url) -> answer``: the session's way to ask (raises
+#: ElicitationError).
+ElicitSink = Callable[[int, str, "dict[str, Any] | None", "str | None"], Awaitable[Elicitation]]
+
+
+async def _cannot_elicit(correlation_id: int, message: str, schema: dict[str, Any] | None,
+                         url: str | None) -> Elicitation:
+    raise ElicitationError("elicitation_unsupported", "this context is not connected to a broker")
 
 AsyncProgressSink = Callable[[ToolProgress], Awaitable[None]]
 SyncProgressSink = Callable[[ToolProgress], None]
@@ -112,6 +150,8 @@ class ToolContext:
         send_progress: AsyncProgressSink = _discard_async,
         send_progress_threadsafe: SyncProgressSink = _discard,
         send_log: Callable[[LogMessage], None] = _discard_log,
+        elicit: ElicitSink = _cannot_elicit,
+        trio_token: trio.lowlevel.TrioToken | None = None,
     ) -> None:
         self.correlation_id = correlation_id
         self.tool = tool
@@ -121,6 +161,8 @@ class ToolContext:
         self._send_progress = send_progress
         self._send_progress_threadsafe = send_progress_threadsafe
         self._send_log = send_log
+        self._elicit = elicit
+        self._trio_token = trio_token
         self._cancelled = False
         self._finished = False
         #: Set (in whichever thread) when the handler begins to run.
@@ -192,6 +234,35 @@ class ToolContext:
         message = log_message(level, data, logger, self.correlation_id)
         if self.active:
             self._send_log(message)
+    async def elicit(self, message: str, schema: dict[str, Any] | None = None, *,
+                     url: str | None = None) -> Elicitation:
+        """Ask the agent's user, inside this call, and wait for the answer (section 13).
+
+        ``schema`` is the form: ``{"type": "object", "properties": {...}, "required": [...]}``
+        with flat primitive properties only (string, number, integer, boolean, enums; MCP's
+        restricted subset). Or give ``url`` (and no schema) to send the user to a page
+        (MCP's URL mode, for anything sensitive: never ask for passwords or keys in a form).
+
+        Raises ElicitationError when the user cannot be asked (see its ``code``); the call
+        goes on either way. Cancelling the call (or its deadline) interrupts the wait.
+        """
+        if url is None and schema is None:
+            raise ValueError("elicit needs a schema (a form) or a url")
+        return await self._elicit(self.correlation_id, message, schema, url)
+
+    def elicit_sync(self, message: str, schema: dict[str, Any] | None = None, *,
+                    url: str | None = None) -> Elicitation:
+        """:meth:`elicit` for sync handlers (a worker thread or the GUI thread): blocks this
+        thread until the user answers. Not from the trio thread (``await ctx.elicit`` there)."""
+        if _in_trio():
+            raise RuntimeError("elicit_sync blocks its thread: in an async handler use `await ctx.elicit(...)`")
+        token = self._trio_token
+        if token is None:
+            raise ElicitationError("elicitation_unsupported", "this context is not connected to a broker")
+        try:
+            return trio.from_thread.run(functools.partial(self.elicit, message, schema, url=url), trio_token=token)
+        except trio.RunFinishedError:
+            raise ElicitationError("call_not_running", "the app stopped before the user answered") from None
 
     def time_remaining(self) -> float:
         """Seconds until the deadline (``math.inf`` if none); call from the trio thread only."""

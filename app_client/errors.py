@@ -81,3 +81,20 @@ class ToolError(ToolbridgeError):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class ElicitationError(ToolbridgeError):
+    """:meth:`app_client.ToolContext.elicit` could not ask the user; ``code`` says why.
+
+    ``elicitation_unsupported`` (the agent's client cannot ask, or the call did not come from an
+    MCP agent, or the broker speaks protocol 1), ``elicitation_timeout`` (nobody answered in
+    time), ``invalid_elicit`` (the schema is not MCP's flat form subset; the message says what
+    is wrong), ``elicitation_pending`` (one question at a time per call), ``agent_error``,
+    ``call_not_running`` (the call was cancelled or already answered). The call itself goes on:
+    carry on without the answer, or fail it with a :class:`ToolError`.
+    """
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{message} ({code})")
+        self.code = code
+        self.message = message

@@ -53,6 +53,7 @@ marked cancelled, no responses are sent), pending tool updates fail with
 from __future__ import annotations
 
 import collections
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -62,14 +63,16 @@ import structlog
 import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
-from .context import ToolContext
-from .errors import InstanceReplaced, RegistrationRejected, ToolUpdateRejected
+from .context import Elicitation, ToolContext
+from .errors import ElicitationError, InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
 from .applog import LogBucket
 from .protocol import (
     Complete,
     CompleteResponse,
     LogMessage,
+    Elicit,
+    ElicitResult,
     PromptGet,
     PromptResponse,
     ResourceRead,
@@ -124,6 +127,20 @@ class _Call:
 
 
 @attrs.define
+class _PendingElicit:
+    """An ``elicit`` sent, waiting for its ``elicitResult`` (section 13)."""
+
+    done: trio.Event = attrs.field(factory=trio.Event)
+    answer: Elicitation | None = None
+    error: ElicitationError | None = None
+
+    def settle(self, answer: Elicitation | None = None, error: ElicitationError | None = None) -> None:
+        if not self.done.is_set():
+            self.answer, self.error = answer, error
+            self.done.set()
+
+
+@attrs.define
 class _PendingUpdate:
     done: trio.Event = attrs.field(factory=trio.Event)
     names: dict[str, str] | None = None
@@ -170,6 +187,9 @@ class Session:
         self._reads: dict[int, trio.CancelScope] = {}
         self._prompts: Mapping[str, _resources.PromptDefinition] = prompts or {}
         self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
+        #: Section 13: elicits waiting for their answers, by (correlation id, elicit id).
+        self._elicits: dict[tuple[int, int], _PendingElicit] = {}
+        self._elicit_ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
         self._token = trio.lowlevel.current_trio_token()
         self._reason: str | None = None
@@ -333,6 +353,8 @@ class Session:
             self._reads[event.correlation_id].cancel()
         elif isinstance(event, ToolCancel):
             self._cancel_call(event)
+        elif isinstance(event, ElicitResult):
+            self._elicit_answered(event)
         elif isinstance(event, ToolsUpdated):  # an unsolicited refresh of the names
             self._on_tool_names(dict(event.tool_names))
         elif isinstance(event, UpdateAnswered):
@@ -361,6 +383,8 @@ class Session:
             send_progress=self._progress,
             send_progress_threadsafe=self._progress_threadsafe,
             send_log=self.log_threadsafe,
+            elicit=self._elicit,
+            trio_token=self._token,
         )
         call = _Call(ctx, trio.CancelScope())
         self._calls[cid] = call
@@ -391,6 +415,7 @@ class Session:
         finally:
             del self._calls[cid]
             call.ctx._mark_finished()
+            self._end_elicits(cid, "the call finished before the user answered")
         try:
             if result is None:
                 return  # cancelled by toolCancel: no response, by protocol
@@ -581,6 +606,7 @@ class Session:
         )
         call.ctx._mark_cancelled()
         call.scope.cancel()
+        self._end_elicits(message.correlation_id, "the broker cancelled the call")
 
     async def _progress(self, message: ToolProgress) -> None:
         # ``await ctx.report_progress()`` is a checkpoint, as a trio await should be: a handler
@@ -615,6 +641,51 @@ class Session:
             self._log.debug("progress update dropped: outgoing queue full")
         except (ConnectionClosed, LocalProtocolError):
             pass
+
+    # --- elicitation (protocol.md section 13) ---------------------------------------------
+
+    async def _elicit(self, cid: int, message: str, schema: dict[str, Any] | None, url: str | None) -> Elicitation:
+        """Send an ``elicit`` for call ``cid`` and wait for its ``elicitResult`` (ElicitationError)."""
+        if self._conn.protocol.version < 2:
+            raise ElicitationError("elicitation_unsupported", "this link speaks wire protocol 1, which has no "
+                                   "elicitation: create the app with App(..., elicitation=True)")
+        if cid not in self._calls:
+            raise ElicitationError("call_not_running", f"call {cid} is not running")
+        key = (cid, next(self._elicit_ids))
+        pending = self._elicits[key] = _PendingElicit()
+        try:
+            request = Elicit(cid, key[1], message, mode="url" if url is not None else "form",
+                             requested_schema=schema if url is None else None, url=url)
+            try:
+                await self._send(request)
+            except LocalProtocolError as exc:
+                code = exc.code if exc.code == "call_not_running" else "invalid_elicit"
+                raise ElicitationError(code, exc.message) from None
+            except ConnectionClosed as exc:
+                raise ElicitationError("call_not_running", str(exc)) from None
+            await pending.done.wait()
+        finally:
+            del self._elicits[key]
+        if pending.error is not None:
+            raise pending.error
+        assert pending.answer is not None
+        return pending.answer
+
+    def _elicit_answered(self, result: ElicitResult) -> None:
+        pending = self._elicits.get((result.correlation_id, result.elicit_id))
+        if pending is None:
+            self._log.debug("elicitResult for no elicit waiting", correlation_id=result.correlation_id)
+            return
+        if result.error_code is not None:
+            pending.settle(error=ElicitationError(result.error_code, result.error or "the user was not asked"))
+        else:
+            pending.settle(Elicitation(result.action, dict(result.content or {})))
+
+    def _end_elicits(self, cid: int, why: str) -> None:
+        """Call ``cid`` ended: its waiting elicits (a thread may block on one) fail."""
+        for (owner, _), pending in list(self._elicits.items()):
+            if owner == cid:
+                pending.settle(error=ElicitationError("call_not_running", why))
 
     # --- tool updates -------------------------------------------------------------------
 

@@ -233,6 +233,20 @@ class CompleteResponse(_Base, tag="completeResponse"):
     total: int | None = None
     has_more: bool = False
     error: str | None = None
+class Elicit(_Base, tag="elicit"):
+    """Protocol v2 (section 13): inside the call ``correlationId``, ask the agent's user for input.
+
+    ``mode`` ``form`` asks for ``requestedSchema`` (MCP's restricted flat JSON Schema);
+    ``url`` sends the user to ``url`` (out of band). Answered by one ``elicitResult`` with the
+    same ``correlationId`` and ``elicitId`` (the app's own number, unique within the call).
+    """
+
+    correlation_id: int
+    elicit_id: int
+    message: str
+    mode: str = "form"
+    requested_schema: dict[str, Any] | None = None
+    url: str | None = None
 
 
 class Goodbye(_Base, tag="goodbye"):
@@ -317,6 +331,23 @@ class ToolCancel(_Base, tag="toolCancel"):
     reason: str = ""
 
 
+class ElicitResult(_Base, tag="elicitResult"):
+    """Protocol v2 (section 13): the answer to an ``elicit``: the user's ``action`` and ``content``.
+
+    ``action`` is ``accept`` (``content`` holds the form's values), ``decline`` or ``cancel``.
+    When the broker could not ask (``errorCode``: ``elicitation_unsupported``,
+    ``elicitation_timeout``, ``invalid_elicit``, ``elicitation_pending``, ``agent_error``),
+    ``action`` is ``cancel`` and ``error`` says why, so an app that ignores the code sees a cancel.
+    """
+
+    correlation_id: int
+    elicit_id: int
+    action: str = "cancel"
+    content: dict[str, Any] | None = None
+    error_code: str | None = None
+    error: str | None = None
+
+
 class ToolsUpdated(_Base, tag="toolsUpdated"):
     tool_names: dict[str, str]
 
@@ -385,6 +416,7 @@ Message = Union[
     PromptResponse,
     LogMessage,
     CompleteResponse,
+    Elicit,
     Goodbye,
     Registered,
     ToolInvocation,
@@ -392,6 +424,7 @@ Message = Union[
     PromptGet,
     Complete,
     ToolCancel,
+    ElicitResult,
     ToolsUpdated,
     Ping,
     Pong,
@@ -479,15 +512,17 @@ def encode_message(message: Message) -> bytes:
 APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
     Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
     SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse, LogMessage, CompleteResponse,
+    Elicit,
 )
 #: Messages of protocol v2 (resources): never sent to, nor accepted from, a v1 peer.
 V2_MESSAGES: Final[tuple[type[Message], ...]] = (
     SetResources, ResourceUpdated, ResourceResponse, ResourceRead, SetPrompts, PromptResponse, PromptGet,
-    LogMessage, Complete, CompleteResponse,
+    LogMessage, Complete, CompleteResponse, Elicit, ElicitResult,
 )
 #: What the broker may send to an app.
 BROKER_TO_APP: Final[tuple[type[Message], ...]] = (
     Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error, ResourceRead, PromptGet, Complete,
+    ElicitResult,
 )
 
 

@@ -48,6 +48,9 @@ v1 connection is refused either way (``unexpected_message``); so are ``setPrompt
 ``completeResponse``. A ``resourceRead``, ``promptGet`` or ``complete`` is a call like an
 invocation (same id space, cancelled by ``toolCancel``, answered once by ``resourceResponse`` /
 ``promptResponse`` / ``completeResponse``). A ``log`` needs no answer and no call of its own.
+Elicitation (protocol.md section 13, version 2): an app may send ``elicit``
+only for a call that is running and not cancelled; an ``elicitResult`` for a call that is not
+running is :class:`Ignored`.
 
 :class:`AgentLinkClient` (the CLI's and the stdio relay's side)
     Sends ``agentConnect`` or ``admin`` and judges the one reply.
@@ -74,6 +77,8 @@ from ._messages import (
     AgentConnected,
     Complete,
     CompleteResponse,
+    Elicit,
+    ElicitResult,
     Error,
     Goodbye,
     LogMessage,
@@ -236,7 +241,7 @@ _BROKER_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (Error,),
     Phase.REGISTERING: (Registered, Error),
     Phase.REGISTERED: (ToolInvocation, ResourceRead, PromptGet, Complete, ToolCancel, ToolsUpdated, Ping, Pong,
-                       Error),
+                       Error, ElicitResult),
     Phase.AGENT: (AgentConnected, Error),
     Phase.ADMIN: (AdminResponse, Error),
     Phase.CLOSED: (),
@@ -398,7 +403,7 @@ _APP_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.REGISTERING: (Pong,),
     Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
                        SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse,
-                       LogMessage, CompleteResponse),
+                       LogMessage, CompleteResponse, Elicit),
     Phase.CLOSED: (),
 }
 
@@ -494,6 +499,12 @@ class AppConnection:
                 return Ignored(message)  # not running (finished, or cancelled already)
             self._calls[message.correlation_id] = True
             return message
+        if isinstance(message, ElicitResult):
+            # An answer to an elicit of a call that is no longer running (cancelled, answered)
+            # is nobody's: dropped (section 13).
+            if self._calls.get(message.correlation_id) is not False:
+                return Ignored(message)
+            return message
         if isinstance(message, ToolsUpdated):
             if self._updates_pending:
                 self._updates_pending -= 1
@@ -527,7 +538,8 @@ class AppConnection:
         if isinstance(message, V2_MESSAGES) and self.version < 2:
             raise LocalProtocolError("unexpected_message", f"{message_tag(message)!r} needs protocol version 2; "
                                      f"the broker speaks {self.version}")
-        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse, CompleteResponse)):
+        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse, CompleteResponse,
+                                Elicit)):
             cancelled = self._calls.get(message.correlation_id)
             if cancelled is None or (cancelled and not isinstance(message, ToolProgress)):
                 why = "was cancelled" if cancelled else "is not running"

@@ -64,6 +64,10 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
 
     default_timeout: float = 30.0
+    #: Elicitation (protocol.md section 13): the longest a call waits for its agent's user to
+    #: answer an app's question (the call's own deadline still applies). 2026-07-28: how long
+    #: a paused call waits for the client's retry.
+    elicitation_timeout: float = 300.0
     #: How long calls for a just-disconnected app instance wait for it to re-register.
     reconnect_grace: float = 5.0
     heartbeat_interval: float = 5.0

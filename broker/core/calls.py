@@ -92,6 +92,9 @@ class Call:
     #: Assigned when the call is admitted (``CorrelationMap.add``); 0 before.
     correlation_id: int = 0
     last_progress: float | None = None
+    #: The app's ``elicit`` waiting for the user's answer: an ``elicitation.PendingElicitation``
+    #: (typed loosely: that module imports this one), at most one.
+    elicitation: Any = None
 
     @property
     def link_id(self) -> int | None:

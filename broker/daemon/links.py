@@ -53,6 +53,7 @@ from app_client.protocol import (
     BadLine,
     Complete,
     CompleteResponse,
+    Elicit,
     Error,
     LogMessage,
     Goodbye,
@@ -78,6 +79,7 @@ from app_client.protocol import (
 
 from ..federation import rules as federation
 from ..federation.rules import FederationState
+from ..core import elicitation
 from ..core.calls import Call, CorrelationMap
 from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed, seconds_to_ms
@@ -559,6 +561,8 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
                  templates=len(message.resource_templates))
     elif isinstance(message, ResourceUpdated):
         links.registry.resources.updated(instance.label, message.uri)
+    elif isinstance(message, Elicit):
+        _elicit(link, links, message)
     elif isinstance(message, Error):
         # Not the text: an app's error may quote the call's arguments (secrets). The agent gets it.
         log.warning("app_reported_error", label=instance.label, code=message.code,
@@ -572,6 +576,13 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
             if call is not None:
                 links.router.fail(call, OutcomeKind.APP_ERROR, f"the app reported an error: {message.message[:1000]}",
                                  log_message=app_text_for_log(message.message))
+
+
+def _elicit(link: AppLink, links: AppLinks, message: Elicit) -> None:
+    """Protocol v2 (section 13): the app asks the user of one of its calls on this link."""
+    call = _own_call(link, links, message.correlation_id, "elicit")
+    if call is not None:
+        elicitation.start(call, message, links.router.call_log)
 
 
 def _answered(link: AppLink, label: str, correlation_id: int, what: str, error: str | None, failed_to: str,

@@ -128,7 +128,8 @@ async def _run_daemon(
             admin_handlers={admin.TOOLS_COMMAND: admin.admin_tools, admin.STOP_COMMAND: admin.stop_handler(shutdown),
                             **(extra_admin or {})},
         )
-        agent_handler, http_server, mcp_admin = install_mcp(McpServer.of(core))
+        mcp_server = McpServer.of(core)
+        agent_handler, http_server, mcp_admin = install_mcp(mcp_server)
         # Built now, started below (its name was checked by uplink_options before binding).
         uplink = None
         if uplink_config is not None:
@@ -160,6 +161,7 @@ async def _run_daemon(
             nursery.start_soon(flush_periodically)
             nursery.start_soon(core.watchdog.run)
             nursery.start_soon(core.router.serve_checks)
+            nursery.start_soon(mcp_server.paused.run)  # 2026-07-28 calls paused for an elicitation
             if uplink is not None:
                 nursery.start_soon(uplink.run)
             if nats is not None:

@@ -273,7 +273,7 @@ class HttpApp:
                          + f" (its scopes: {grant.describe()})", SERVER_ERROR)
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, receive, send, discovery, code=code, app=app)
+            await self._post(headers, receive, send, discovery, code=code, app=app, principal=grant.name)
         elif method == "GET":
             await self._get(headers, receive, send, app)
         elif method == "DELETE":
@@ -313,7 +313,7 @@ class HttpApp:
                 return b"".join(chunks)
 
     async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool, *,
-                    code: bool = False, app: str | None = None) -> None:
+                    code: bool = False, app: str | None = None, principal: str | None = None) -> None:
         if "application/json" not in media_types(headers.get("content-type")):
             raise _Reply(415, "Unsupported Media Type: the body must be application/json")
         wants_json, wants_sse = accepts(headers.get("accept"))
@@ -333,12 +333,13 @@ class HttpApp:
             isinstance(message, Request) and protocol.modern_version_of(message.params) is not None
         )
         if modern:
-            await self._post_modern(headers, message, receive, send, discovery, code=code, app=app)
+            await self._post_modern(headers, message, receive, send, discovery, code=code, app=app,
+                                    principal=principal)
         else:
             await self._post_legacy(headers, message, receive, send, discovery, code=code, app=app)
 
     async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
-                           code: bool = False, app: str | None = None) -> None:
+                           code: bool = False, app: str | None = None, principal: str | None = None) -> None:
         if not isinstance(message, Request):
             # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
             await _send_empty(send, 202)
@@ -353,8 +354,9 @@ class HttpApp:
         except RpcError as exc:
             raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
                          request_id=message.id, data=exc.data) from None
+        # ``principal``: whose 2026-07-28 request states this session may redeem (``elicitation``).
         async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                code=code, app=app) as session:
+                                code=code, app=app, principal=f"token:{principal}") as session:
             await self._exchange(session, message, receive, send, modern=True)
 
     async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,

@@ -46,6 +46,14 @@ session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifi
 2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
 ``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``.
 
+Elicitation (``elicitation``; apps' protocol v2, section 13): an app's ``elicit`` reaches
+its call's origin, the ``_ToolRequest`` (``call_elicit``): in the handshake era the session
+sends ``elicitation/create`` on the call's outbox and the agent's response comes back through
+:meth:`Session.handle`; in 2026-07-28 the ``tools/call`` is answered with an input-required
+result, the call is detached (:meth:`Session.detach`) and held by ``McpServer.paused`` until the
+client's retry (a ``tools/call`` with ``requestState``) is attached to it
+(:meth:`Session.attach_resumed`). The session keeps ``initialize``'s client capabilities for it.
+
 Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbridge stdio
 --code``; the ``/mcp/code`` path on HTTP) is discovery mode with a different pair of tools, ``search_tools`` (with TypeScript
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
@@ -93,6 +101,8 @@ from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..core.applog import AppLogRecord, wants
 from ..core.resources import ResourceError
+from ..core import elicitation as core_elicitation
+from ..core.elicitation import PendingElicitation
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -111,6 +121,7 @@ from .jsonrpc import (
     encode_result,
     is_request_id,
 )
+from . import elicitation
 from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
@@ -183,6 +194,8 @@ class RequestContext:
     progress_token: str | int | None = None
     #: 2026-07-28: the request's ``_meta`` log level (None: it wants no log messages).
     log_level: str | None = None
+    #: 2026-07-28: the request's ``_meta`` client capabilities (elicitation looks at them).
+    capabilities: Any = None
 
 
 @attrs.define(eq=False)
@@ -233,6 +246,13 @@ class _ToolRequest:
         if wants(self.log_level if self.modern else self.session.log_level, record):
             self.outbox.send_nowait(record.encoded(own_names=self.session.app is not None, encode=_log_notification))
 
+    #: 2026-07-28: the request's client capabilities (the handshake era's are the session's).
+    capabilities: Any = None
+
+    def call_elicit(self, call: Call, pending: PendingElicitation) -> None:
+        """The app asks the user (``broker.core.elicitation``): ask this request's agent."""
+        elicitation.ask(self, call, pending)
+
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
         if total is not None:
@@ -243,6 +263,7 @@ class _ToolRequest:
 
     def call_done(self, call: Call, outcome: CallOutcome) -> None:
         assert call.request_id is not None
+        core_elicitation.call_ended(call.elicitation)
         self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
 
 
@@ -311,6 +332,9 @@ class McpServer:
         self.open_sessions: set[Session] = set()
         #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
         self.app_scopes = AppScopes(registry)
+        #: 2026-07-28 calls paused for an elicitation's retry (``elicitation``); the daemon runs
+        #: ``paused.run`` to expire them.
+        self.paused = elicitation.PausedCalls(router, settings)
 
     @classmethod
     def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
@@ -444,8 +468,15 @@ class Session:
         discovery: bool = False,
         app: str | None = None,
         code: bool = False,
+        principal: str | None = None,
     ) -> None:
         self.server = server
+        #: Who the client is, for 2026-07-28 request states (the HTTP token's name; else the label).
+        self.principal = principal or f"session:{label}"
+        #: Handshake era: ``initialize``'s client capabilities (elicitation looks at them).
+        self.client_capabilities: dict[str, Any] = {}
+        #: Handshake era: our ``elicitation/create`` requests waiting for the agent, by id.
+        self.elicit_asks: dict[str, Any] = {}
         #: One-app scope: the label of the app whose tools alone are served (see ``scope``).
         self.app = app
         #: Code mode: tools/list holds search_tools and run_code (see the module docstring).
@@ -503,7 +534,8 @@ class Session:
         if isinstance(message, Notification):
             self._on_notification(message)
         elif isinstance(message, Response):
-            log.debug("mcp_unexpected_response", session=self.label, id=message.id)
+            if not elicitation.on_response(self, message):
+                log.debug("mcp_unexpected_response", session=self.label, id=message.id)
         outbox.close()
 
     def cancel(self, request_id: RequestId, reason: str = "") -> bool:
@@ -583,7 +615,8 @@ class Session:
             envelope = protocol.read_envelope(params)
             name, version = protocol.client_identity(envelope.client_info)
             return RequestContext(True, envelope.protocol_version, name, version, protocol.progress_token_of(params),
-                                  log_level=protocol.log_level_of(params))
+                                  log_level=protocol.log_level_of(params),
+                                  capabilities=envelope.client_capabilities)
         if request.method not in ("initialize", "ping") and not self.initialized.is_set():
             raise RpcError(
                 INVALID_REQUEST,
@@ -701,6 +734,8 @@ class Session:
             )
         self.protocol_version = protocol.negotiate_handshake(requested)
         self.client_name, self.client_version = protocol.client_identity(request.params.get("clientInfo"))
+        capabilities = request.params.get("capabilities")
+        self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         if not self.initialized.is_set():
             self._tools_seen = self.server.registry.version
             self._scope_seen = self._scope_digest()
@@ -748,6 +783,10 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
+        if context.modern and ("requestState" in params or "inputResponses" in params):
+            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``).
+            elicitation.resume(self, request, context, outbox, name)
+            return None
         if self.app is not None:
             self._start_scoped_call(request, context, outbox, name, arguments)
             return None
@@ -771,7 +810,7 @@ class Session:
                 return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
-                              log_level=context.log_level)
+                              log_level=context.log_level, capabilities=context.capabilities)
         call = self.server.router.start_call(
             name,
             arguments,
@@ -798,7 +837,7 @@ class Session:
         if tool is None:
             raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
-                              log_level=context.log_level)
+                              log_level=context.log_level, capabilities=context.capabilities)
         call = self.server.router.start_call(
             tool.agent_name,
             arguments,
@@ -813,6 +852,36 @@ class Session:
             self.tool_call_done(request.id, name, origin, call, None)
         elif not call.done:
             self._in_flight[request.id] = call
+
+    # --- elicitation (``elicitation``; the app's side is ``broker.core.elicitation``) -----
+
+    def start_task(self, fn: Callable[..., Awaitable[None]], *args: Any, name: str) -> None:
+        """Run ``fn(*args)`` in the session's nursery (it ends with the session)."""
+        self._nursery.start_soon(fn, *args, name=name)
+
+    def detach(self, call: Call) -> None:
+        """``call`` is paused (2026-07-28): no longer this session's request in flight."""
+        if call.request_id is not None and self._in_flight.get(call.request_id) is call:
+            del self._in_flight[call.request_id]
+
+    def attach_resumed(
+        self, call: Call | None, request: Request, context: RequestContext, outbox: Outbox, via_meta: bool,
+        own_name: str | None, *, outcome: CallOutcome | None = None,
+    ) -> _ToolRequest:
+        """The retry ``request`` of a paused call becomes the call's origin (its answer goes
+        there); with ``outcome`` (the call ended while paused) it is answered with it at once."""
+        origin = _ToolRequest(self, True, outbox, context.progress_token, via_meta, own_name=own_name,
+                              capabilities=context.capabilities)
+        if call is None:
+            assert outcome is not None
+            self.tool_call_done(request.id, own_name or str(request.params.get("name")), origin, outcome, None)
+            return origin
+        call.origin = origin
+        call.request_id = request.id
+        call.wants_progress = context.progress_token is not None
+        self._in_flight[request.id] = call
+        self._deadline_queue().add(call)
+        return origin
 
     def _scope_digest(self) -> bytes | None:
         """The one-app scope's list digest (None outside a scope): what list_changed follows."""
@@ -1260,6 +1329,7 @@ async def open_session(
     discovery: bool = False,
     app: str | None = None,
     code: bool = False,
+    principal: str | None = None,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
@@ -1274,7 +1344,7 @@ async def open_session(
     async with trio.open_nursery() as nursery:
         session = Session(
             server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery,
-            app=app, code=code,
+            app=app, code=code, principal=principal,
         )
         session.notify_outbox = notify
         if stateful:
@@ -1289,4 +1359,6 @@ async def open_session(
             server.open_sessions.discard(session)
             session.closed.set()
             session.end_calls()
+            if stateful:  # its paused calls (2026-07-28 over stdio) can be resumed by nobody else
+                server.paused.end_session(session.principal)
             nursery.cancel_scope.cancel()
