@@ -66,7 +66,7 @@ from .errors import (
     ToolUpdateRejected,
 )
 from .invoke import GuiExecutor
-from .protocol import PROTOCOL_VERSION, SetResources
+from .protocol import PROTOCOL_VERSION, SetPrompts, SetResources
 from .resources import PromptDefinition, ResourceDefinition, define_prompt, define_resource, define_template
 from .session import Session
 from .state import ConnectionState
@@ -414,6 +414,25 @@ class App:
             self._session.send_nowait(SetResources(
                 resources=[d.spec for d in self._resources.values() if d.spec is not None],
                 resource_templates=[d.template for d in self._resources.values() if d.template is not None]))
+
+    def add_prompt(self, fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
+                   description: str | None = None) -> None:
+        """Offer a prompt at runtime (as :meth:`prompt` declares one); a connected app sends its
+        new set at once (``setPrompts``). The version rule of :meth:`add_resource` applies."""
+        definition = define_prompt(fn, name=name, title=title, description=description)
+        if definition.spec.name in self._prompts:
+            raise ValueError(f"{self.name} already has a prompt named {definition.spec.name!r}")
+        self._prompts[definition.spec.name] = definition
+        self._publish_prompts()
+
+    def remove_prompt(self, name: str) -> None:
+        """Stop offering the prompt ``name`` (KeyError if it is not offered)."""
+        del self._prompts[name]
+        self._publish_prompts()
+
+    def _publish_prompts(self) -> None:
+        if self._session is not None:
+            self._session.send_nowait(SetPrompts(prompts=[d.spec for d in self._prompts.values()]))
 
     def resource_updated(self, uri: str) -> None:
         """Tell subscribed agents that the resource ``uri`` (this app's own URI) changed.
