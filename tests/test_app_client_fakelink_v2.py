@@ -60,7 +60,8 @@ async def linked(app: App, broker: FakeBroker, **registration: int) -> AsyncIter
         nursery.start_soon(app.run)
         link = await broker.accept()
         await link.accept_registration(**registration)
-        yield link
+        with trio.fail_after(60):  # a test waiting for a message that never comes fails, not hangs
+            yield link
         nursery.cancel_scope.cancel()
 
 
@@ -104,7 +105,10 @@ async def test_updates_and_runtime_sets_are_kept_while_waiting(autojump_clock: t
         result = await link.call("touch", {"uri": "notes://today"})
         assert result.data == "touched"
         assert link.resource_updates == [ResourceUpdated("notes://today")]
-        app.add_resource(lambda: "fresh", "notes://fresh", name="fresh")
+        async def fresh() -> str:  # async: a sync handler's worker thread and autojump_clock do not mix
+            return "fresh"
+
+        app.add_resource(fresh, "notes://fresh", name="fresh")
         sent = await link.wait_for(SetResources)
         assert [r.uri for r in sent.resources] == ["notes://today", "notes://logo.png", "notes://fresh"]
         assert [t.uri_template for t in sent.resource_templates] == ["notes://pages/{name}"]
@@ -127,7 +131,10 @@ async def test_a_version_1_answer_keeps_v2_messages_off_the_wire(autojump_clock:
     app = make_app(broker)
     async with linked(app, broker, protocol_version=1) as link:
         assert (await link.call("touch", {"uri": "notes://today"})).data == "touched"
-        app.add_resource(lambda: "x", "notes://x", name="x")  # not sent: the link speaks 1
+        async def x() -> str:
+            return "x"
+
+        app.add_resource(x, "notes://x", name="x")  # not sent: the link speaks 1
         assert (await link.call("touch", {"uri": "notes://x"})).data == "touched"
         assert link.resource_updates == [] and link.resource_sets == []
         with pytest.raises(AssertionError, match="expected resourceResponse"):
@@ -148,3 +155,24 @@ async def test_the_module_docstring_example_runs(autojump_clock: trio.testing.Mo
     with trio.fail_after(10):
         await namespace["example"]()
     assert re.search(r"link\.read\(", code)
+
+
+async def test_a_resource_added_to_an_app_that_started_with_none_is_read(autojump_clock: trio.testing.MockClock) -> None:
+    """An app with prompts only speaks v2 with an empty resource table; a resource added later is
+    announced (setResources) and read (the session used to keep a copy of the empty table)."""
+    broker = FakeBroker()
+    app = App("Prompter", host="fake", port=1, token=TOKEN, connector=broker.connector)
+
+    @app.prompt
+    async def hello() -> str:
+        return "Say hello."
+
+    async with linked(app, broker) as link:
+        with trio.fail_after(10):
+            await app.wait_connected()
+            async def late() -> str:
+                return "late"
+
+            app.add_resource(late, "late://one", name="one")
+            assert [r.uri for r in (await link.wait_for(SetResources)).resources] == ["late://one"]
+            assert (await link.read("late://one")).contents[0]["text"] == "late"
