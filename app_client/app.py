@@ -434,6 +434,20 @@ class App:
         if self._session is not None:
             self._session.send_nowait(SetPrompts(prompts=[d.spec for d in self._prompts.values()]))
 
+    def set_resource_definitions(self, definitions: list[ResourceDefinition]) -> None:
+        """Replace every resource and template with ``definitions`` (made with
+        :func:`~app_client.resources.define_resource` / ``define_template``) and send the new
+        set when connected: for relays such as a broker's uplink."""
+        self._resources.clear()
+        self._resources.update((d.key, d) for d in definitions)
+        self._publish_resources()
+
+    def set_prompt_definitions(self, definitions: list[PromptDefinition]) -> None:
+        """Replace every prompt with ``definitions`` and send the new set when connected."""
+        self._prompts.clear()
+        self._prompts.update((d.spec.name, d) for d in definitions)
+        self._publish_prompts()
+
     def resource_updated(self, uri: str) -> None:
         """Tell subscribed agents that the resource ``uri`` (this app's own URI) changed.
 
