@@ -71,7 +71,7 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .applog import log_message
-from .protocol import PROTOCOL_VERSION, SetResources
+from .protocol import PROTOCOL_VERSION, SetPrompts, SetResources
 from .resources import (
     CompleterSpec,
     PromptDefinition,
@@ -443,6 +443,39 @@ class App:
             self._session.send_nowait(SetResources(
                 resources=[d.spec for d in self._resources.values() if d.spec is not None],
                 resource_templates=[d.template for d in self._resources.values() if d.template is not None]))
+
+    def add_prompt(self, fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
+                   description: str | None = None) -> None:
+        """Offer a prompt at runtime (as :meth:`prompt` declares one); a connected app sends its
+        new set at once (``setPrompts``). The version rule of :meth:`add_resource` applies."""
+        definition = define_prompt(fn, name=name, title=title, description=description)
+        if definition.spec.name in self._prompts:
+            raise ValueError(f"{self.name} already has a prompt named {definition.spec.name!r}")
+        self._prompts[definition.spec.name] = definition
+        self._publish_prompts()
+
+    def remove_prompt(self, name: str) -> None:
+        """Stop offering the prompt ``name`` (KeyError if it is not offered)."""
+        del self._prompts[name]
+        self._publish_prompts()
+
+    def _publish_prompts(self) -> None:
+        if self._session is not None:
+            self._session.send_nowait(SetPrompts(prompts=[d.spec for d in self._prompts.values()]))
+
+    def set_resource_definitions(self, definitions: list[ResourceDefinition]) -> None:
+        """Replace every resource and template with ``definitions`` (made with
+        :func:`~app_client.resources.define_resource` / ``define_template``) and send the new
+        set when connected: for relays such as a broker's uplink."""
+        self._resources.clear()
+        self._resources.update((d.key, d) for d in definitions)
+        self._publish_resources()
+
+    def set_prompt_definitions(self, definitions: list[PromptDefinition]) -> None:
+        """Replace every prompt with ``definitions`` and send the new set when connected."""
+        self._prompts.clear()
+        self._prompts.update((d.spec.name, d) for d in definitions)
+        self._publish_prompts()
 
     def resource_updated(self, uri: str) -> None:
         """Tell subscribed agents that the resource ``uri`` (this app's own URI) changed.

@@ -105,6 +105,9 @@ class ResourceDefinition:
     pattern: re.Pattern[str] | None = None
     #: A template's completion functions by variable (protocol v2, section 12).
     completers: Mapping[str, Completer] = attrs.field(factory=dict)
+    #: The handler takes the URI read, exactly as the broker sent it (``handler(uri=...)``),
+    #: instead of the template's decoded variables: for a relay (a broker's uplink).
+    takes_uri: bool = False
 
     @property
     def key(self) -> str:
@@ -177,10 +180,11 @@ async def read(definition: ResourceDefinition, uri: str, variables: dict[str, st
                limiter: trio.CapacityLimiter) -> list[dict[str, Any]]:
     """Run the handler and turn what it returned into contents (raises what the handler raised)."""
     handler = definition.handler
+    arguments = {"uri": uri} if definition.takes_uri else variables
     if inspect.iscoroutinefunction(handler):
-        value = await handler(**variables)
+        value = await handler(**arguments)
     else:
-        value = await trio.to_thread.run_sync(lambda: handler(**variables), limiter=limiter)
+        value = await trio.to_thread.run_sync(lambda: handler(**arguments), limiter=limiter)
     items = value if isinstance(value, list) else [value]
     return [_content(item, uri, definition.mime_type) for item in items]
 

@@ -183,9 +183,9 @@ class Session:
         self._log = log if log is not None else _log
         self._calls: dict[int, _Call] = {}
         #: Protocol v2: the app's resources, and the reads running (their cancel scopes).
-        self._resources: Mapping[str, _resources.ResourceDefinition] = resources or {}
+        self._resources: Mapping[str, _resources.ResourceDefinition] = resources if resources is not None else {}
         self._reads: dict[int, trio.CancelScope] = {}
-        self._prompts: Mapping[str, _resources.PromptDefinition] = prompts or {}
+        self._prompts: Mapping[str, _resources.PromptDefinition] = prompts if prompts is not None else {}
         self._pending_updates: collections.deque[_PendingUpdate] = collections.deque()
         #: Section 13: elicits waiting for their answers, by (correlation id, elicit id).
         self._elicits: dict[tuple[int, int], _PendingElicit] = {}

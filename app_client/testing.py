@@ -2,8 +2,8 @@
 
 Theory of operation
 -------------------
-:class:`FakeBroker` speaks the broker's side of wire protocol v1 one message at a time, as
-the test tells it to. It accepts connections two ways:
+:class:`FakeBroker` speaks the broker's side of the wire protocol (v1, and v2's resources
+and prompts) one message at a time, as the test tells it to. It accepts connections two ways:
 
 * in-process: pass :attr:`FakeBroker.connector` as ``App(connector=...)``; each connection
   attempt creates a :func:`trio.testing.memory_stream_pair` (works with ``autojump_clock``);
@@ -20,15 +20,44 @@ can answer pings for the test when asked to. Use the helpers under ``trio.fail_a
 the ``autojump_clock``) so a test that waits for a message that never comes fails instead of
 hanging.
 
+Protocol v2 (protocol.md section 11): :meth:`FakeLink.accept_registration` answers the version
+the app asked for (at most 2), so an app with resources or prompts speaks v2 to it;
+:meth:`FakeLink.read` sends a ``resourceRead`` and returns the ``resourceResponse``,
+:meth:`FakeLink.get_prompt` the same for ``promptGet``, :meth:`FakeLink.cancel` sends
+``toolCancel`` for a call or a read. The messages an app sends without being asked
+(``toolProgress``, ``resourceUpdated``, ``setResources``, ``setPrompts``) are kept in
+:attr:`FakeLink.progress`, :attr:`FakeLink.resource_updates`, :attr:`FakeLink.resource_sets`
+and :attr:`FakeLink.prompt_sets` when met while waiting for an answer, and
+:meth:`FakeLink.wait_for` waits for the next one of a kind.
+
 Example::
 
-    broker = FakeBroker(token="t")
+    broker = FakeBroker()
     app = App("Demo", host="fake", port=1, token="t", connector=broker.connector)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(app.run)
         link = await broker.accept()
         await link.accept_registration()
         result = await link.call("echo", {"text": "hi"})
+        nursery.cancel_scope.cancel()
+
+Resources and prompts without a daemon::
+
+    app = App("Notes", host="fake", port=1, token="t", connector=broker.connector)
+
+    @app.resource("notes://today", mime_type="text/markdown")
+    async def today() -> str:
+        return "# Today"
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(app.run)
+        link = await broker.accept()
+        register = await link.accept_registration()      # answers protocolVersion 2
+        assert register.resources[0].uri == "notes://today"
+        answer = await link.read("notes://today")
+        assert answer.contents == [{"uri": "notes://today", "text": "# Today", "mimeType": "text/markdown"}]
+        app.resource_updated("notes://today")
+        assert (await link.wait_for(ResourceUpdated)).uri == "notes://today"
         nursery.cancel_scope.cancel()
 """
 
@@ -52,10 +81,19 @@ from .protocol import (
     Error,
     LocalProtocolError,
     Message,
+    PROTOCOL_VERSION,
     Ping,
+    PromptGet,
+    PromptResponse,
     Pong,
     Register,
     Registered,
+    ResourceRead,
+    ResourceResponse,
+    ResourceUpdated,
+    SetPrompts,
+    SetResources,
+    ToolCancel,
     ToolInvocation,
     ToolProgress,
     ToolResponse,
@@ -82,6 +120,10 @@ class FakeLink:
         self.protocol = BrokerConnection()
         self._ids = itertools.count(1)
         self.progress: list[ToolProgress] = []
+        #: Protocol v2 messages the app sent unasked, kept when met while waiting for an answer.
+        self.resource_updates: list[ResourceUpdated] = []
+        self.resource_sets: list[SetResources] = []
+        self.prompt_sets: list[SetPrompts] = []
 
     async def send(self, message: Message) -> None:
         """Send ``message``; the protocol machine records it (``registered``, invocations).
@@ -138,8 +180,12 @@ class FakeLink:
         heartbeat_interval_ms: int = 0,
         max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
         check_token: str | None = None,
+        protocol_version: int | None = None,
     ) -> Register:
         """Receive ``register`` and answer ``registered`` (agent names ``<app>__<tool>``).
+
+        The answer's ``protocolVersion`` is the lower of the app's and 2 (as a daemon
+        negotiates), unless ``protocol_version`` says which version to answer.
 
         With ``check_token`` a wrong token is answered with a fatal ``unauthorized`` error
         and the link is closed; AssertionError is raised then.
@@ -157,6 +203,9 @@ class FakeLink:
                 tool_names={t.name: f"{register.app_name}__{t.name}" for t in register.tools},
                 heartbeat_interval_ms=heartbeat_interval_ms,
                 max_line_bytes=max_line_bytes,
+                protocol_version=protocol_version
+                if protocol_version is not None
+                else min(register.protocol_version, PROTOCOL_VERSION),
             )
         )
         return register
@@ -189,19 +238,78 @@ class FakeLink:
         )
         return cid
 
-    async def response(self, correlation_id: int | None = None) -> ToolResponse:
-        """Wait for the next ``toolResponse`` (pings answered, progress kept in
-        :attr:`progress`), optionally checking its correlation id."""
+    def _keep(self, message: Message) -> bool:
+        """Record a message the app sends unasked (progress, v2 notices); False for others."""
+        if isinstance(message, ToolProgress):
+            self.progress.append(message)
+        elif isinstance(message, ResourceUpdated):
+            self.resource_updates.append(message)
+        elif isinstance(message, SetResources):
+            self.resource_sets.append(message)
+        elif isinstance(message, SetPrompts):
+            self.prompt_sets.append(message)
+        else:
+            return False
+        return True
+
+    async def _answer(self, kind: type[M], correlation_id: int | None) -> M:
+        """The next ``kind`` message (pings answered, unasked messages kept), optionally for
+        ``correlation_id``; AssertionError for anything else."""
+        name = str(getattr(getattr(kind, "__struct_config__", None), "tag", kind.__name__))  # the wire's name
         while True:
             message = await self.receive(answer_pings=True)
-            if isinstance(message, ToolProgress):
-                self.progress.append(message)
+            if self._keep(message):
                 continue
-            if not isinstance(message, ToolResponse):
-                raise AssertionError(f"expected toolResponse, got {message!r}")
-            if correlation_id is not None and message.correlation_id != correlation_id:
+            if not isinstance(message, kind):
+                raise AssertionError(f"expected {name}, got {message!r}")
+            if correlation_id is not None and getattr(message, "correlation_id", None) != correlation_id:
                 raise AssertionError(f"expected the response to {correlation_id}, got {message!r}")
             return message
+
+    async def response(self, correlation_id: int | None = None) -> ToolResponse:
+        """Wait for the next ``toolResponse`` (pings answered, progress kept in
+        :attr:`progress`, v2 notices in their lists), optionally checking its correlation id."""
+        return await self._answer(ToolResponse, correlation_id)
+
+    async def wait_for(self, kind: type[M]) -> M:
+        """Wait for the next message of ``kind`` (pings answered); the unasked messages met on
+        the way are kept in their lists (a ``kind`` among them is returned, not kept)."""
+        while True:
+            message = await self.receive(answer_pings=True)
+            if isinstance(message, kind):
+                return message
+            if not self._keep(message):
+                name = getattr(getattr(kind, "__struct_config__", None), "tag", kind.__name__)
+                raise AssertionError(f"expected {name}, got {message!r}")
+
+    async def cancel(self, correlation_id: int, reason: str = "cancelled") -> None:
+        """Send ``toolCancel`` for a call, read or prompt get."""
+        await self.send(ToolCancel(correlation_id=correlation_id, reason=reason))
+
+    async def request_read(self, uri: str, *, timeout_ms: int | None = None,
+                           correlation_id: int | None = None) -> int:
+        """Protocol v2: send a ``resourceRead`` of the app's own ``uri``; returns its correlation id."""
+        cid = correlation_id if correlation_id is not None else next(self._ids)
+        await self.send(ResourceRead(correlation_id=cid, uri=uri, timeout_ms=timeout_ms))
+        return cid
+
+    async def read(self, uri: str, *, timeout_ms: int | None = None) -> ResourceResponse:
+        """Protocol v2: read ``uri``; returns the app's ``resourceResponse`` (``contents`` or ``error``)."""
+        cid = await self.request_read(uri, timeout_ms=timeout_ms)
+        return await self._answer(ResourceResponse, cid)
+
+    async def request_prompt(self, name: str, arguments: dict[str, str] | None = None, *,
+                             timeout_ms: int | None = None, correlation_id: int | None = None) -> int:
+        """Protocol v2: send a ``promptGet``; returns its correlation id."""
+        cid = correlation_id if correlation_id is not None else next(self._ids)
+        await self.send(PromptGet(correlation_id=cid, name=name, arguments=arguments or {}, timeout_ms=timeout_ms))
+        return cid
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None, *,
+                         timeout_ms: int | None = None) -> PromptResponse:
+        """Protocol v2: get the prompt ``name``; returns the app's ``promptResponse``."""
+        cid = await self.request_prompt(name, arguments, timeout_ms=timeout_ms)
+        return await self._answer(PromptResponse, cid)
 
     async def call(
         self, tool: str, parameters: dict[str, Any] | None = None, *, timeout_ms: int | None = None

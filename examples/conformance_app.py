@@ -76,6 +76,94 @@ async def fail(message: str) -> None:
     raise ToolError(message)
 
 
+# --- protocol v2 (broker/conformance/README.md, "Version 2 fixtures"): offered only when the
+# runner sets TOOLBRIDGE_CONFORMANCE_VERSION=2, so the version-1 scenarios see a tools-only app.
+
+PAGE_TEXT = "hello from Conformance"
+
+
+def _offer_v2() -> None:
+    @app.resource("conformance://text", name="text", mime_type="text/plain", description="A fixed text")
+    async def text_resource() -> str:
+        return PAGE_TEXT
+
+    @app.resource("conformance://pixel.png", name="pixel", mime_type="image/png")
+    async def pixel_resource() -> bytes:
+        return PIXEL_PNG
+
+    @app.resource("conformance://big", name="big", mime_type="text/plain")
+    async def big_resource() -> str:
+        return "x" * 100_000
+
+    @app.resource_template("conformance://pages/{name}", name="page", mime_type="text/markdown")
+    async def page(name: str) -> str:
+        if name == "private":
+            raise ToolError(f"the page {name!r} is private")
+        return f"# {name}"
+
+    @app.resource_template("conformance://slow/{ms}", name="slow")
+    async def slow_resource(ms: str) -> str:
+        await trio.sleep(int(ms) / 1000)
+        return "finished"
+
+    @app.prompt(name="greet", description="Greet someone")
+    async def greet(name: str) -> str:
+        return f"Say hello to {name}."
+
+    @app.prompt(name="picture")
+    async def picture() -> list[dict[str, object]]:
+        return [{"role": "user", "content": {"type": "image", "mimeType": "image/png",
+                                             "data": base64.b64encode(PIXEL_PNG).decode()}},
+                {"role": "assistant", "content": {"type": "resource", "resource": {
+                    "uri": "conformance://text", "mimeType": "text/plain", "text": PAGE_TEXT}}}]
+
+    @app.prompt(name="fail")
+    async def fail_prompt(message: str) -> str:
+        raise ToolError(message)
+
+    @app.tool
+    async def touch(uri: str) -> str:
+        """Announce that the resource uri changed (resourceUpdated), then answer."""
+        app.resource_updated(uri)
+        return "touched"
+
+    @app.tool
+    async def offer(uri: str) -> str:
+        """Offer the resource uri at runtime (setResources)."""
+
+        async def offered() -> str:
+            return "offered"
+
+        app.add_resource(offered, uri, name="offered", mime_type="text/plain")
+        return "offered"
+
+    @app.tool
+    async def withdraw(uri: str) -> str:
+        """Withdraw the resource uri (setResources)."""
+        app.remove_resource(uri)
+        return "withdrawn"
+
+    @app.tool
+    async def offer_prompt(name: str) -> str:
+        """Offer a prompt at runtime (setPrompts)."""
+
+        async def offered() -> str:
+            return "offered"
+
+        app.add_prompt(offered, name=name)
+        return "offered"
+
+    @app.tool
+    async def withdraw_prompt(name: str) -> str:
+        """Withdraw the prompt (setPrompts)."""
+        app.remove_prompt(name)
+        return "withdrawn"
+
+
+if os.environ.get("TOOLBRIDGE_CONFORMANCE_VERSION") == "2":
+    _offer_v2()
+
+
 async def _wait_for_quit() -> None:
     if os.name == "posix":
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -2,7 +2,9 @@
 
 ``python tests/conformance_broken_app.py FAULT``:
 
-* ``ignore-cancel``: ``toolCancel`` is ignored, so a cancelled call still answers;
+* ``ignore-cancel``: ``toolCancel`` is ignored, so a cancelled call (or resource read) still answers;
+* ``no-resource-updated``: ``app.resource_updated`` sends nothing (protocol v2);
+* ``blob-as-text``: a resource read answers bytes as text instead of a base64 blob (protocol v2);
 * ``no-goodbye``: the app closes without sending ``goodbye``;
 * ``ignore-term PIDFILE``: SIGTERM is ignored (the runner must kill it); the pid goes to PIDFILE.
 
@@ -34,6 +36,18 @@ if fault == "ignore-cancel":
         return judge(self, message)
 
     protocol.AppConnection.receive_message = ignore_cancel  # type: ignore[method-assign]
+elif fault == "no-resource-updated":
+    conformance_app.app.resource_updated = lambda uri: None  # type: ignore[method-assign]
+elif fault == "blob-as-text":
+    from app_client import resources
+
+    def as_text(item: object, uri: str, mime_type: str | None) -> dict[str, object]:
+        if isinstance(item, bytes):
+            return {"uri": uri, "text": item.decode("latin-1"), "mimeType": mime_type}
+        return original(item, uri, mime_type)
+
+    original = resources._content
+    resources._content = as_text  # type: ignore[assignment]
 elif fault == "no-goodbye":
     session.Session.say_goodbye = lambda self: trio.lowlevel.checkpoint()  # type: ignore[method-assign, attr-defined]
 elif fault == "ignore-term":

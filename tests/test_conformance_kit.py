@@ -135,6 +135,46 @@ def test_a_fixture_that_ignores_tool_cancel_fails_the_cancel_scenario() -> None:
     assert "1 required failed: cancel-by-agent" in lines[-1]
 
 
+def test_a_fixture_that_ignores_the_cancel_of_a_read_fails_the_read_cancel_scenario() -> None:
+    done = conformance("--only", "resource-read-cancel", "--only", "resource-read-text", "--", *BROKEN, "ignore-cancel")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "pass: resource-read-text" in lines
+    [failure] = [line for line in lines if line.startswith("FAIL")]
+    assert failure.startswith("FAIL: resource-read-cancel: step 7: expected nothing for 1500 ms, got ")
+    assert '"type":"resourceResponse","correlationId":1' in failure and "finished" in failure
+
+
+def test_a_fixture_that_never_announces_updates_fails_the_resource_updated_scenario() -> None:
+    done = conformance("--only", "resource-updated", "--", *BROKEN, "no-resource-updated")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith(
+        'FAIL: resource-updated: step 5: expected {"type":"resourceUpdated","uri":"conformance://text"}, '
+        'got {"type":"toolResponse","correlationId":1'
+    ), done.stdout
+
+
+def test_a_fixture_that_sends_bytes_as_text_fails_the_blob_scenario() -> None:
+    done = conformance("--only", "resource-read-blob", "--only", "resource-read-text", "--", *BROKEN, "blob-as-text")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "pass: resource-read-text" in lines
+    [failure] = [line for line in lines if line.startswith("FAIL")]
+    assert failure.startswith("FAIL: resource-read-blob: step 5: expected ")
+    assert "blob" in failure
+
+
+def test_max_version_1_leaves_out_the_version_2_scenarios() -> None:
+    v1 = [s for s in load_scenarios() if s.version == 1]
+    v2 = [s.name for s in load_scenarios() if s.version == 2]
+    assert len(v2) >= 15 and {"resource-read-cancel", "set-prompts", "prompt-get", "v2-register"} <= set(v2)
+    assert [s.name for s in load_scenarios(max_version=1)] == [s.name for s in v1]
+    listed = conformance("--list").stdout.splitlines()
+    assert any(line.startswith("resource-read-text (v2): ") for line in listed)
+    assert conformance("--list", "--max-version", "1").stdout.splitlines() == [
+        line for line in listed if " (v2): " not in line]
+
+
 def test_a_fixture_that_quits_without_goodbye_fails_the_goodbye_scenario() -> None:
     done = conformance("--only", "goodbye", "--", *BROKEN, "no-goodbye")
     assert done.returncode == 1, done.stdout + done.stderr

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import msgspec
 import pytest
 import trio
 from mcp import Client, MCPError
@@ -17,7 +18,7 @@ from mcp import Client, MCPError
 from app_client.wire import (
     Register,
 )
-from app_client.protocol import PromptSpec, ResourceRead, ResourceResponse, ResourceSpec, ResourceTemplateSpec, ResourceUpdated
+from app_client.protocol import PromptGet, PromptResponse, PromptSpec, ResourceRead, ResourceResponse, ResourceSpec, ResourceTemplateSpec, ResourceUpdated
 from broker.daemon.run import DaemonInfo
 from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, connect_agent, running_daemon
 
@@ -441,3 +442,77 @@ async def test_set_resources_and_prompts_at_runtime(tmp_path: Path, transport: s
         with trio.fail_after(10):
             await directory.wait_changed(seen)
         assert (await client.list_resources()).resources == []
+
+
+# --- a read while the app reconnects (its grace period) ---------------------------------------
+
+
+class ReturningApp(ResourceApp):
+    """A ResourceApp with a stable instance id, so a new connection is the same instance coming back."""
+
+    def _register(self) -> Register:
+        return msgspec.structs.replace(super()._register(), instance_id="notes-1")
+
+    async def _handle(self, message: Any) -> bool:
+        if isinstance(message, PromptGet):
+            await self.send(PromptResponse(message.correlation_id, messages=[
+                {"role": "user", "content": {"type": "text", "text": "hello"}}]))
+            return True
+        return await super()._handle(message)
+
+
+async def _until_waiting(info: DaemonInfo, count: int = 1) -> None:
+    """Until ``count`` reads (or prompt gets) wait in the directory for an app to come back."""
+    directory = info.core.registry.resources
+    with trio.fail_after(10):
+        while directory._back.statistics().tasks_waiting < count:
+            await trio.sleep(0.01)
+
+
+@pytest.mark.parametrize(("transport", "mode"), [("stdio", "legacy"), ("http", "auto")])
+async def test_a_read_waits_for_an_app_in_its_grace_period(tmp_path: Path, transport: str, mode: str) -> None:
+    """A read (and a prompt get) made while the app reconnects waits and goes to the app when it
+    is back, as a tool call does; before, it failed at once ("no connected app")."""
+    home = tmp_path / "home"
+    async with running_daemon(home, reconnect_grace=30) as info, trio.open_nursery() as nursery:
+        first = await ReturningApp(info.port, info.token).start(nursery)
+        async with connect_agent(transport, mode, info, home) as client:
+            assert (await client.read_resource(README)).contents
+            directory = info.core.registry.resources
+            seen = directory.version
+            await first.close()  # no goodbye: the instance is in its grace period
+            with trio.fail_after(10):
+                await directory.wait_changed(seen)
+            assert (await client.list_resources()).resources == []  # out of the list meanwhile
+            got: list[Any] = []
+
+            async def read() -> None:
+                got.append(await client.read_resource(README))
+
+            async def prompt() -> None:
+                got.append(await client.get_prompt("Notes__hello"))
+
+            async with trio.open_nursery() as waiting:
+                waiting.start_soon(read)
+                waiting.start_soon(prompt)
+                await _until_waiting(info, 2)
+                assert got == []
+                second = await ReturningApp(info.port, info.token).start(nursery)
+            assert len(got) == 2
+            assert second.reads and second.reads[0].uri == "notes://readme"
+            await second.close()
+
+
+async def test_a_read_fails_when_the_grace_period_ends_without_the_app(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with running_daemon(home, reconnect_grace=0.5) as info, trio.open_nursery() as nursery:
+        app = await ReturningApp(info.port, info.token).start(nursery)
+        async with connect_agent("http", "legacy", info, home) as client:
+            directory = info.core.registry.resources
+            seen = directory.version
+            await app.close()
+            with trio.fail_after(10):
+                await directory.wait_changed(seen)
+            with trio.fail_after(10), pytest.raises(MCPError, match="no connected app 'Notes'"):
+                await client.read_resource(README)
+            assert directory._away == {}

@@ -74,3 +74,42 @@ def test_withdraw_only_removes_the_links_own_offer() -> None:
     assert directory.version == version and [e["uri"] for e in directory.list_resources()] == ["toolbridge://Notes/notes://b"]
     directory.withdraw("Notes", new)
     assert directory.list_resources() == []
+
+
+async def test_reads_wait_for_an_away_app_until_it_returns_or_its_grace_ends(autojump_clock: Any) -> None:
+    import trio
+
+    directory = ResourceDirectory()
+    old, new = _Port(), _Port()
+    directory.offer("Notes", old, [ResourceSpec("notes://a", "a")], [])
+    directory.offer_prompts("Notes", old, [PromptSpec("p")])
+    assert directory.withdraw("Notes", old) is True
+    assert directory.withdraw("Notes", old) is False  # nothing left to withdraw
+    directory.await_return("Notes", trio.current_time() + 5)
+    assert await directory.wait_for_uri("toolbridge://Other/x") is False  # not away: no wait
+    waited: list[float] = []
+
+    async def read() -> None:
+        assert await directory.wait_for_uri("toolbridge://Notes/notes://a") is True
+        waited.append(trio.current_time())
+
+    async def get() -> None:
+        assert await directory.wait_for_prompt("Notes__p") is True
+        waited.append(trio.current_time())
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(read)
+        nursery.start_soon(get)
+        await trio.sleep(2)
+        directory.offer("Notes", new, [ResourceSpec("notes://a", "a")], [])  # back: both go on
+    assert waited == [start + 2, start + 2]
+    assert directory.resolve("toolbridge://Notes/notes://a")[0].port is new
+
+    directory.withdraw("Notes", new)
+    directory.await_return("Notes", trio.current_time() + 5)
+    before = trio.current_time()
+    assert await directory.wait_for_uri("toolbridge://Notes/notes://a") is True  # the grace ends
+    assert trio.current_time() == before + 5
+    with pytest.raises(ResourceError, match="no connected app 'Notes'"):
+        directory.resolve("toolbridge://Notes/notes://a")

@@ -25,14 +25,15 @@ def cmd_conformance_app(args: argparse.Namespace) -> int:
     if command and command[0] == "--":
         command = command[1:]
     try:
-        scenarios = load_scenarios(args.only or None)
+        scenarios = load_scenarios(args.only or None, args.max_version)
     except VectorError as exc:
         print(f"toolbridge conformance: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.list:
         for scenario in scenarios:
             optional = "" if scenario.required else " (optional)"
-            print(f"{scenario.name}{optional}: {scenario.summary}")
+            version = "" if scenario.version == 1 else f" (v{scenario.version})"
+            print(f"{scenario.name}{optional}{version}: {scenario.summary}")
         return EXIT_OK
     if not command:
         print("toolbridge conformance app: give the app's command after --, "
@@ -69,6 +70,8 @@ def add_parser(sub: SubParsers) -> None:
     )
     app.add_argument("--only", action="append", metavar="NAME", help="run only this scenario (repeatable)")
     app.add_argument("--jobs", type=int, default=4, help="scenarios run at once (default 4)")
+    app.add_argument("--max-version", type=int, choices=(1, 2), default=None, metavar="N",
+                     help="run only the scenarios of protocol version N or lower (1: a client that offers tools only)")
     app.add_argument("--list", action="store_true", help="list the scenarios and what each checks, then exit")
     app.add_argument("app_command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     app.set_defaults(func=cmd_conformance_app)

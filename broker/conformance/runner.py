@@ -6,7 +6,8 @@ For each scenario :func:`run_scenario` makes a fresh temporary home directory ho
 ``token`` and a ``runtime.json`` laid out as the daemon writes them
 (:func:`broker.config.home.write_runtime`), listens on a free loopback port, and starts the
 app command with ``TOOLBRIDGE_HOME`` (and, unless the scenario says ``"env": "home"``,
-``TOOLBRIDGE_PORT`` and ``TOOLBRIDGE_TOKEN``) set. A fresh process per scenario keeps one
+``TOOLBRIDGE_PORT`` and ``TOOLBRIDGE_TOKEN``) set, and ``TOOLBRIDGE_CONFORMANCE_VERSION`` to
+the scenario's protocol version (the fixture offers resources and prompts at 2). A fresh process per scenario keeps one
 failure from leaking into the next and lets every scenario begin with ``register``.
 
 The steps then run in order (:class:`_Script`). Each wait is bounded (``withinMs``, else
@@ -61,6 +62,9 @@ _STDERR_LINE_CHARS: Final = 300
 _EXIT_GRACE: Final = 3.0
 _SHOWN_CHARS: Final = 240
 _EOF: Final = object()
+#: Tells the fixture app which protocol version the scenario checks (1: tools only; 2: also
+#: the resources, templates and prompts of README.md's "Version 2 fixtures").
+ENV_FIXTURE_VERSION: Final = "TOOLBRIDGE_CONFORMANCE_VERSION"
 
 
 @attrs.frozen
@@ -170,6 +174,8 @@ class _Script:
             env[ENV_PORT] = str(self.port)
             env[ENV_TOKEN] = self.env["token"]
         env["PYTHONUNBUFFERED"] = "1"
+        # Which fixture set the app offers (README.md, "Version 2 fixtures").
+        env[ENV_FIXTURE_VERSION] = str(self.scenario.version)
         options: dict[str, Any] = {"start_new_session": True} if os.name == "posix" else {}
         try:
             self.process = await trio.lowlevel.open_process(

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Each file in ``vectors/`` is one :class:`Scenario`: a name, whether it is required, which
-environment variables the app gets, and an ordered list of steps. A step is a JSON object
+environment variables the app gets, the protocol version it checks, and an ordered list of steps. A step is a JSON object
 with exactly one action key (``send``, ``expect``, ``quiet``, ...; see :data:`ACTIONS` and
 README.md next to this file) plus its options (``withinMs``). :func:`load_scenarios` reads
 and checks them all, so a broken vector fails loudly before any app runs.
@@ -61,6 +61,10 @@ class Scenario(msgspec.Struct, rename="camel", forbid_unknown_fields=True, froze
     #: ``port``: the app gets TOOLBRIDGE_HOME, TOOLBRIDGE_PORT and TOOLBRIDGE_TOKEN;
     #: ``home``: only TOOLBRIDGE_HOME (it must read runtime.json and token itself).
     env: Literal["port", "home"] = "port"
+    #: The protocol version the scenario checks. The runner tells the fixture app with
+    #: ``TOOLBRIDGE_CONFORMANCE_VERSION``: at 2 it also offers the version-2 fixtures
+    #: (resources, templates, prompts; protocol.md section 11), at 1 it is a tools-only app.
+    version: Literal[1, 2] = 1
 
 
 def vector_files() -> list[importlib.resources.abc.Traversable]:
@@ -82,8 +86,9 @@ def _check(scenario: Scenario, source: str) -> None:
             )
 
 
-def load_scenarios(only: list[str] | None = None) -> list[Scenario]:
-    """Every shipped scenario (or those named in ``only``), checked; raises VectorError."""
+def load_scenarios(only: list[str] | None = None, max_version: int | None = None) -> list[Scenario]:
+    """Every shipped scenario (or those named in ``only``; with ``max_version``, only those of
+    that protocol version or lower), checked; raises VectorError."""
     scenarios = []
     for file in vector_files():
         try:
@@ -100,4 +105,6 @@ def load_scenarios(only: list[str] | None = None) -> list[Scenario]:
         if unknown:
             raise VectorError(f"no scenario named {', '.join(unknown)}; known: {', '.join(sorted(known))}")
         scenarios = [s for s in scenarios if s.name in only]
+    if max_version is not None:
+        scenarios = [s for s in scenarios if s.version <= max_version]
     return scenarios

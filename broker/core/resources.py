@@ -31,6 +31,14 @@ back to the owning app's link and its own name, as a :class:`CompletionTarget`, 
 :meth:`~CompletionTarget.check` refuses an argument the prompt or template does not declare,
 an over-long value, and (for a template, whose values end up in a URI) a value with a ``..``
 path segment — all before the app sees anything.
+
+Reconnects: when an instance that offered resources or prompts loses its link and enters its
+reconnect grace period, its offer leaves the lists at once but the directory remembers the label
+as *away* until the grace deadline (:meth:`ResourceDirectory.await_return`). A read or prompt
+get naming an away label waits (:meth:`ResourceDirectory.wait_for_uri`,
+:meth:`ResourceDirectory.wait_for_prompt`, bounded by the request's own deadline) until the app
+registers again (its new offer is then used) or the grace ends (then it fails as for a label
+nobody has), as tool calls wait for their app.
 """
 
 from __future__ import annotations
@@ -167,12 +175,17 @@ class ResourceDirectory:
         self._prompts: dict[str, tuple[ResourcePort, list[PromptSpec]]] = {}
         self.prompts_version = 0
         self._prompts_changed = trio.Event()
+        #: Labels in their reconnect grace period, with its deadline (trio time), and an event
+        #: pulsed when one comes back or its grace ends.
+        self._away: dict[str, float] = {}
+        self._back = trio.Event()
 
     # --- the app links' face -------------------------------------------------------------
 
     def offer(self, label: str, port: ResourcePort, resources: list[ResourceSpec],
               templates: list[ResourceTemplateSpec]) -> None:
         """``label``'s instance offers these (replacing what it offered before)."""
+        self.returned(label)
         old = self._apps.get(label)
         if not resources and not templates:
             if old is not None:
@@ -181,16 +194,59 @@ class ResourceDirectory:
         self._apps[label] = AppResources(label, port, list(resources), list(templates))
         self._bump()
 
-    def withdraw(self, label: str, port: ResourcePort) -> None:
-        """The link ``port`` of ``label`` ended: its resources and prompts go (not a newer link's)."""
+    def withdraw(self, label: str, port: ResourcePort) -> bool:
+        """The link ``port`` of ``label`` ended: its resources and prompts go (not a newer link's).
+        True if it offered any."""
+        withdrawn = False
         current = self._apps.get(label)
         if current is not None and current.port is port:
             del self._apps[label]
             self._bump()
+            withdrawn = True
         prompts = self._prompts.get(label)
         if prompts is not None and prompts[0] is port:
             del self._prompts[label]
             self._bump_prompts()
+            withdrawn = True
+        return withdrawn
+
+    # --- reconnects: reads wait for an app in its grace period ----------------------------
+
+    def await_return(self, label: str, deadline: float) -> None:
+        """``label`` lost its link and may come back until ``deadline``: reads naming it wait."""
+        self._away[label] = deadline
+
+    def returned(self, label: str) -> None:
+        """``label`` registered again, or its grace period ended: waiting reads go on."""
+        if self._away.pop(label, None) is not None:
+            self._back.set()
+            self._back = trio.Event()
+
+    async def _wait_back(self, label: str) -> bool:
+        """Wait while ``label`` is away; True if it was."""
+        if label not in self._away:
+            return False
+        while label in self._away:
+            with trio.move_on_at(self._away[label]):
+                await self._back.wait()
+                continue
+            self._away.pop(label, None)  # the grace ended without the registry saying so yet
+        return True
+
+    async def wait_for_uri(self, uri: str) -> bool:
+        """Return once the app of the agent-facing ``uri`` is connected or not away (in its grace
+        period), True if it waited; the caller bounds the wait with the request's deadline,
+        then resolves."""
+        try:
+            label, _ = split_uri(uri)
+        except ResourceError:
+            return False  # resolve() says why
+        return label not in self._apps and await self._wait_back(label)
+
+    async def wait_for_prompt(self, name: str) -> bool:
+        """As :meth:`wait_for_uri`, for the agent-facing prompt ``name`` (``<label>__<name>``)."""
+        label = name.split("__", 1)[0]
+        return label not in self._prompts and await self._wait_back(label)
 
     def offer_prompts(self, label: str, port: ResourcePort, prompts: list[PromptSpec]) -> None:
         """``label``'s instance offers these prompts (replacing what it offered before)."""

@@ -403,6 +403,7 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
         links.registry.resources.offer(instance.label, link, register.resources, register.resource_templates)
         links.registry.resources.offer_prompts(instance.label, link, register.prompts)
         link.completions = register.completions
+    links.registry.resources.returned(instance.label)  # reads waiting through its grace period go on
     bound = bound.bind(instance=instance.instance_id, label=instance.label)
     bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
     wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
@@ -413,7 +414,7 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
             nursery.cancel_scope.cancel()
     finally:
         links.live.pop(link.id, None)
-        links.registry.resources.withdraw(instance.label, link)
+        offered = links.registry.resources.withdraw(instance.label, link)
         link.end_reads(f"the app {instance.label} disconnected during the read")
         # Unlink first: failing the calls frees their admission slots, which hands the next
         # queued call over at once; it must find the instance unlinked (and wait for its return
@@ -426,6 +427,8 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
         if still_ours and link.said_goodbye:
             links.registry.expire(instance)  # it quit on purpose: release its names now
         elif still_ours:
+            if offered and instance.grace_deadline is not None:  # reads wait for it, as calls do
+                links.registry.resources.await_return(instance.label, instance.grace_deadline)
             # Runs after the connection's cancel scope has ended (``BrokerCore.handle_connection``).
             ended.instance = instance
 
@@ -436,6 +439,7 @@ async def _grace(registry: Registry, instance: Instance) -> None:
         return  # a new link took the instance over before this grace period began
     with trio.move_on_at(instance.grace_deadline):
         await instance.relinked.wait()
+    registry.resources.returned(instance.label)  # back, or gone for good: reads stop waiting
     if registry.expire(instance):
         log.info("app_removed", app=instance.app_name, instance=instance.instance_id, label=instance.label)
 

@@ -23,6 +23,17 @@ given as specs (:meth:`app_client.App.set_tool_specs`) with one handler, :meth:`
   whose ``chain`` names this broker or one below it is refused (the link is closed and
   retried with backoff) and tools the parent would refuse are left out. While registered,
   the parent's chain is this broker's ``upstream``, announced to its own children.
+* **Resources and prompts** (protocol v2): the uplink registers with version 2 and offers every
+  resource, template and prompt of this broker's directory under its agent-facing URI or name
+  here (``toolbridge://WatchTower/notes://a``, ``WatchTower__review``), so the parent shows
+  ``toolbridge://NAME/toolbridge://WatchTower/notes://a`` and ``NAME__WatchTower__review``:
+  each hop adds its prefix and cutting it gives back exactly the URI one hop down, as tool
+  names do. A watcher follows the directory's versions (coalesced like tools) and sends the
+  new sets (``setResources`` / ``setPrompts``); a read or prompt get from the parent is
+  resolved in this directory and relayed to the owning app with the parent's remaining budget
+  minus the hop margin (a refusal here says ``at hop 'NAME': ...``); ``resourceUpdated`` from
+  an app here is passed up with its agent-facing URI. Entries the parent could not take (a URI
+  over 2,048 characters, a prompt name over 128) are left out.
 * **Waiting on it.** :attr:`Uplink.changed` (a :class:`~broker.core.signals.Changed`) is pulsed
   on each change of the app's connection state (its ``last_error`` is set just before) and
   when the parent's chain is taken up, so code (mostly tests) waits with
@@ -33,12 +44,15 @@ given as specs (:meth:`app_client.App.set_tool_specs`) with one handler, :meth:`
 
 from __future__ import annotations
 
+import functools
 import math
 import socket
 import ssl
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import msgspec
 import structlog
 import trio
@@ -51,10 +65,22 @@ from app_client.errors import (
     ToolUpdateRejected,
 )
 from app_client.tls import client_context
-from app_client.protocol import Register, Registered, ToolResult, ToolSpec
+from app_client.protocol import (
+    MAX_RESOURCES,
+    PROTOCOL_VERSION,
+    PromptSpec,
+    Register,
+    Registered,
+    ResourceSpec,
+    ResourceTemplateSpec,
+    ToolResult,
+    ToolSpec,
+)
+from app_client.resources import PromptDefinition, ResourceDefinition, define_template
 
 from ..config.net import is_loopback
-from ..errors import ConfigError, RegistrationError, StartupError
+from ..core.resources import ResourceError
+from ..errors import BrokerError, ConfigError, RegistrationError, StartupError
 from .rules import MAX_HOPS
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..core.signals import Changed
@@ -74,6 +100,12 @@ COALESCE_SECONDS: Final = 0.05
 UPLINK_CONCURRENCY: Final = 64
 #: Wait after the parent refused the registration for good (e.g. an invalid tool).
 RETRY_AFTER_REFUSAL: Final = 10.0
+#: A read or prompt get from the parent without a deadline gets this long here (as an agent's).
+READ_TIMEOUT: Final = 30.0
+
+
+class HopError(BrokerError):
+    """A read or prompt get this hop refuses or cannot serve; its message goes to the parent."""
 
 
 def hop_budget(remaining: float) -> float:
@@ -179,6 +211,7 @@ class Uplink:
         self._dirty = trio.Event()
         #: Pulsed when the app's state (and with it ``last_error``) or the upstream changes.
         self.changed = Changed()
+        registry.resources.on_updated(self._resource_updated)
         self.app = App(
             name,
             instance_id=f"broker-{federation.broker_id or 'anonymous'}",
@@ -205,8 +238,14 @@ class Uplink:
     async def run(self) -> None:
         """Keep the uplink up and in sync until cancelled."""
         await self._sync()
+        self._sync_resources()
+        self._sync_prompts()
         log.info("uplink_starting", parent=self.address, name=self.name, broker_id=self.federation.broker_id)
+        directory = self.registry.resources
         async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._follow, lambda: directory.version, directory.wait_changed, self._sync_resources)
+            nursery.start_soon(self._follow, lambda: directory.prompts_version, directory.wait_prompts_changed,
+                               self._sync_prompts)
             nursery.start_soon(self._watch_registry)
             nursery.start_soon(self._sync_loop)
             nursery.start_soon(self._run_app)
@@ -280,7 +319,8 @@ class Uplink:
         return list(found)
 
     def _prepare_register(self, register: Register) -> Register:
-        return msgspec.structs.replace(register, via=self._subtree() or None)
+        # Version 2 even while no resources are offered yet, so a set that comes later goes live.
+        return msgspec.structs.replace(register, via=self._subtree() or None, protocol_version=PROTOCOL_VERSION)
 
     def _check_registered(self, registered: Registered) -> None:
         chain = list(registered.chain or [])
@@ -307,6 +347,71 @@ class Uplink:
         else:
             self.federation.set_upstream(())
         self.changed.pulse()
+
+    # --- resources and prompts (protocol v2) --------------------------------------------
+
+    async def _follow(self, version: Callable[[], int], wait_changed: Callable[[int], Awaitable[int]],
+                      sync: Callable[[], None]) -> None:
+        seen = version()
+        while True:
+            await wait_changed(seen)
+            await trio.sleep(COALESCE_SECONDS)
+            seen = version()
+            sync()
+
+    def _sync_resources(self) -> None:
+        directory = self.registry.resources
+        definitions: list[ResourceDefinition] = []
+        for entry in directory.list_resources()[:MAX_RESOURCES]:
+            try:
+                spec = msgspec.convert(entry, ResourceSpec)
+            except msgspec.ValidationError:
+                continue  # the parent could not take it (a URI over 2,048 characters)
+            definitions.append(ResourceDefinition(self.read_resource, spec=spec, takes_uri=True))
+        for entry in directory.list_templates()[:MAX_RESOURCES]:
+            try:
+                template = msgspec.convert(entry, ResourceTemplateSpec)
+                matcher = define_template(self.read_resource, template.uri_template, name=template.name, description="")
+            except (msgspec.ValidationError, ValueError):
+                continue  # too long, or a variable name app_client's matcher does not take
+            definitions.append(attrs.evolve(matcher, template=template, takes_uri=True))
+        self.app.set_resource_definitions(definitions)
+
+    def _sync_prompts(self) -> None:
+        definitions: list[PromptDefinition] = []
+        for entry in self.registry.resources.list_prompts()[:MAX_RESOURCES]:
+            try:
+                spec = msgspec.convert(entry, PromptSpec)
+            except msgspec.ValidationError:
+                continue  # the parent could not take it (a name over 128 characters)
+            definitions.append(PromptDefinition(functools.partial(self.get_prompt, spec.name), spec))
+        self.app.set_prompt_definitions(definitions)
+
+    def _resource_updated(self, uri: str) -> None:
+        self.app.resource_updated(uri)  # its agent-facing URI here is its own URI at the parent
+
+    @staticmethod
+    def _budget() -> float:
+        remaining = trio.current_effective_deadline() - trio.current_time()
+        return hop_budget(remaining) if math.isfinite(remaining) else READ_TIMEOUT
+
+    async def read_resource(self, uri: str) -> list[dict[str, Any]]:
+        """A read from the parent: ``uri`` is this broker's agent-facing URI."""
+        try:
+            app, own = self.registry.resources.resolve(uri)
+            contents: list[dict[str, Any]] = await app.port.read_resource(own, self._budget())
+        except ResourceError as exc:
+            raise HopError(f"at hop {self.name!r}: {exc.message}") from None
+        return contents
+
+    async def get_prompt(self, name: str, /, **arguments: str) -> dict[str, Any]:
+        """A prompt get from the parent: ``name`` is this broker's agent-facing name."""
+        try:
+            _, port, spec = self.registry.resources.resolve_prompt(name)
+            result = await port.get_prompt(spec.name, arguments, self._budget())
+        except ResourceError as exc:
+            raise HopError(f"at hop {self.name!r}: {exc.message}") from None
+        return {"messages": result.get("messages", []), "description": result.get("description")}
 
     # --- calls from the parent ----------------------------------------------------------
 

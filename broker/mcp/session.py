@@ -937,9 +937,12 @@ class Session:
         label = "?"
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
         try:
+            timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
+            with trio.move_on_after(timeout):  # an app in its reconnect grace period: wait for it
+                if await self.server.registry.resources.wait_for_uri(uri):
+                    timeout = max(started + timeout - trio.current_time(), 0.001)  # what is left
             app, own = self.server.registry.resources.resolve(uri)
             label = app.label
-            timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
             contents = await app.port.read_resource(own, timeout)
             outcome = CallOutcome(OutcomeKind.OK)
         except ResourceError as exc:
@@ -988,6 +991,10 @@ class Session:
         label = "?"
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
         try:
+            timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
+            with trio.move_on_after(timeout):  # an app in its reconnect grace period: wait for it
+                if await self.server.registry.resources.wait_for_prompt(name):
+                    timeout = max(started + timeout - trio.current_time(), 0.001)  # what is left
             label, port, spec = self.server.registry.resources.resolve_prompt(name)
             declared = {arg.name for arg in spec.arguments}
             missing = sorted(arg.name for arg in spec.arguments if arg.required and arg.name not in arguments)
@@ -999,7 +1006,6 @@ class Session:
                                 + ([f"unknown {', '.join(unknown)}"] if unknown else []))
                     + f" (it takes: {', '.join(sorted(declared)) or 'no arguments'})",
                     code=INVALID_PARAMS, kind="invalid_arguments")
-            timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
             result = await port.get_prompt(spec.name, arguments, timeout)
             outcome = CallOutcome(OutcomeKind.OK)
         except ResourceError as exc:

@@ -13,6 +13,8 @@
  * - progress and cancellation (`search_notes` reports progress and stops when its signal aborts);
  * - structured results (`stats` with an `outputSchema`) and app errors (`ToolError`);
  * - tools that come and go at runtime: `restore_note` exists only while the trash holds notes;
+ * - the notes as resources (`notes://index`, the template `notes://note/{id}`), announced to
+ *   subscribed agents when they change, and a `summarize` prompt (wire protocol v2);
  * - connection state shown to the user; a clean `goodbye` on quit (Ctrl-D, `quit`, SIGTERM).
  *
  * In your own app, import from the package: `import { App, ToolError } from "@toolbridge/app"`.
@@ -99,6 +101,7 @@ app.tool("append_to_note", {
   note.body += `\n\n${text}`;
   note.updated = new Date().toISOString();
   save();
+  app.resourceUpdated(`notes://note/${id}`); // agents that subscribed to this note hear of it
   return "appended";
 });
 
@@ -158,6 +161,31 @@ const restoreTool = {
     return `note ${id} restored`;
   },
 };
+
+// --- the notes as resources, and a prompt (wire protocol v2) -------------------------------
+
+app.resource("notes://index", { name: "index", mimeType: "text/markdown", description: "Every note's id and title" },
+  async () => [...state.notes.values()].map((n) => `- ${n.id}: ${n.title}`).join("\n"));
+
+app.resourceTemplate("notes://note/{id}", { name: "note", mimeType: "text/markdown", description: "One note by id" },
+  async ({ id }) => {
+    const note = noteOrFail(Number(id));
+    return `# ${note.title}\n\n${note.body}`;
+  });
+
+app.prompt("summarize", {
+  description: "Summarize one note",
+  arguments: [{ name: "id", description: "the note's id", required: true }, { name: "style", description: "e.g. 'one line'" }],
+}, async ({ id, style }) => {
+  const note = noteOrFail(Number(id));
+  return {
+    description: `Summarize "${note.title}"`,
+    messages: [
+      { role: "user", content: { type: "resource", resource: { uri: `notes://note/${note.id}`, mimeType: "text/markdown", text: note.body } } },
+      `Summarize the note above${style ? ` (${style})` : ""}.`,
+    ],
+  };
+});
 
 // --- the human side -----------------------------------------------------------------------
 

@@ -29,6 +29,16 @@
  * `connect()` rejects with that error when it happens before the first registration;
  * afterwards it is emitted as `error`.
  *
+ * Resources and prompts (protocol v2, protocol.md §11): {@link App.resource},
+ * {@link App.resourceTemplate} and {@link App.prompt} declare them before connecting;
+ * {@link App.addResource} & co. change the set at any time (a connected app sends its complete
+ * new set at once, `setResources` / `setPrompts`, which the daemon does not answer). The app
+ * asks for protocol version 2 only when it offers a resource, template or prompt when it
+ * registers: a tools-only app stays a version-1 app (as Python's `app_client`), so a set that
+ * appears later on such a connection reaches the daemon at the next registration. Declare one
+ * before connecting to change the set live. {@link App.resourceUpdated} tells subscribed
+ * agents a resource changed.
+ *
  * Events: `state` (new state, last error), `connected` (the `registered` message),
  * `disconnected` (reason), `toolsUpdated` (agent-facing names), `error` (a
  * {@link ToolbridgeError}: garbage from the daemon, a fatal refusal). `error` is emitted only
@@ -49,7 +59,11 @@ import {
   MAX_TOOLS, checkAppName, defineTool, type ToJsonSchema, type ToolDefinition, type ToolHandler, type ToolOptions,
 } from "./tools.js";
 import { connectDaemon } from "./transport.js";
-import { PROTOCOL_VERSION, type Registered } from "./wire.js";
+import {
+  MAX_RESOURCES, defineResource, definePrompt, defineTemplate, type PromptDefinition, type PromptHandler, type PromptOptions,
+  type ResourceDefinition, type ResourceHandler, type ResourceOptions, type TemplateHandler, type TemplateOptions,
+} from "./resources.js";
+import { RESOURCES_VERSION, type JsonObject, type Registered } from "./wire.js";
 
 /** Milliseconds allowed for opening the stream plus the register / registered exchange. */
 export const CONNECT_TIMEOUT_MS = 10_000;
@@ -159,6 +173,12 @@ export class App extends EventEmitter<AppEvents> {
   private readonly log: Logger;
   private readonly backoff: Backoff;
   private readonly table = new Map<string, ToolDefinition>();
+  /** Protocol v2: resources and templates by URI / URI template, prompts by name. */
+  private readonly resourceTable = new Map<string, ResourceDefinition>();
+  private readonly promptTable = new Map<string, PromptDefinition>();
+  /** Bumped at each change of the sets; the registration remembers what it carried. */
+  private resourceGeneration = 0;
+  private promptGeneration = 0;
   private readonly lock = new Mutex();
   private stateValue: ConnectionState = "disconnected";
   private lastErrorValue: string | undefined;
@@ -301,6 +321,140 @@ export class App extends EventEmitter<AppEvents> {
     return this.removeTools([name]);
   }
 
+  // --- resources and prompts (protocol v2) ------------------------------------------------
+
+  /** URIs and URI templates of the resources offered. */
+  get resourceUris(): string[] {
+    return [...this.resourceTable.keys()];
+  }
+
+  /** Names of the prompts offered. */
+  get promptNames(): string[] {
+    return [...this.promptTable.keys()];
+  }
+
+  /**
+   * Declare a resource before {@link connect} (afterwards use {@link addResource}). The handler
+   * gets a {@link ResourceContext} and returns a string (text), a Uint8Array (a blob), a content
+   * object (`{text}` or `{blob}`, base64) or an array of those. Agents see it as
+   * `toolbridge://<label>/<uri>`. Throws {@link ToolDefinitionError} for a bad declaration.
+   */
+  resource(uri: string, options: ResourceOptions, handler: ResourceHandler): this {
+    this.notRunning("resources", "addResource");
+    this.addResource(uri, options, handler);
+    return this;
+  }
+
+  /**
+   * Declare a family of resources (RFC 6570 level 1, `notes://pages/{name}`) before
+   * {@link connect}; the handler gets the variables (percent-decoded strings) and the context.
+   */
+  resourceTemplate(uriTemplate: string, options: TemplateOptions, handler: TemplateHandler): this {
+    this.notRunning("resource templates", "addResourceTemplate");
+    this.addResourceTemplate(uriTemplate, options, handler);
+    return this;
+  }
+
+  /**
+   * Declare a prompt before {@link connect}. The handler gets the arguments (strings; the
+   * daemon has checked that the required ones are there and no others) and returns a string
+   * (one user message), an array of strings or MCP messages (`{role, content}` with text,
+   * image, audio or embedded resource content), or `{messages, description}`. Agents see it as
+   * `<label>__<name>`.
+   */
+  prompt(name: string, options: PromptOptions, handler: PromptHandler): this {
+    this.notRunning("prompts", "addPrompt");
+    this.addPrompt(name, options, handler);
+    return this;
+  }
+
+  private notRunning(what: string, instead: string): void {
+    if (this.running) throw new ToolDefinitionError(`${this.name} is running: use \`app.${instead}(...)\` to offer ${what} now`);
+  }
+
+  /** Offer a resource at any time (see {@link resource}); a connected app sends its new set at once. */
+  addResource(uri: string, options: ResourceOptions, handler: ResourceHandler): void {
+    this.putResource(defineResource(uri, options, handler));
+  }
+
+  /** Offer a resource template at any time (see {@link resourceTemplate}). */
+  addResourceTemplate(uriTemplate: string, options: TemplateOptions, handler: TemplateHandler): void {
+    this.putResource(defineTemplate(uriTemplate, options, handler));
+  }
+
+  private putResource(definition: ResourceDefinition): void {
+    if (this.resourceTable.has(definition.key)) throw new ToolDefinitionError(`${this.name} already offers ${JSON.stringify(definition.key)}`);
+    const kind = definition.spec !== undefined ? "spec" : "template";
+    const count = [...this.resourceTable.values()].filter((d) => (d.spec !== undefined ? "spec" : "template") === kind).length;
+    if (count >= MAX_RESOURCES) throw new ToolDefinitionError(`${this.name} would offer more than ${MAX_RESOURCES} resources (or templates)`);
+    this.resourceTable.set(definition.key, definition);
+    this.publishResources();
+  }
+
+  /** Stop offering the resource or template `uri`; throws ToolDefinitionError if it is not offered. */
+  removeResource(uri: string): void {
+    if (!this.resourceTable.delete(uri)) throw new ToolDefinitionError(`${this.name} offers no resource ${JSON.stringify(uri)}`);
+    this.publishResources();
+  }
+
+  /** Offer a prompt at any time (see {@link prompt}); a connected app sends its new set at once. */
+  addPrompt(name: string, options: PromptOptions, handler: PromptHandler): void {
+    const definition = definePrompt(name, options, handler);
+    if (this.promptTable.has(name)) throw new ToolDefinitionError(`${this.name} already has a prompt named ${JSON.stringify(name)}`);
+    if (this.promptTable.size >= MAX_RESOURCES) throw new ToolDefinitionError(`${this.name} would offer more than ${MAX_RESOURCES} prompts`);
+    this.promptTable.set(name, definition);
+    this.publishPrompts();
+  }
+
+  /** Stop offering the prompt `name`; throws ToolDefinitionError if it is not offered. */
+  removePrompt(name: string): void {
+    if (!this.promptTable.delete(name)) throw new ToolDefinitionError(`${this.name} has no prompt named ${JSON.stringify(name)}`);
+    this.publishPrompts();
+  }
+
+  /**
+   * Tell subscribed agents that the resource `uri` (this app's own URI, listed or matching a
+   * template) changed. Never throws and never waits; dropped when not connected, or when the
+   * connection speaks protocol version 1.
+   */
+  resourceUpdated(uri: string): void {
+    if (typeof uri !== "string" || uri.length === 0) throw new TypeError("resourceUpdated() takes the resource's URI");
+    this.session?.sendV2({ type: "resourceUpdated", uri });
+  }
+
+  private resourceSets(): { resources: JsonObject[]; resourceTemplates: JsonObject[] } {
+    const definitions = [...this.resourceTable.values()];
+    return {
+      resources: definitions.flatMap((d) => (d.spec !== undefined ? [d.spec as unknown as JsonObject] : [])),
+      resourceTemplates: definitions.flatMap((d) => (d.template !== undefined ? [d.template as unknown as JsonObject] : [])),
+    };
+  }
+
+  private promptSet(): JsonObject[] {
+    return [...this.promptTable.values()].map((d) => d.spec as unknown as JsonObject);
+  }
+
+  private publishResources(): void {
+    this.resourceGeneration += 1;
+    const session = this.session;
+    if (session === undefined) return;
+    if (!session.sendV2({ type: "setResources", ...this.resourceSets() })) this.noteV1("resources");
+  }
+
+  private publishPrompts(): void {
+    this.promptGeneration += 1;
+    const session = this.session;
+    if (session === undefined) return;
+    if (!session.sendV2({ type: "setPrompts", prompts: this.promptSet() })) this.noteV1("prompts");
+  }
+
+  private noteV1(what: string): void {
+    if (this.session?.protocolVersion === 1) {
+      this.log.info(`toolbridge: this connection speaks protocol version 1, so the new ${what} reach the daemon when the app next registers`
+        + " (declare one before connecting to change them live)");
+    }
+  }
+
   // --- running ---------------------------------------------------------------------------
 
   /**
@@ -398,6 +552,8 @@ export class App extends EventEmitter<AppEvents> {
       via = opened.via;
       const current = new Session(opened.socket, {
         tools: this.table,
+        resources: this.resourceTable,
+        prompts: this.promptTable,
         limiter,
         log: this.log,
         onNames: (names) => {
@@ -411,8 +567,17 @@ export class App extends EventEmitter<AppEvents> {
       attemptSignal.addEventListener("abort", onAbort, { once: true });
       try {
         registered = await this.lock.run(async () => {
-          const answer = await current.handshake(this.registerMessage(address.token));
+          const register = this.registerMessage(address.token);
+          const asked = register.protocolVersion as number;
+          const sent = { resources: this.resourceGeneration, prompts: this.promptGeneration };
+          const answer = await current.handshake(register, asked);
           this.session = current;
+          // A set changed while the registration was on its way: send the new one now.
+          if (sent.resources !== this.resourceGeneration) current.sendV2({ type: "setResources", ...this.resourceSets() });
+          if (sent.prompts !== this.promptGeneration) current.sendV2({ type: "setPrompts", prompts: this.promptSet() });
+          if (answer.protocolVersion < asked) {
+            this.log.warn("toolbridge: the daemon speaks protocol version 1, so this app's resources and prompts are not offered (update toolbridge)");
+          }
           return answer;
         });
       } finally {
@@ -468,16 +633,19 @@ export class App extends EventEmitter<AppEvents> {
     this.safeEmit("disconnected", ended.reason);
   }
 
-  private registerMessage(token: string): object {
+  private registerMessage(token: string): Record<string, unknown> {
+    // Version 2 only when it is needed (protocol.md §11): a tools-only app stays a v1 app.
+    const v2 = this.resourceTable.size > 0 || this.promptTable.size > 0;
     const message: Record<string, unknown> = {
       type: "register",
       appName: this.name,
       token,
       tools: [...this.table.values()].map((d) => d.spec),
       instanceId: this.instanceId,
-      protocolVersion: PROTOCOL_VERSION,
+      protocolVersion: v2 ? RESOURCES_VERSION : 1,
       maxConcurrency: this.maxConcurrency,
     };
+    if (v2) Object.assign(message, this.resourceSets(), { prompts: this.promptSet() });
     if (this.appVersion !== undefined) message.appVersion = this.appVersion;
     return message;
   }

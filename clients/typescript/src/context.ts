@@ -34,3 +34,30 @@ export interface ToolContext {
 
 /** The reasons `ctx.signal` may be aborted with. */
 export type AbortReason = CallCancelled | CallTimeout | ConnectionClosed;
+
+/**
+ * What a resource or prompt handler receives (protocol v2): the request's id, deadline and
+ * signal. The signal aborts as a tool call's does: the daemon's `toolCancel` for the request
+ * ({@link CallCancelled}), its deadline ({@link CallTimeout}), a lost connection or the app
+ * closing ({@link ConnectionClosed}); after that nothing is sent for the request.
+ */
+export interface RequestContext {
+  /** The daemon's id of this request (from the same sequence as tool calls'). */
+  readonly correlationId: number;
+  readonly signal: AbortSignal;
+  /** The deadline as epoch milliseconds, or `undefined` when the request has none. */
+  readonly deadline: number | undefined;
+  readonly timeoutMs: number | undefined;
+  /** Milliseconds until the deadline (`Infinity` without one). */
+  timeRemaining(): number;
+}
+
+/** A read's context: the URI asked for, exactly as the app declared or expanded it. */
+export interface ResourceContext extends RequestContext {
+  readonly uri: string;
+}
+
+/** A prompt get's context: the prompt's name. */
+export interface PromptContext extends RequestContext {
+  readonly prompt: string;
+}

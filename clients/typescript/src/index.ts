@@ -8,6 +8,7 @@
  * const app = new App({ name: "Notes" });
  * app.tool("echo", { inputSchema: { type: "object", properties: { text: { type: "string" } } } },
  *   async ({ text }) => text);
+ * app.resource("notes://today", { mimeType: "text/markdown" }, async () => "# Today");   // protocol v2
  * await app.connect();
  * ```
  */
@@ -15,7 +16,7 @@ export { App, CONNECT_TIMEOUT_MS, ENV_INSTANCE_ID, FATAL_REGISTRATION_CODES } fr
 export type { AppEvents, AppOptions, ConnectionState, ToolDeclaration } from "./app.js";
 export { Backoff } from "./backoff.js";
 export type { BackoffOptions } from "./backoff.js";
-export type { ToolContext } from "./context.js";
+export type { PromptContext, RequestContext, ResourceContext, ToolContext } from "./context.js";
 export {
   DEFAULT_HOST, ENV_HOME, ENV_HOST, ENV_PORT, ENV_TLS, ENV_TLS_CA, ENV_TOKEN, RUNTIME_FILE, TOKEN_FILE,
   defaultHome, findDaemon, readRuntime, readToken, resolveHome,
@@ -29,9 +30,16 @@ export {
 export { failure, image, result, text, toToolResult } from "./results.js";
 export type { ContentBlock, ResultInit } from "./results.js";
 export type { Logger } from "./session.js";
+export { MAX_PROMPT_ARGUMENTS, MAX_RESOURCES, definePrompt, defineResource, defineTemplate, findResource } from "./resources.js";
+export type {
+  PromptArgument, PromptHandler, PromptOptions, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions,
+} from "./resources.js";
 export { APP_NAME_PATTERN, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
 export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike } from "./tools.js";
 export {
-  DEFAULT_MAX_LINE_BYTES, LineFramer, PROTOCOL_VERSION, decodeMessage, encodeMessage,
+  DEFAULT_MAX_LINE_BYTES, LineFramer, PROTOCOL_VERSION, RESOURCES_VERSION, decodeMessage, encodeMessage,
 } from "./wire.js";
-export type { Json, JsonObject, Registered, ToolResult, ToolSpec } from "./wire.js";
+export type {
+  Json, JsonObject, PromptArgumentSpec, PromptGet, PromptSpec, Registered, ResourceRead, ResourceSpec, ResourceTemplateSpec,
+  ToolResult, ToolSpec,
+} from "./wire.js";

@@ -1,5 +1,6 @@
 /**
- * One registered connection: handshake, reader, calls, progress, tool updates, goodbye.
+ * One registered connection: handshake, reader, calls, progress, tool updates, resource reads,
+ * prompt gets, goodbye.
  *
  * Theory of operation
  * -------------------
@@ -16,6 +17,14 @@
  *   (`addTools`/`removeTools` carry no id; the daemon answers each in order);
  * - a line that is not a valid message gets a non-fatal `error` reply with the wire's code, and
  *   is reported as a {@link RemoteProtocolError} (the app's `error` event); the link goes on.
+ *
+ * Version 2 (protocol.md §11): the handshake accepts any version from 1 up to the one the app
+ * asked for. `resourceRead` and `promptGet` are requests like calls (same id space, cancelled by
+ * `toolCancel`, a deadline timer that aborts their signal and answers an error), but they never
+ * take one of the `maxConcurrency` slots, so a read is served while slow tools run (the daemon
+ * counts them apart too). On a version-1 connection they are refused (`unexpected_message`)
+ * and the app's v2 messages are not sent. A handler's thrown {@link ToolError} message reaches
+ * the agent; any other error only its type name, as for tools.
  *
  * Calls: each invocation gets an AbortController and a deadline timer, waits for one of the
  * app's `maxConcurrency` slots, then runs its handler. The slot is held until the handler
@@ -37,12 +46,14 @@ import {
   CallCancelled, CallTimeout, ConnectionClosed, LocalProtocolError, RegistrationRejected,
   RemoteProtocolError, ToolError, ToolUpdateRejected,
 } from "./errors.js";
-import type { ToolContext } from "./context.js";
+import type { PromptContext, RequestContext, ResourceContext, ToolContext } from "./context.js";
+import { findResource, toContents, toPromptAnswer, type PromptDefinition, type ResourceDefinition } from "./resources.js";
 import { describeError, failure, toToolResult } from "./results.js";
 import type { ToolDefinition } from "./tools.js";
 import {
-  DEFAULT_MAX_LINE_BYTES, LineFramer, PROTOCOL_VERSION, decodeMessage, encodeMessage,
-  type Incoming, type JsonObject, type Registered, type ToolInvocation, type ToolResult, type ToolSpec,
+  DEFAULT_MAX_LINE_BYTES, LineFramer, RESOURCES_VERSION, decodeMessage, encodeMessage,
+  type Incoming, type JsonObject, type PromptGet, type Registered, type ResourceRead, type ToolInvocation,
+  type ToolResult, type ToolSpec,
 } from "./wire.js";
 
 /** Missed heartbeat intervals after which a silent link counts as dead. */
@@ -59,6 +70,9 @@ export interface Logger {
 
 export interface SessionHooks {
   tools: ReadonlyMap<string, ToolDefinition>;
+  /** Protocol v2: resources and templates by URI / URI template, prompts by name. */
+  resources: ReadonlyMap<string, ResourceDefinition>;
+  prompts: ReadonlyMap<string, PromptDefinition>;
   limiter: Limiter;
   log: Logger;
   onNames(names: Record<string, string>): void;
@@ -114,6 +128,17 @@ interface Call {
   timer: NodeJS.Timeout | undefined;
 }
 
+/** A protocol-v2 request (`resourceRead` / `promptGet`) being answered. */
+interface Request {
+  readonly correlationId: number;
+  readonly controller: AbortController;
+  /** Answered, cancelled or lost; nothing more goes out for it. */
+  done: boolean;
+  timer: NodeJS.Timeout | undefined;
+}
+
+type RequestAnswer = { type: "resourceResponse" | "promptResponse"; correlationId: number } & JsonObject;
+
 interface PendingUpdate {
   resolve(names: Record<string, string>): void;
   reject(err: Error): void;
@@ -123,6 +148,10 @@ export class Session {
   private readonly framer = new LineFramer(DEFAULT_MAX_LINE_BYTES);
   private peerMaxLineBytes = DEFAULT_MAX_LINE_BYTES;
   private readonly calls = new Map<number, Call>();
+  private readonly requests = new Map<number, Request>();
+  /** The negotiated protocol version (1 until `registered`). */
+  private version = 1;
+  private askedVersion = 1;
   private readonly pending: PendingUpdate[] = [];
   private phase: "handshake" | "serving" | "ended" = "handshake";
   private handshakeWaiter: { resolve(r: Registered): void; reject(e: Error): void } | undefined;
@@ -157,10 +186,19 @@ export class Session {
     return this.calls.size;
   }
 
+  /** The protocol version spoken on this connection (from `registered`; 1 before it). */
+  get protocolVersion(): number {
+    return this.version;
+  }
+
   // --- handshake -------------------------------------------------------------------------
 
-  /** Send `register`; resolve with `registered`, reject with RegistrationRejected or ConnectionClosed. */
-  handshake(register: object): Promise<Registered> {
+  /**
+   * Send `register` (whose `protocolVersion` is `askedVersion`); resolve with `registered`,
+   * reject with RegistrationRejected or ConnectionClosed.
+   */
+  handshake(register: object, askedVersion = 1): Promise<Registered> {
+    this.askedVersion = askedVersion;
     return new Promise((resolve, reject) => {
       this.handshakeWaiter = { resolve, reject };
       try {
@@ -182,17 +220,18 @@ export class Session {
       return;
     }
     if (message.type === "registered") {
-      if (message.protocolVersion !== PROTOCOL_VERSION) {
+      if (message.protocolVersion < 1 || message.protocolVersion > this.askedVersion) {
         // Negotiation (protocol.md §7): the daemon answers min(ours, its highest). Any other
         // answer is a version this client cannot speak, so it closes the connection itself.
         this.handshakeWaiter = undefined;
         waiter.reject(new RegistrationRejected("unsupported_version",
-          `the daemon answered protocol version ${message.protocolVersion}; this client speaks ${PROTOCOL_VERSION}`));
+          `the daemon answered protocol version ${message.protocolVersion}; this app asked for ${this.askedVersion}`));
         this.end("unsupported protocol version");
         return;
       }
       this.handshakeWaiter = undefined;
       this.phase = "serving";
+      this.version = message.protocolVersion;
       this.peerMaxLineBytes = message.maxLineBytes > 0 ? message.maxLineBytes : DEFAULT_MAX_LINE_BYTES;
       this.framer.maxLineBytes = this.peerMaxLineBytes;
       this.startWatchdog(message.heartbeatIntervalMs);
@@ -281,8 +320,18 @@ export class Session {
       case "toolInvocation":
         this.startCall(message);
         break;
+      case "resourceRead":
+      case "promptGet":
+        if (this.version < RESOURCES_VERSION) {
+          this.trySend({ type: "error", code: "unexpected_message", correlationId: message.correlationId,
+            message: `'${message.type}' needs protocol version 2; this connection speaks ${this.version}` });
+        } else {
+          this.startRequest(message);
+        }
+        break;
       case "toolCancel":
-        this.cancelCall(message.correlationId, message.reason);
+        if (this.requests.has(message.correlationId)) this.cancelRequest(message.correlationId, message.reason);
+        else this.cancelCall(message.correlationId, message.reason);
         break;
       case "toolsUpdated":
         this.pending.shift()?.resolve(message.toolNames);
@@ -342,7 +391,7 @@ export class Session {
 
   private startCall(invocation: ToolInvocation): void {
     const cid = invocation.correlationId;
-    if (this.calls.has(cid)) {
+    if (this.calls.has(cid) || this.requests.has(cid)) {
       this.hooks.log.warn("toolbridge: duplicate correlation id; invocation ignored", { correlationId: cid });
       this.trySend({ type: "error", code: "duplicate_correlation_id", message: `call ${cid} is already running` });
       return;
@@ -482,6 +531,147 @@ export class Session {
     this.trySend(update);
   }
 
+  // --- resource reads and prompt gets (protocol v2) ----------------------------------------
+
+  private startRequest(message: ResourceRead | PromptGet): void {
+    const cid = message.correlationId;
+    if (this.calls.has(cid) || this.requests.has(cid)) {
+      this.hooks.log.warn("toolbridge: duplicate correlation id; request ignored", { correlationId: cid });
+      this.trySend({ type: "error", code: "duplicate_correlation_id", message: `call ${cid} is already running` });
+      return;
+    }
+    const request: Request = { correlationId: cid, controller: new AbortController(), done: false, timer: undefined };
+    this.requests.set(cid, request);
+    const isRead = message.type === "resourceRead";
+    const what = isRead ? `reading '${message.uri}'` : `the prompt '${message.name}'`;
+    const kind = isRead ? "resourceResponse" : "promptResponse";
+    const timeoutMs = message.timeoutMs;
+    const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
+    if (timeoutMs !== undefined) {
+      request.timer = setTimeout(() => {
+        if (request.done) return;
+        request.controller.abort(new CallTimeout(`${what} timed out after ${timeoutMs / 1000} s`));
+        this.hooks.log.warn("toolbridge: request timed out", { correlationId: cid, kind: message.type });
+        this.answer(request, { type: kind, correlationId: cid, error: `${what} timed out` });
+      }, timeoutMs);
+    }
+    const base: RequestContext = {
+      correlationId: cid,
+      signal: request.controller.signal,
+      deadline,
+      timeoutMs,
+      timeRemaining: () => (deadline === undefined ? Infinity : deadline - Date.now()),
+    };
+    const run = isRead ? this.runRead(message, request, { ...base, uri: message.uri })
+      : this.runPrompt(message, request, { ...base, prompt: message.name });
+    run.catch((err: unknown) => {
+      this.hooks.log.error("toolbridge: answering a request failed", { kind: message.type, error: String(err) });
+      this.answer(request, { type: kind, correlationId: cid, error: `${what} failed: internal error in the app's toolbridge client` });
+    });
+  }
+
+  private async runRead(read: ResourceRead, request: Request, ctx: ResourceContext): Promise<void> {
+    const { correlationId: cid, uri } = read;
+    const found = findResource(this.hooks.resources, uri);
+    if (found === undefined) {
+      this.answer(request, { type: "resourceResponse", correlationId: cid, error: `this app has no resource '${uri}'` });
+      return;
+    }
+    let answer: RequestAnswer;
+    try {
+      const value = await found.definition.handler(found.variables, ctx);
+      if (request.done) return;
+      try {
+        answer = { type: "resourceResponse", correlationId: cid, contents: toContents(value, uri, found.definition.mimeType) };
+      } catch (err) {
+        this.hooks.log.error("toolbridge: a resource handler returned a value that cannot be sent", { error: String(err) });
+        answer = { type: "resourceResponse", correlationId: cid, error: `reading '${uri}' failed: it returned a value that cannot be sent` };
+      }
+    } catch (err) {
+      if (request.done) return; // cancelled, timed out or lost: the error is the abort's echo
+      this.logHandlerError("resource", err);
+      answer = { type: "resourceResponse", correlationId: cid, error: describeError(`reading '${uri}'`, err) };
+    }
+    this.answer(request, answer);
+  }
+
+  private async runPrompt(get: PromptGet, request: Request, ctx: PromptContext): Promise<void> {
+    const { correlationId: cid, name } = get;
+    const definition = this.hooks.prompts.get(name);
+    if (definition === undefined) {
+      this.answer(request, { type: "promptResponse", correlationId: cid, error: `this app has no prompt '${name}'` });
+      return;
+    }
+    let answer: RequestAnswer;
+    try {
+      const value = await definition.handler({ ...get.arguments }, ctx);
+      if (request.done) return;
+      try {
+        const { messages, description } = toPromptAnswer(value, definition.spec.description);
+        answer = { type: "promptResponse", correlationId: cid, messages };
+        if (description !== undefined) answer.description = description;
+      } catch (err) {
+        this.hooks.log.error("toolbridge: a prompt handler returned a value that cannot be sent", { prompt: name, error: String(err) });
+        answer = { type: "promptResponse", correlationId: cid, error: `the prompt '${name}' failed: it returned a value that cannot be sent` };
+      }
+    } catch (err) {
+      if (request.done) return;
+      this.logHandlerError("prompt", err);
+      answer = { type: "promptResponse", correlationId: cid, error: describeError(`the prompt '${name}'`, err) };
+    }
+    this.answer(request, answer);
+  }
+
+  private logHandlerError(kind: string, err: unknown): void {
+    if (err instanceof ToolError) this.hooks.log.info(`toolbridge: ${kind} handler reported an error`);
+    else this.hooks.log.error(`toolbridge: ${kind} handler threw`, { error: err instanceof Error ? err.stack ?? err.message : String(err) });
+  }
+
+  /** Send a request's one answer (nothing once it is done); one over the line limit becomes an error answer. */
+  private answer(request: Request, answer: RequestAnswer): void {
+    if (request.done) return;
+    this.finishRequest(request);
+    try {
+      this.write(answer);
+    } catch (err) {
+      if (err instanceof LocalProtocolError) {
+        this.hooks.log.error("toolbridge: an answer cannot be sent", { kind: answer.type, error: err.message });
+        const what = answer.type === "resourceResponse" ? "the resource" : "the prompt";
+        this.trySend({ type: answer.type, correlationId: request.correlationId, error: `${what} cannot be sent (${err.message})` });
+      }
+    }
+  }
+
+  private finishRequest(request: Request): void {
+    request.done = true;
+    if (request.timer !== undefined) clearTimeout(request.timer);
+    this.requests.delete(request.correlationId);
+  }
+
+  private cancelRequest(cid: number, reason: string | undefined): void {
+    const request = this.requests.get(cid)!;
+    this.hooks.log.info("toolbridge: request cancelled by the daemon", { correlationId: cid, reason });
+    this.finishRequest(request);
+    request.controller.abort(new CallCancelled(`request ${cid} was cancelled (${reason ?? "cancelled"})`));
+  }
+
+  private abortRequests(reason: string): void {
+    for (const request of [...this.requests.values()]) {
+      this.finishRequest(request);
+      request.controller.abort(new ConnectionClosed(reason));
+    }
+  }
+
+  /**
+   * Send a protocol-v2 message that gets no answer (`setResources`, `setPrompts`,
+   * `resourceUpdated`). Returns false (nothing sent) when the link is not serving or speaks
+   * version 1.
+   */
+  sendV2(message: JsonObject): boolean {
+    if (this.phase !== "serving" || this.version < RESOURCES_VERSION) return false;
+    return this.trySend(message);
+  }
+
   // --- tool updates ----------------------------------------------------------------------
 
   /** Send `addTools` / `removeTools`; resolve with the daemon's new name map. */
@@ -510,6 +700,7 @@ export class Session {
       this.finish(call);
       call.controller.abort(new ConnectionClosed(reason));
     }
+    this.abortRequests(reason);
     for (const entry of this.pending.splice(0)) entry.reject(new ConnectionClosed(reason));
     if (this.handshakeWaiter !== undefined) {
       const waiter = this.handshakeWaiter;
@@ -532,6 +723,7 @@ export class Session {
       this.finish(call);
       call.controller.abort(new ConnectionClosed("the app is closing"));
     }
+    this.abortRequests("the app is closing");
     if (this.phase === "serving" && sayGoodbye) this.trySend({ type: "goodbye" });
     const closed = new Promise<void>((resolve) => {
       if (this.socket.destroyed) resolve();

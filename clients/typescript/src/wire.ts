@@ -1,5 +1,5 @@
 /**
- * Wire protocol v1 (protocol.md): message shapes and NDJSON framing, sans-IO.
+ * Wire protocol v1 and v2 (protocol.md): message shapes and NDJSON framing, sans-IO.
  *
  * Theory of operation
  * -------------------
@@ -15,10 +15,17 @@
  * buffered, so a daemon that sends garbage can neither grow our memory nor end the link.
  * The limit counts the line's bytes without its `\n`. Unknown fields are kept as they came
  * (and ignored by the app), so newer daemons interoperate.
+ *
+ * Version 2 (protocol.md §11) adds `resourceRead` and `promptGet` from the daemon (decoded
+ * here; the session refuses them on a version-1 connection) and `setResources`,
+ * `resourceUpdated`, `resourceResponse`, `setPrompts`, `promptResponse` from the app.
  */
 import { LocalProtocolError, RemoteProtocolError } from "./errors.js";
 
-export const PROTOCOL_VERSION = 1;
+/** The highest protocol version this client speaks (an app with only tools asks for 1). */
+export const PROTOCOL_VERSION = 2;
+/** The first version with resources and prompts (protocol.md §11). */
+export const RESOURCES_VERSION = 2;
 export const DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024;
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -34,6 +41,42 @@ export interface ToolSpec {
   outputSchema?: JsonObject;
   timeoutMs?: number;
   pathGuard?: boolean;
+}
+
+/** A resource as it travels in `register` / `setResources` (protocol v2). */
+export interface ResourceSpec {
+  uri: string;
+  name: string;
+  title?: string;
+  description?: string;
+  mimeType?: string;
+  size?: number;
+  annotations?: JsonObject;
+}
+
+/** A resource template (RFC 6570 level 1) as it travels in `register` / `setResources` (protocol v2). */
+export interface ResourceTemplateSpec {
+  uriTemplate: string;
+  name: string;
+  title?: string;
+  description?: string;
+  mimeType?: string;
+  annotations?: JsonObject;
+}
+
+export interface PromptArgumentSpec {
+  name: string;
+  title?: string;
+  description?: string;
+  required?: boolean;
+}
+
+/** A prompt as it travels in `register` / `setPrompts` (protocol v2). */
+export interface PromptSpec {
+  name: string;
+  title?: string;
+  description?: string;
+  arguments?: PromptArgumentSpec[];
 }
 
 /** The `result` of a `toolResponse`. */
@@ -69,10 +112,29 @@ export interface ToolInvocation {
   progress: boolean;
 }
 
+/** Protocol v2: read one of the app's resources (its own URI); answered by `resourceResponse`. */
+export interface ResourceRead {
+  type: "resourceRead";
+  correlationId: number;
+  uri: string;
+  timeoutMs?: number;
+}
+
+/** Protocol v2: render one prompt with string arguments; answered by `promptResponse`. */
+export interface PromptGet {
+  type: "promptGet";
+  correlationId: number;
+  name: string;
+  arguments: Record<string, string>;
+  timeoutMs?: number;
+}
+
 /** A decoded message from the daemon (only the fields the app uses are typed). */
 export type Incoming =
   | Registered
   | ToolInvocation
+  | ResourceRead
+  | PromptGet
   | { type: "toolCancel"; correlationId: number; reason?: string }
   | { type: "toolsUpdated"; toolNames: Record<string, string> }
   | { type: "ping"; id: Json }
@@ -84,6 +146,7 @@ export type Incoming =
 const APP_SIDE_TYPES = new Set([
   "register", "toolResponse", "toolProgress", "addTools", "removeTools", "goodbye",
   "agentConnect", "agentConnected", "admin", "adminResult",
+  "setResources", "resourceUpdated", "resourceResponse", "setPrompts", "promptResponse",
 ]);
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -114,6 +177,15 @@ const isAny = (v: unknown): v is Json => v !== undefined;
 const isNameMap = (v: unknown): v is Record<string, string> =>
   isObject(v) && Object.values(v).every((x) => typeof x === "string");
 
+function optionalTimeout(kind: string, value: Record<string, unknown>): { timeoutMs?: number } {
+  const timeout = value.timeoutMs;
+  if (timeout !== undefined && timeout !== null && !isInt(timeout)) {
+    throw new RemoteProtocolError("invalid_message", `invalid '${kind}' message: 'timeoutMs' must be an integer`,
+      isInt(value.correlationId) ? value.correlationId : undefined);
+  }
+  return isInt(timeout) ? { timeoutMs: timeout } : {};
+}
+
 /** Decode one line (no newline) into a message. Throws RemoteProtocolError (protocol.md codes). */
 export function decodeMessage(line: Uint8Array): Incoming {
   let text: string;
@@ -142,7 +214,8 @@ export function decodeMessage(line: Uint8Array): Incoming {
         appLabel: field(kind, value, "appLabel", isString, "a string", ""),
         toolNames: field(kind, value, "toolNames", isNameMap, "an object of strings", {}),
         heartbeatIntervalMs: field(kind, value, "heartbeatIntervalMs", isInt, "an integer", 5000),
-        protocolVersion: field(kind, value, "protocolVersion", isInt, "an integer", PROTOCOL_VERSION),
+        // Left out by a broker from before negotiation, which speaks version 1 (protocol.md §7).
+        protocolVersion: field(kind, value, "protocolVersion", isInt, "an integer", 1),
         maxLineBytes: field(kind, value, "maxLineBytes", isInt, "an integer", DEFAULT_MAX_LINE_BYTES),
         maxTools: field(kind, value, "maxTools", isInt, "an integer", 1000),
         maxSchemaBytes: field(kind, value, "maxSchemaBytes", isInt, "an integer", 262144),
@@ -163,6 +236,21 @@ export function decodeMessage(line: Uint8Array): Incoming {
         progress: field(kind, value, "progress", isBool, "a boolean", false),
       };
     }
+    case "resourceRead":
+      return {
+        type: "resourceRead",
+        correlationId: field(kind, value, "correlationId", isInt, "an integer"),
+        uri: field(kind, value, "uri", isString, "a string"),
+        ...optionalTimeout(kind, value),
+      };
+    case "promptGet":
+      return {
+        type: "promptGet",
+        correlationId: field(kind, value, "correlationId", isInt, "an integer"),
+        name: field(kind, value, "name", isString, "a string"),
+        arguments: field(kind, value, "arguments", isNameMap, "an object of strings", {}),
+        ...optionalTimeout(kind, value),
+      };
     case "toolCancel": {
       const reason = typeof value.reason === "string" ? { reason: value.reason } : {};
       return { type: "toolCancel", correlationId: field(kind, value, "correlationId", isInt, "an integer"), ...reason };
