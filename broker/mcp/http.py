@@ -1,4 +1,4 @@
-"""MCP over Streamable HTTP: an ASGI app at ``/mcp`` served by hypercorn's trio worker.
+"""MCP over Streamable HTTP: an ASGI-style app at ``/mcp``, served by ``http_server`` (h11 on trio).
 
 Theory of operation
 -------------------
@@ -11,7 +11,7 @@ or configured (421 otherwise: DNS rebinding), the path must be ``/mcp``,
 ``agent`` scope (403 for a missing or unknown token too: never 401, which MCP clients take as
 "start OAuth"; 403 for one without that scope; checked by ``tokens.Authenticator``, in
 constant time, on every request, so a revoked token stops working at once). With
-``tls_cert`` / ``tls_key`` hypercorn serves HTTPS. Then:
+``tls_cert`` / ``tls_key`` the port serves HTTPS. Then:
 
 * ``POST`` carries one JSON-RPC message (``Content-Type: application/json``, 415; ``Accept``
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
@@ -36,29 +36,33 @@ A request's messages come out of its session through a bounded channel (see
 :class:`_ChannelOutbox`). The reply is ``application/json`` when the response is the first
 message; it switches to ``text/event-stream`` when a notification (progress, a listen
 acknowledgement) comes first or the request runs longer than :data:`SSE_AFTER_SECONDS`,
-after which SSE comments keep the connection alive. Legacy sessions run in a nursery owned
-by the HTTP server, so nothing outlives it; idle ones expire.
+after which SSE comments keep the connection alive. Only a modern request watches for the
+client closing its connection from the start (that cancels it); a legacy request, where a
+dropped connection is no cancellation, watches once its response has become a stream, so the
+common JSON exchange costs no task and no nursery beyond the connection's own. Legacy
+sessions run in a nursery owned by the HTTP server, so nothing outlives it; idle ones expire.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import secrets
 import socket
-from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import structlog
 import trio
 
 from ..config.net import port_in_use, port_taken_error
+from ..config.tls import server_context
 from ..errors import BrokerError, StartupError
 from ..config.tokens import Grant
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
 from .headers import check_modern_headers
+from .http_server import Receive, Scope, Send, serve_app
 from .jsonrpc import (
     INVALID_REQUEST,
     SERVER_ERROR,
@@ -77,10 +81,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("toolbridge.http")
 
 __all__ = ["HttpApp", "serve_http", "bind_socket", "SSE_AFTER_SECONDS"]
-
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 PATH: Final = "/mcp"
 #: The same endpoint in discovery mode: tools/list holds only search_tools and call_tool.
@@ -469,30 +469,46 @@ class HttpApp:
         ``session_header`` is the new session's id, sent if ``initialize`` succeeded.
         """
         send_channel, receive_channel = trio.open_memory_channel[tuple[bool, bytes]](_OUTBOX_SIZE)
-        async with receive_channel, trio.open_nursery() as nursery:
+        with receive_channel:
+            if not modern:
+                # Handshake era: a dropped connection is not a cancellation (the call finishes
+                # and its answer is dropped), so nothing watches for one while the answer is
+                # awaited; a response that turns into a stream watches (``_pump``).
+                await session.handle(request, _ChannelOutbox(send_channel))
+                await self._pump(receive_channel, receive, send, False, self._new_session(session, session_header))
+                return
+            async with trio.open_nursery() as nursery:
 
-            async def watch_disconnect() -> None:
-                while (await receive())["type"] != "http.disconnect":
-                    pass
-                if modern:  # 2026-07-28: closing the response stream is the cancellation
+                async def watch_disconnect() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    # 2026-07-28: closing the response stream is the cancellation
                     session.cancel(request.id, "the client closed the response stream")
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch_disconnect)
+                await session.handle(request, _ChannelOutbox(send_channel))
+                await self._pump(receive_channel, receive, send, True, self._new_session(session, session_header))
                 nursery.cancel_scope.cancel()
 
-            nursery.start_soon(watch_disconnect)
-            await session.handle(request, _ChannelOutbox(send_channel))
-            headers = []
-            if session_header is not None and session.initialized.is_set():
-                headers.append((b"mcp-session-id", session_header))
-            await self._pump(receive_channel, send, modern, headers)
-            nursery.cancel_scope.cancel()
+    @staticmethod
+    def _new_session(session: Session, session_header: bytes | None) -> list[tuple[bytes, bytes]]:
+        if session_header is not None and session.initialized.is_set():
+            return [(b"mcp-session-id", session_header)]
+        return []
 
     async def _pump(
         self,
         channel: trio.MemoryReceiveChannel[tuple[bool, bytes]],
+        receive: Receive,
         send: Send,
         modern: bool,
         headers: list[tuple[bytes, bytes]],
     ) -> None:
+        """The response: JSON when the answer comes first, else SSE (see the module docstring).
+
+        In the modern era the caller watches for the disconnect; in the handshake era this
+        does once the response is a stream (so a closed stream stops the keep-alives)."""
         first: tuple[bool, bytes] | None = None
         ended = False
         with trio.move_on_after(self.sse_after):
@@ -506,9 +522,33 @@ class HttpApp:
                 status = _status_of(first[1])
             await _send_json(send, status, first[1], headers)
             return
+        if modern:
+            await self._stream(channel, send, headers, first, ended)
+            return
+        async with trio.open_nursery() as nursery:
+
+            async def watch_disconnect() -> None:
+                while (await receive())["type"] != "http.disconnect":
+                    pass
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch_disconnect)
+            await self._stream(channel, send, headers, first, ended)
+            nursery.cancel_scope.cancel()
+
+    async def _stream(
+        self,
+        channel: trio.MemoryReceiveChannel[tuple[bool, bytes]],
+        send: Send,
+        headers: list[tuple[bytes, bytes]],
+        first: tuple[bool, bytes] | None,
+        ended: bool,
+    ) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [*_SSE_HEADERS, *headers]})
-        if first is not None:
-            await send({"type": "http.response.body", "body": _sse(first[1]), "more_body": True})
+        # The head goes out with the first event, or with a keep-alive comment when the request
+        # has been silent (the server writes a head together with the body that follows it).
+        await send({"type": "http.response.body", "body": _KEEPALIVE if first is None else _sse(first[1]),
+                    "more_body": True})
         while not ended:
             item = None
             with trio.move_on_after(self.sse_after):
@@ -544,6 +584,7 @@ class HttpApp:
         session.notify_outbox = outbox
         try:
             await send({"type": "http.response.start", "status": 200, "headers": list(_SSE_HEADERS)})
+            await send({"type": "http.response.body", "body": b"", "more_body": True})  # the head, now
             async with receive_channel, trio.open_nursery() as nursery:
 
                 async def end_when(event: Callable[[], Awaitable[Any]]) -> None:
@@ -630,21 +671,6 @@ def _status_of(data: bytes) -> int:
 # --- serving -------------------------------------------------------------------------------
 
 
-class _ToStructlog(logging.Handler):
-    """hypercorn logs through the stdlib; send its warnings and errors to our log."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        log.error("http_server_error", detail=record.getMessage(), exc_info=record.exc_info)
-
-
-def _hypercorn_logger() -> logging.Logger:
-    logger = logging.getLogger("toolbridge.http.hypercorn")
-    if not logger.handlers:
-        logger.addHandler(_ToStructlog(logging.WARNING))
-        logger.propagate = False
-    return logger
-
-
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket (exclusive on Windows). Raises StartupError if the port is taken."""
     try:
@@ -678,10 +704,8 @@ async def serve_http(
 
     Raises :class:`StartupError` when the port is taken or cannot be bound.
     """
-    from hypercorn.config import Config
-    from hypercorn.trio import serve
-
     settings = server.settings
+    ssl_context = server_context(settings)  # HTTPS with tls_cert / tls_key (see broker.config.tls)
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
@@ -689,22 +713,12 @@ async def serve_http(
             raise port_taken_error(host, port, "MCP HTTP", "--http-port", settings.home) from None
         raise
     bound = sock.getsockname()[1]
-    config = Config()
-    config.bind = [f"fd://{sock.detach()}"]
-    config.accesslog = None
-    config.errorlog = _hypercorn_logger()
-    config.graceful_timeout = 1.0
-    config.include_server_header = False
-    if settings.tls_cert and settings.tls_key:  # HTTPS (see broker.config.tls)
-        config.certfile, config.keyfile = settings.tls_cert, settings.tls_key
     async with trio.open_nursery() as nursery:
         app = HttpApp(server, nursery)
 
         async def run(*, task_status: trio.TaskStatus[Any]) -> None:
             try:
-                await serve(
-                    cast(Any, app), config, shutdown_trigger=server.shutdown.wait, task_status=task_status
-                )
+                await serve_app(app, sock, shutdown=server.shutdown, ssl_context=ssl_context, task_status=task_status)
             finally:
                 nursery.cancel_scope.cancel()  # legacy sessions end with the server
 
