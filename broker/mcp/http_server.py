@@ -174,7 +174,7 @@ class _Connection:
             data = b""
         if not data:
             self.eof = True
-        self.h11.receive_data(data)
+        self.h11.receive_data(bytes(data) if isinstance(data, bytearray) else data)
 
     async def _read_head(self) -> h11.Request | None:
         """The next request's head; None when the client closes, times out or we stop."""
@@ -248,7 +248,7 @@ class _Connection:
                 self.eof = True
             else:  # a pipelined next request: h11 keeps it for the next exchange
                 read_ahead += len(data)
-                self.h11.receive_data(data)
+                self.h11.receive_data(bytes(data) if isinstance(data, bytearray) else data)
         return dict(_DISCONNECT)
 
     # --- one exchange ----------------------------------------------------------------------
@@ -359,7 +359,7 @@ class _Connection:
             data = self.h11.send(h11.Response(status_code=status, reason=_REASONS.get(status, b""), headers=[
                 (b"content-type", b"text/plain; charset=utf-8"), (b"content-length", b"%d" % len(body)),
                 (b"connection", b"close"), (b"date", self.server.date.value())]))
-            data += self.h11.send(h11.Data(data=body)) + self.h11.send(h11.EndOfMessage())  # type: ignore[operator]
+            data += self.h11.send(h11.Data(data=body)) + self.h11.send(h11.EndOfMessage())
         except h11.LocalProtocolError:
             return
         self.response_started = self.response_done = True
