@@ -70,9 +70,12 @@ def test_relay_stdio() -> None:
 
 def test_relay_http() -> None:
     result = run_scenario("relay_http")
-    for target in ("app_client", "raw_app", "sdk"):
+    for target in ("app_client", "raw_app", "raw_app_modern", "sdk"):
         for level in (1, 4):
             check_load(result["summary"][f"{target}@{level}"], calls=30)
+            assert result["summary"][f"{target}@{level}"]["errors"] == 0
+            if sys.platform.startswith("linux"):  # CPU times come from /proc
+                assert positive(result["summary"][f"{target}@{level}"]["cpu_us_per_call"]["server"])
     for ratio in result["ratios"].values():
         assert positive(ratio["throughput_ratio"]) and positive(ratio["p50_ratio"])
 

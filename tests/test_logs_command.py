@@ -26,6 +26,8 @@ from broker.cli.logs_command import LogFilter, connect_readonly, follow, parse_s
 from broker.core.router import CallOutcome
 
 _INSERT = f"INSERT INTO calls ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
+#: The rows' reference time: set by the ``home`` fixture when it writes them, so a slow suite
+#: (collected long before this file's tests run) cannot move rows across a ``--since`` bound.
 NOW = time.time()
 
 
@@ -47,6 +49,8 @@ def add_call(
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
+    global NOW
+    NOW = time.time()
     with closing(open_db(tmp_path / CALL_LOG_FILE)) as conn:
         add_call(conn, "WatchTower__ClickElement", age_s=3 * 3600, arguments={"id": "ok-button"})
         add_call(conn, "WatchTower__TypeText", age_s=1800,

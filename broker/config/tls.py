@@ -5,7 +5,7 @@ Theory of operation
 ``tls_cert`` / ``tls_key`` (``--tls-cert`` / ``--tls-key``: PEM files, the certificate file
 may hold the chain) turn on TLS for both listeners: the app port (apps, uplinks of other
 brokers, ``toolbridge stdio``, the CLI) is wrapped in :class:`trio.SSLListener`, and the MCP
-HTTP port is served as HTTPS by hypercorn. The handshake happens on a connection's first
+HTTP port is served as HTTPS (``broker.mcp.http_server``, HTTP/1.1). The handshake happens on a connection's first
 read, inside the register deadline, so a peer that never finishes it is dropped like one
 that never registers; a peer that speaks plain TCP to a TLS port just fails its handshake.
 ``runtime.json`` then says ``"tls": true`` and names the certificate, so local clients
