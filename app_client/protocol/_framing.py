@@ -6,6 +6,11 @@ Theory of operation
 lines come out of :meth:`~LineFramer.next_line` (None: more data is needed). A line over the
 cap raises :class:`RemoteProtocolError` (``line_too_long``) once and is discarded unbuffered.
 
+:meth:`~LineFramer.next_line_buffer` is :meth:`~LineFramer.next_line` for a reader that can take
+a ``bytearray``: a line of :data:`TAKE_LINE` bytes or more that fills the buffer (what followed
+its newline is small) is handed over as the buffer itself rather than copied out of it, so a
+large payload exists once in memory, not twice (the daemon reads apps' results this way).
+
 Decoding a line builds its Python objects in one go; for a ``register`` or ``addTools`` of
 megabytes of schemas that alone took ~80 ms (a 10 MB line). :func:`decode_tools_in_steps`
 decodes such a line a tool at a time as a generator that yields between steps (its top level
@@ -31,11 +36,15 @@ from ._messages import (
     decode_message,
 )
 
-__all__ = ["LARGE_LINE", "STEP_BYTES", "LineFramer", "decode_message_in_steps", "decode_tools_in_steps"]
+__all__ = ["LARGE_LINE", "STEP_BYTES", "TAKE_LINE", "LineFramer", "decode_message_in_steps", "decode_tools_in_steps"]
 
 #: Lines at least this long that carry tools are worth decoding in steps of about STEP_BYTES.
 LARGE_LINE: Final = 1 << 20
 STEP_BYTES: Final = 512 * 1024
+#: Lines at least this long are handed over without a copy by LineFramer.next_line_buffer ...
+TAKE_LINE: Final = 1 << 20
+#: ... when no more than this follows their newline in the buffer (that part is copied).
+_TAKE_MAX_REST: Final = 256 * 1024
 _TOP_LEVEL: msgspec.json.Decoder[dict[str, msgspec.Raw]] = msgspec.json.Decoder(dict[str, msgspec.Raw])
 _RAW_LIST: msgspec.json.Decoder[list[msgspec.Raw]] = msgspec.json.Decoder(list[msgspec.Raw])
 _TOOL: msgspec.json.Decoder[ToolSpec] = msgspec.json.Decoder(ToolSpec)
@@ -66,6 +75,16 @@ class LineFramer:
 
     def next_line(self) -> bytes | None:
         """Return the next complete line (without newline), or ``None`` if more data is needed."""
+        line = self._next(take=False)
+        assert line is None or type(line) is bytes
+        return line
+
+    def next_line_buffer(self) -> bytes | bytearray | None:
+        """:meth:`next_line`, but a line of :data:`TAKE_LINE` bytes or more may come as the
+        framer's own buffer (a ``bytearray`` the caller now owns): no copy of a large line."""
+        return self._next(take=True)
+
+    def _next(self, *, take: bool) -> bytes | bytearray | None:
         while True:
             newline = self._buffer.find(b"\n", self._scan_from)
             if self._discarding:
@@ -86,6 +105,16 @@ class LineFramer:
             if newline > self.max_line_bytes:
                 self._start_discarding(newline)
                 continue
+            if take and newline >= TAKE_LINE and len(self._buffer) - newline - 1 <= _TAKE_MAX_REST:
+                taken = self._buffer
+                self._buffer = bytearray(taken[newline + 1:])
+                del taken[newline:]  # truncating at the end moves nothing
+                self._scan_from = 0
+                if taken.endswith(b"\r"):
+                    del taken[-1:]
+                if taken.isspace():  # (no stripped copy of a large line)
+                    continue
+                return taken
             with memoryview(self._buffer) as view:
                 line = bytes(view[:newline])  # one copy (a bytearray slice would make two)
             del self._buffer[: newline + 1]

@@ -28,14 +28,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import msgspec
 import structlog
 import trio
 
+from app_client.channel import SplitLine
 from app_client.protocol import (
     AdminRequest, AgentConnect, AgentConnected, ConnectionClosed, Error, Message, RemoteProtocolError,
 )
 
 from . import jsonrpc
+from ..core.result_store import current_principal
 from .http import serve_http
 from .scope import check_app_name
 from .session import McpServer, open_session
@@ -78,7 +81,7 @@ class AgentConnection(Protocol):
 
     def send_bytes_nowait(self, data: bytes) -> bool: ...
 
-    def send_bytes_reliable_nowait(self, data: bytes) -> bool: ...
+    def send_bytes_reliable_nowait(self, data: bytes | SplitLine) -> bool: ...
 
 
 #: Serves one ``agentConnect`` connection (its hello already read) until it closes.
@@ -105,6 +108,12 @@ class ConnectionOutbox:
         # in flight. False only past that bound; the session then waits for room.
         return self._conn.send_bytes_reliable_nowait(data + b"\n") or self._conn.closed_reason is not None
 
+    def send_final_parts_nowait(self, parts: list[bytes | msgspec.Raw]) -> bool:
+        """:meth:`send_final_nowait` of a response in parts (its last ends with the newline),
+        written in order without joining them (``bigresults``: a large result's content)."""
+        line = SplitLine(part if isinstance(part, bytes) else memoryview(part) for part in parts)
+        return self._conn.send_bytes_reliable_nowait(line) or self._conn.closed_reason is not None
+
     def close(self) -> None:
         pass
 
@@ -122,6 +131,9 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
             await conn.send(Error("invalid_agent_connect", f"agentConnect: {problem}", fatal=True))
             return
     await conn.send(AgentConnected())
+    # Whose links this agent may read (broker.core.result_store): its token's name.
+    grant = server.auth.check(hello.token)
+    current_principal.set(grant.name if grant is not None else None)
     outbox = ConnectionOutbox(conn)
     label = server.next_label("stdio")
     log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,

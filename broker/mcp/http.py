@@ -56,6 +56,7 @@ import trio
 from ..config.net import port_in_use, port_taken_error
 from ..errors import BrokerError, StartupError
 from ..config.tokens import Grant
+from ..core.result_store import current_principal
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
 from .headers import check_modern_headers
@@ -271,6 +272,7 @@ class HttpApp:
             raise _Reply(403, f"Forbidden: the token {grant.name!r} may not connect agents"
                          + (f" to the app {app!r}" if app is not None else "")
                          + f" (its scopes: {grant.describe()})", SERVER_ERROR)
+        current_principal.set(grant.name)  # whose large-result links this request may read (bigresults)
         method = scope["method"]
         if method == "POST":
             await self._post(headers, receive, send, discovery, code=code, app=app)

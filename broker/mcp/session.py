@@ -95,6 +95,8 @@ from .jsonrpc import (
     encode_result,
     is_request_id,
 )
+from . import bigresults
+from ..core.result_store import ResultStore, is_result_uri
 from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
@@ -204,6 +206,10 @@ class _ToolRequest:
     ending: str | None = None
     #: The name the agent called it by, when not the agent-facing one (a one-app scope).
     own_name: str | None = None
+    #: Large results (``bigresults.prepare``): who called (a link is theirs alone), and whether
+    #: the call asked for its result inline rather than as a link.
+    principal: str | None = None
+    inline: bool = False
 
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
@@ -283,6 +289,8 @@ class McpServer:
         self.open_sessions: set[Session] = set()
         #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
         self.app_scopes = AppScopes(registry)
+        #: Large results held as links (``bigresults``, ``broker.core.result_store``).
+        self.result_store = ResultStore(max_bytes=settings.result_link_store_bytes, ttl=settings.result_link_ttl)
 
     @classmethod
     def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
@@ -518,7 +526,7 @@ class Session:
             handler = table.get(request.method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
-            if self.app is not None and request.method in _NOT_IN_APP_SCOPE:
+            if self.app is not None and request.method in _NOT_IN_APP_SCOPE and not _reads_result_link(request):
                 # The directory of resources and prompts spans every app; a one-app scope (and a
                 # token limited to it) must not reach another app's, so they are not offered here.
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} is not offered in a one-app "
@@ -613,8 +621,13 @@ class Session:
             if request.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
                 result = unknown_tool_result(self.server.registry, name)
             else:
-                result = call_result(outcome, name)
-            data = encode_result(request_id, _completed(result, request.modern))
+                result = bigresults.linked(self, request, name, outcome, call_result(outcome, name))
+            completed = _completed(result, request.modern)
+            parts = bigresults.response_parts(request_id, completed)  # large raw content: no copy
+            if parts is not None:
+                bigresults.send_parts(self, outbox, parts)
+                return
+            data = encode_result(request_id, completed)
         except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
             data = exc.encode(request_id)
         except Exception:
@@ -739,6 +752,7 @@ class Session:
                 return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta)
+        bigresults.prepare(origin, params)
         call = self.server.router.start_call(
             name,
             arguments,
@@ -765,6 +779,7 @@ class Session:
         if tool is None:
             raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name)
+        bigresults.prepare(origin, request.params)
         call = self.server.router.start_call(
             tool.agent_name,
             arguments,
@@ -830,6 +845,8 @@ class Session:
         uri = request.params.get("uri")
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
+        if is_result_uri(uri):  # a large result held as a link (bigresults)
+            return bigresults.read_link(self, uri, context)
         started = trio.current_time()
         label = "?"
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
@@ -1087,6 +1104,12 @@ _NOT_IN_APP_SCOPE: Final = frozenset({
     "resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
     "resources/unsubscribe", "prompts/list", "prompts/get",
 })
+
+
+def _reads_result_link(request: Request) -> bool:
+    """A ``resources/read`` of a large result's link: allowed in a one-app scope too (the link
+    came from a call in that scope, and only its own principal can read it; ``bigresults``)."""
+    return request.method == "resources/read" and is_result_uri(request.params.get("uri"))
 
 
 def _scope_capabilities(capabilities: dict[str, Any]) -> dict[str, Any]:

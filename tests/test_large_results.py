@@ -1,0 +1,338 @@
+"""Large tool results (issues 17 and 18): raw passthrough of the content, and results as links.
+
+A real daemon, an app over a raw socket that writes its answers as literal lines (so the exact
+bytes are known), and as agents a raw ``agentConnect`` link (to see the daemon's exact bytes)
+and the MCP SDK over stdio and HTTP in both eras.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import msgspec
+import pytest
+import trio
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from app_client.protocol import LineFramer, ToolInvocation, ToolSpec
+from broker.config import tokens
+from broker.core.calllog import CALL_LOG_FILE
+from broker.core.passthrough import PassthroughResult, decode_tool_response
+from broker.core.result_store import INLINE_KEY, LINK_KEY, ResultStore, is_result_uri
+from broker.daemon.run import DaemonInfo
+from broker.mcp.bigresults import response_parts
+from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, connect_agent, http_client, mcp_url, running_daemon
+
+pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
+
+OBJECT = {"type": "object"}
+TOOLS = [ToolSpec(name, name, OBJECT) for name in ("image", "text", "struct", "fail", "mixed", "small")]
+#: 1.5 MiB of bytes: over the default link threshold and the framer's hand-over size.
+PAYLOAD = bytes(range(256)) * (6 * 1024)
+PAYLOAD_B64 = base64.b64encode(PAYLOAD).decode()
+#: A text with what a re-encoder would change: spacing, an escaped slash, \u escapes.
+ODD_TEXT_JSON = '"caf\\u00e9 \\/ \\ud83d\\ude00 ' + "x" * (1024 * 1024) + '"'
+
+
+def content_json(tool: str) -> str:
+    """The literal ``content`` JSON the app sends for ``tool`` (odd spacing on purpose)."""
+    if tool == "image":
+        return '[ {"type": "image",  "mimeType":"image/png", "data":"' + PAYLOAD_B64 + '"} ]'
+    if tool in ("text", "fail"):
+        return '[{"type":"text" ,"text":' + ODD_TEXT_JSON + '}]'
+    if tool == "struct":
+        return '[{"type":"text","text":"' + "s" * (300 * 1024) + '"}]'
+    if tool == "mixed":
+        return ('[{"type":"text","text":"' + "t" * (600 * 1024) + '"},'
+                '{"type":"resource_link","uri":"file:///tmp/x.png","name":"x"},'
+                '{"type":"image","mimeType":"image/png","data":"' + PAYLOAD_B64[: 800 * 1024] + '"}]')
+    return '[{"type":"text","text":"small"}]'
+
+
+class BigApp(ScriptedApp):
+    """Answers each tool with a literal toolResponse line (see ``content_json``)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        super().__init__(port, token, "Big", tools=TOOLS)
+
+    async def _answer(self, call: ToolInvocation) -> None:
+        tool = call.tool
+        extra = ""
+        if tool == "struct":
+            extra = ',"structuredContent":{"rows": [1, 2, 3], "name": "caf\\u00e9"}'
+        if tool == "fail":
+            extra = ',"success":false,"error":"it broke"'
+        line = ('{"type":"toolResponse","correlationId":' + str(call.correlation_id)
+                + ',"result":{"content":' + content_json(tool) + extra + '}}\n')
+        assert self._stream is not None
+        async with self._send_lock:
+            await self._stream.send_all(line.encode())
+
+
+@asynccontextmanager
+async def big_daemon(tmp_path: Path, **settings: Any) -> AsyncIterator[tuple[DaemonInfo, BigApp, Path]]:
+    home = tmp_path / "home"
+    async with running_daemon(home, **settings) as info, trio.open_nursery() as nursery:
+        app = await BigApp(info.port, info.token).start(nursery)
+        yield info, app, home
+        await app.close()
+
+
+class RawAgent:
+    """An ``agentConnect`` link read as raw lines (the daemon's exact bytes)."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self.stream = stream
+        self.framer = LineFramer(64 * 1024 * 1024)
+        self.ids = 0
+
+    @classmethod
+    async def connect(cls, info: DaemonInfo, token: str, app: str | None = None) -> RawAgent:
+        agent = cls(await trio.open_tcp_stream("127.0.0.1", info.port))
+        hello: dict[str, Any] = {"type": "agentConnect", "token": token}
+        if app is not None:
+            hello["app"] = app
+        await agent.stream.send_all(json.dumps(hello).encode() + b"\n")
+        assert json.loads(await agent.line())["type"] == "agentConnected"
+        await agent.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                           "clientInfo": {"name": "raw", "version": "1"}})
+        return agent
+
+    async def line(self) -> bytes:
+        with trio.fail_after(20):
+            while (line := self.framer.next_line()) is None:
+                data = await self.stream.receive_some(1 << 20)
+                assert data, "the daemon closed the link"
+                self.framer.receive_data(data)
+        return line
+
+    async def request(self, method: str, params: dict[str, Any]) -> bytes:
+        """The response line (raw) to one request."""
+        self.ids += 1
+        await self.stream.send_all(json.dumps({"jsonrpc": "2.0", "id": self.ids, "method": method,
+                                               "params": params}).encode() + b"\n")
+        while True:
+            line = await self.line()
+            if b'"id":' + str(self.ids).encode() in line[:64]:
+                return line
+
+
+# --- issue 18: raw passthrough ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tool", ["image", "text", "struct"])
+async def test_passthrough_keeps_the_apps_content_bytes(tmp_path: Path, tool: str) -> None:
+    """The agent's line holds the app's content bytes unchanged (a re-encoder would change the
+    spacing, the escapes, the key order) and structuredContent as a value."""
+    async with big_daemon(tmp_path, result_link_bytes=0) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token)
+        line = await agent.request("tools/call", {"name": f"Big__{tool}", "arguments": {}})
+        expected = b'"content":' + content_json(tool).encode() + b","
+        assert expected in line
+        result = json.loads(line)["result"]
+        assert result["isError"] is False
+        assert result["content"] == json.loads(content_json(tool))
+        if tool == "struct":
+            assert result["structuredContent"] == {"rows": [1, 2, 3], "name": "café"}
+        await agent.stream.aclose()
+
+
+async def test_passthrough_failure_and_bad_blocks(tmp_path: Path) -> None:
+    """A large failed result keeps its blocks after the error text; values are unchanged."""
+    async with big_daemon(tmp_path, result_link_bytes=0) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token)
+        result = json.loads(await agent.request("tools/call", {"name": "Big__fail", "arguments": {}}))["result"]
+        assert result["isError"] is True
+        assert result["content"][0] == {"type": "text", "text": "it broke"}
+        assert result["content"][1:] == json.loads(content_json("fail"))
+        await agent.stream.aclose()
+
+
+def test_decode_tool_response_checks_blocks_without_decoding_them() -> None:
+    line = bytearray(b'{"type":"toolResponse","correlationId":7,"result":{"content":' + content_json("image").encode()
+                     + b',"structuredContent":{"a":1}}}')
+    message = decode_tool_response(line)
+    assert message is not None and message.correlation_id == 7
+    result = message.result
+    assert isinstance(result, PassthroughResult) and result.content is None
+    assert bytes(result.raw_content) == content_json("image").encode()
+    assert result.structured_content == {"a": 1}
+    assert sorted(result.raw_blocks[0]) == ["data", "mimeType", "type"]
+    # Not a toolResponse, or content that is not an array of objects: the usual decoder's job.
+    assert decode_tool_response(b'{"type":"ping","id":1}') is None
+    assert decode_tool_response(b'{"type":"toolResponse","correlationId":1,"result":{"content":[1]}}') is None
+    assert decode_tool_response(b'{"type":"toolResponse","correlationId":1,"result":{"content":{}}}') is None
+
+
+def test_response_parts_split_around_the_raw_content() -> None:
+    raw = msgspec.Raw(b"[" + b'"a",' * 100_000 + b'"z"]')
+    parts = response_parts("id-\"content\":null", {"content": raw, "isError": False, "resultType": "complete"})
+    assert parts is not None and parts[1] is raw
+    joined = b"".join(parts)
+    assert joined.endswith(b"\n")
+    assert json.loads(joined) == {"jsonrpc": "2.0", "id": 'id-"content":null',
+                                  "result": {"content": json.loads(bytes(raw)), "isError": False,
+                                             "resultType": "complete"}}
+    assert response_parts(1, {"content": msgspec.Raw(b"[]"), "isError": False}) is None  # small: one encode
+
+
+def test_the_framer_hands_over_a_large_line_without_a_copy() -> None:
+    framer = LineFramer(16 * 1024 * 1024)
+    big = b"x" * (2 * 1024 * 1024)
+    framer.receive_data(big + b"\r\nnext\n")
+    line = framer.next_line_buffer()
+    assert isinstance(line, bytearray) and line == big
+    assert framer.next_line_buffer() == b"next" and framer.buffered == 0
+    framer.receive_data(b"small\n")
+    assert framer.next_line_buffer() == b"small"
+
+
+async def test_call_log_summarises_a_passthrough_image_like_before(tmp_path: Path) -> None:
+    async with big_daemon(tmp_path, result_link_bytes=0, call_log_flush_interval=0.01) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token)
+        await agent.request("tools/call", {"name": "Big__image", "arguments": {}})
+        await agent.stream.aclose()
+    with sqlite3.connect(home / CALL_LOG_FILE) as db:
+        (row,) = db.execute("SELECT result FROM calls WHERE tool = 'Big__image'").fetchall()
+    import hashlib
+    assert json.loads(row[0]) == {"content": [{"type": "image", "mimeType": "image/png", "bytes": len(PAYLOAD),
+                                               "sha256": hashlib.sha256(PAYLOAD).hexdigest()}]}
+
+
+# --- issue 17: large results as links -----------------------------------------------------------
+
+COMBOS = [("stdio", "legacy"), ("stdio", "auto"), ("http", "legacy"), ("http", "auto")]
+
+
+def _link(result: types.CallToolResult) -> types.ResourceLink:
+    links = [block for block in result.content if isinstance(block, types.ResourceLink)]
+    assert len(links) == 1, result.content
+    return links[0]
+
+
+@pytest.mark.parametrize(("transport", "mode"), COMBOS)
+async def test_a_large_result_arrives_as_a_link_and_reads_back_exactly(
+        tmp_path: Path, transport: str, mode: str) -> None:
+    async with big_daemon(tmp_path) as (info, app, home):
+        async with connect_agent(transport, mode, info, home) as client:
+            result = await client.call_tool("Big__image", {})
+            assert not result.is_error
+            text = result.content[0]
+            assert isinstance(text, types.TextContent) and "resources/read" in text.text
+            link = _link(result)
+            assert is_result_uri(str(link.uri)) and link.mime_type == "image/png"
+            assert result.meta is not None and result.meta[LINK_KEY]["bytes"] == len(content_json("image"))
+            contents = (await client.read_resource(str(link.uri))).contents
+            assert len(contents) == 1 and isinstance(contents[0], types.BlobResourceContents)
+            assert contents[0].mime_type == "image/png" and base64.b64decode(contents[0].blob) == PAYLOAD
+            # Text, and a result's own resource_link blocks stay inline beside the link.
+            text_result = await client.call_tool("Big__text", {})
+            read = (await client.read_resource(str(_link(text_result).uri))).contents
+            assert isinstance(read[0], types.TextResourceContents)
+            assert read[0].text == json.loads(ODD_TEXT_JSON)
+            mixed = await client.call_tool("Big__mixed", {})
+            uris = [str(b.uri) for b in mixed.content if isinstance(b, types.ResourceLink)]
+            assert len(uris) == 2 and uris[1] == "file:///tmp/x.png" and is_result_uri(uris[0])
+            parts = (await client.read_resource(uris[0])).contents
+            assert [type(p).__name__ for p in parts] == ["TextResourceContents", "BlobResourceContents"]
+            # Small results, and a call that opts out, come inline.
+            small = await client.call_tool("Big__small", {})
+            assert [b.type for b in small.content] == ["text"]
+            inline = await client.call_tool("Big__image", {}, meta={INLINE_KEY: True})
+            assert isinstance(inline.content[0], types.ImageContent)
+            assert base64.b64decode(inline.content[0].data) == PAYLOAD
+
+
+async def test_only_the_same_token_reads_a_link(tmp_path: Path) -> None:
+    async with big_daemon(tmp_path) as (info, app, home):
+        other = tokens.issue(home, "other-agent", ["agent"])
+        async with connect_agent("http", "legacy", info, home) as client:
+            uri = str(_link(await client.call_tool("Big__image", {})).uri)
+            assert (await client.read_resource(uri)).contents
+        async with http_client(info, Authorization=f"Bearer {other}") as http:
+            async with Client(streamable_http_client(mcp_url(info), http_client=http), mode="legacy") as client:
+                with pytest.raises(MCPError) as foreign:
+                    await client.read_resource(uri)
+                with pytest.raises(MCPError) as missing:
+                    await client.read_resource(uri[:-4] + "0000")
+        assert foreign.value.error.message.replace(uri, "U") == missing.value.error.message.replace(
+            uri[:-4] + "0000", "U")
+        assert "unknown resource" in foreign.value.error.message
+        # stdio: the other token's agentConnect link cannot read it either.
+        agent = await RawAgent.connect(info, other)
+        answer = json.loads(await agent.request("resources/read", {"uri": uri}))
+        assert "unknown resource" in answer["error"]["message"]
+        await agent.stream.aclose()
+    with sqlite3.connect(home / CALL_LOG_FILE) as db:  # (the daemon flushed it as it stopped)
+        rows = db.execute("SELECT tool, is_error FROM calls WHERE tool IN ('result_link', 'result_read')").fetchall()
+    assert ("result_link", 0) in rows and ("result_read", 0) in rows and ("result_read", 1) in rows
+
+
+async def test_links_in_one_app_scopes(tmp_path: Path) -> None:
+    """A link made in a one-app scope can be read there (stdio --app and /mcp/apps/NAME)."""
+    async with big_daemon(tmp_path) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token, app="Big")
+        result = json.loads(await agent.request("tools/call", {"name": "image", "arguments": {}}))["result"]
+        uri = result["content"][1]["uri"]
+        read = json.loads(await agent.request("resources/read", {"uri": uri}))["result"]
+        assert base64.b64decode(read["contents"][0]["blob"]) == PAYLOAD
+        # Other resources stay out of the scope.
+        refused = json.loads(await agent.request("resources/read", {"uri": "toolbridge://Big/x"}))
+        assert refused["error"]["code"] == -32601
+        await agent.stream.aclose()
+        async with http_client(info) as http:
+            async with Client(streamable_http_client(mcp_url(info) + "/apps/Big", http_client=http),
+                              mode="auto") as client:
+                link = _link(await client.call_tool("image", {}))
+                blob = (await client.read_resource(str(link.uri))).contents[0]
+                assert isinstance(blob, types.BlobResourceContents) and base64.b64decode(blob.blob) == PAYLOAD
+
+
+async def test_a_result_larger_than_the_store_comes_inline(tmp_path: Path) -> None:
+    async with big_daemon(tmp_path, result_link_store_bytes=1024 * 1024) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token)
+        result = json.loads(await agent.request("tools/call", {"name": "Big__image", "arguments": {}}))["result"]
+        assert result["content"][0]["type"] == "image"
+        await agent.stream.aclose()
+
+
+def _blocks(*sizes: int) -> list[list[dict[str, msgspec.Raw]]]:
+    return [[{"type": msgspec.Raw(b'"text"'), "text": msgspec.Raw(b'"' + b"x" * size + b'"')}] for size in sizes]
+
+
+async def test_links_expire_after_their_ttl(autojump_clock: trio.testing.MockClock) -> None:
+    store = ResultStore(max_bytes=1000, ttl=60)
+    (blocks,) = _blocks(10)
+    entry = store.put("agent", "T", blocks, 12)
+    assert entry is not None and store.read(entry.uri, "agent") is entry
+    await trio.sleep(59)
+    assert store.read(entry.uri, "agent") is entry
+    await trio.sleep(2)
+    with pytest.raises(Exception, match="unknown resource"):
+        store.read(entry.uri, "agent")
+    assert len(store) == 0 and store.bytes == 0
+
+
+async def test_the_least_recently_read_link_is_evicted_first() -> None:
+    store = ResultStore(max_bytes=300, ttl=60)
+    first, second, third = _blocks(100, 100, 100)
+    a = store.put("p", "T", first, 100)
+    b = store.put("p", "T", second, 100)
+    assert a is not None and b is not None
+    store.read(a.uri, "p")  # a is now the most recently used
+    c = store.put("p", "T", third, 150)  # needs room: b goes
+    assert c is not None and store.bytes == 250
+    with pytest.raises(Exception, match="unknown resource"):
+        store.read(b.uri, "p")
+    assert store.read(a.uri, "p") is a
+    assert store.put("p", "T", third, 301) is None  # larger than the whole store: not kept
+    with pytest.raises(Exception, match="unknown resource"):
+        store.read(a.uri, "q")  # another principal
