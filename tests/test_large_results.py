@@ -8,6 +8,7 @@ and the MCP SDK over stdio and HTTP in both eras.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import sqlite3
 from collections.abc import AsyncIterator
@@ -22,9 +23,11 @@ import trio
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from app_client.protocol import LineFramer, ToolInvocation, ToolSpec
+from app_client.protocol import Error, LineFramer, ToolInvocation, ToolSpec
 from broker.config import tokens
-from broker.core.calllog import CALL_LOG_FILE
+from app_client.protocol import ToolResult
+from broker.core.calllog import CALL_LOG_FILE, make_redacted_row, make_row
+from broker.core.outcome import CallOutcome, OutcomeKind
 from broker.core.passthrough import PassthroughResult, decode_tool_response
 from broker.core.result_store import INLINE_KEY, LINK_KEY, ResultStore, is_result_uri
 from broker.daemon.run import DaemonInfo
@@ -62,6 +65,11 @@ class BigApp(ScriptedApp):
 
     def __init__(self, port: int, token: str) -> None:
         super().__init__(port, token, "Big", tools=TOOLS)
+        self.errors: list[Any] = []
+
+    async def _handle(self, message: Any) -> bool:
+        self.errors.append(message)  # the daemon's error replies (a line over its limit)
+        return isinstance(message, Error)
 
     async def _answer(self, call: ToolInvocation) -> None:
         tool = call.tool
@@ -195,16 +203,32 @@ def test_the_framer_hands_over_a_large_line_without_a_copy() -> None:
     assert framer.next_line_buffer() == b"small"
 
 
-async def test_call_log_summarises_a_passthrough_image_like_before(tmp_path: Path) -> None:
-    async with big_daemon(tmp_path, result_link_bytes=0, call_log_flush_interval=0.01) as (info, app, home):
+@pytest.mark.parametrize("redact", [False, True])
+async def test_call_log_summarises_a_passthrough_image_like_before(tmp_path: Path, redact: bool) -> None:
+    async with big_daemon(tmp_path, result_link_bytes=0, call_log_redact=redact) as (info, app, home):
         agent = await RawAgent.connect(info, info.token)
         await agent.request("tools/call", {"name": "Big__image", "arguments": {}})
         await agent.stream.aclose()
     with sqlite3.connect(home / CALL_LOG_FILE) as db:
         (row,) = db.execute("SELECT result FROM calls WHERE tool = 'Big__image'").fetchall()
-    import hashlib
-    assert json.loads(row[0]) == {"content": [{"type": "image", "mimeType": "image/png", "bytes": len(PAYLOAD),
-                                               "sha256": hashlib.sha256(PAYLOAD).hexdigest()}]}
+    # What the log held for the same image decoded (before issue 18): size and hash, or redacted.
+    block = json.loads(content_json("image"))[0]
+    expected = make_redacted_row if redact else make_row
+    ts_row = (0.0, "t", None, None, None, None, None, CallOutcome(OutcomeKind.OK, result=ToolResult(content=[block])), 1.0)
+    assert json.loads(row[0]) == json.loads(expected(ts_row)[8])
+    assert (f"<redacted: {len(PAYLOAD)} bytes>" if redact else hashlib.sha256(PAYLOAD).hexdigest()) in row[0]
+
+
+async def test_a_result_over_the_line_limit_fails_cleanly(tmp_path: Path) -> None:
+    """Huge results stay bounded: a line over max_line_bytes fails its call, the link goes on."""
+    async with big_daemon(tmp_path, max_line_bytes=1024 * 1024) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token)
+        result = json.loads(await agent.request("tools/call", {"name": "Big__image", "arguments": {}}))["result"]
+        assert result["isError"] is True and "line_too_long" in result["content"][0]["text"]
+        small = json.loads(await agent.request("tools/call", {"name": "Big__small", "arguments": {}}))["result"]
+        assert small["content"] == [{"type": "text", "text": "small"}]
+        assert [e.code for e in app.errors] == ["line_too_long"]
+        await agent.stream.aclose()
 
 
 # --- issue 17: large results as links -----------------------------------------------------------
