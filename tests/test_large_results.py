@@ -20,6 +20,7 @@ import mcp_types as types
 import msgspec
 import pytest
 import trio
+import trio.testing
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
@@ -28,7 +29,8 @@ from broker.config import tokens
 from app_client.protocol import ToolResult
 from broker.core.calllog import CALL_LOG_FILE, make_redacted_row, make_row
 from broker.core.outcome import CallOutcome, OutcomeKind
-from broker.core.passthrough import PassthroughResult, decode_tool_response
+from app_client.channel import SplitLine
+from broker.core.passthrough import PassthroughResult, PayloadBudget, decode_tool_response
 from broker.core.result_store import INLINE_KEY, LINK_KEY, ResultStore, is_result_uri
 from broker.daemon.run import DaemonInfo
 from broker.mcp.bigresults import response_parts
@@ -360,3 +362,33 @@ async def test_the_least_recently_read_link_is_evicted_first() -> None:
     assert store.put("p", "T", third, 301) is None  # larger than the whole store: not kept
     with pytest.raises(Exception, match="unknown resource"):
         store.read(a.uri, "q")  # another principal
+
+
+async def test_the_payload_budget_pauses_until_queued_responses_are_freed() -> None:
+    """Back-pressure for many large results in flight: the budget is over while more than its
+    limit waits for agents, and has room again once those lines are freed (here in a worker
+    thread, as the call log's writer may free a result)."""
+    budget = PayloadBudget(limit=100)
+    held = [SplitLine([b"x" * 80]), SplitLine([b"y" * 80])]
+    for line in held:
+        budget.track(line, line.nbytes)
+    del line
+    assert budget.over and budget.held == 160
+    roomy = trio.Event()
+
+    async def wait() -> None:
+        await budget.room()
+        roomy.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(wait)
+        await trio.testing.wait_all_tasks_blocked()
+        assert not roomy.is_set()  # 160 > 100: app links would not read on
+        last = held.pop()
+        await trio.to_thread.run_sync(held.clear)  # a line freed in another thread: 80 left
+        with trio.fail_after(5):
+            await roomy.wait()
+        assert budget.held == 80 and not budget.over
+        del last
+        await trio.testing.wait_all_tasks_blocked()
+    assert budget.held == 0

@@ -16,19 +16,27 @@ bytes (``broker.mcp.bigresults``), so the line read from the app is the only cop
 the daemon holds. Consumers that need the content as objects (code mode, an uplink, a NATS
 link) call :func:`plain`, which decodes it (the old cost, only for them).
 
+Back-pressure (:class:`PayloadBudget`, the router's ``payloads``): the parts of a response
+queued for an agent's writer are counted until they are freed (sent, or dropped with their
+connection); while more than its limit is queued, app links read no further line — the app's
+data waits in its socket, not in the daemon — so ten 5 MiB results in flight at once hold a few
+lines, not ten, when the agent reads more slowly than the app writes.
+
 A line this function cannot read the fast way (not a toolResponse, or content that is not an
 array of objects) returns None: the caller decodes it as any line, which also words the error.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Final
 
 import msgspec
+import trio
 
 from app_client.protocol import ToolResponse, ToolResult
 
-__all__ = ["PASSTHROUGH_LINE", "PassthroughResult", "content_size", "decode_tool_response", "plain"]
+__all__ = ["PASSTHROUGH_LINE", "PayloadBudget", "PassthroughResult", "content_size", "decode_tool_response", "plain"]
 
 #: toolResponse lines at least this long keep their content raw.
 PASSTHROUGH_LINE: Final = 64 * 1024
@@ -110,3 +118,44 @@ def content_size(result: ToolResult) -> int:
     if isinstance(result, PassthroughResult):
         return len(result.raw_content)
     return len(msgspec.json.encode(result.content)) if result.content else 0
+
+
+#: Bytes of large responses queued for agents beyond which app links stop reading (see above).
+PAYLOAD_BUDGET: Final = 24 * 1024 * 1024
+
+
+class PayloadBudget:
+    """Bytes of large responses on their way to agents (see the module docstring)."""
+
+    def __init__(self, limit: int = PAYLOAD_BUDGET) -> None:
+        self.limit = limit
+        #: Bytes held by tracked objects that are still alive.
+        self.held = 0
+        self._room = trio.Event()
+
+    @property
+    def over(self) -> bool:
+        return self.held > self.limit
+
+    def track(self, owner: object, nbytes: int) -> None:
+        """Count ``nbytes`` until ``owner`` (weak-referenceable) is freed, in whatever thread."""
+        self.held += nbytes
+        weakref.finalize(owner, _release, trio.lowlevel.current_trio_token(), self, nbytes)
+
+    def _released(self, nbytes: int) -> None:
+        self.held -= nbytes
+        if not self.over:
+            self._room.set()
+            self._room = trio.Event()
+
+    async def room(self) -> None:
+        """Wait until no more than the limit is held."""
+        while self.over:
+            await self._room.wait()
+
+
+def _release(token: trio.lowlevel.TrioToken, budget: PayloadBudget, nbytes: int) -> None:
+    try:
+        token.run_sync_soon(budget._released, nbytes)  # thread-safe: back on the loop's thread
+    except trio.RunFinishedError:
+        pass

@@ -433,6 +433,8 @@ async def _heartbeat(link: AppLink) -> None:
 async def _read_loop(link: AppLink, links: AppLinks) -> None:
     conn = link.conn
     while True:
+        if links.router.payloads.over:
+            await _payload_room(link, links)
         try:
             event = await conn.next_event()  # conn.protocol judges what the app may send
         except PeerClosed:
@@ -447,6 +449,15 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
                 _handle(link, links, event)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
+
+
+async def _payload_room(link: AppLink, links: AppLinks) -> None:
+    """Too many large responses wait for agents: read no further line until they went out
+    (``broker.core.passthrough``); the app's data waits in its socket meanwhile."""
+    while links.router.payloads.over:
+        with trio.move_on_after(links.settings.heartbeat_interval):
+            await links.router.payloads.room()
+        _heard_from(link)  # the app's pongs wait unread meanwhile: its silence is ours
 
 
 def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:

@@ -24,7 +24,7 @@ Two things happen to a result on its way to the agent, both from
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 import structlog
@@ -37,7 +37,59 @@ from .jsonrpc import RequestId, RpcError, encode_result
 
 if TYPE_CHECKING:
     from app_client.protocol import ToolResult
-    from .session import Outbox, RequestContext, Session, _ToolRequest
+
+    from ..config.settings import Settings
+    from ..core.result_store import ResultStore
+    from ..core.router import Router
+
+
+class _Outbox(Protocol):
+    def close(self) -> None: ...
+
+
+class _Server(Protocol):
+    """The parts of ``session.McpServer`` used here."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def router(self) -> Router: ...
+
+    @property
+    def result_store(self) -> ResultStore: ...
+
+    def _modern_fields(self, *, ttl: bool) -> dict[str, Any]: ...
+
+
+class _Request(Protocol):
+    """What this module reads and sets on a ``tools/call`` in flight (``session._ToolRequest``)."""
+
+    principal: str | None
+    inline: bool
+
+
+class _Context(Protocol):
+    @property
+    def modern(self) -> bool: ...
+
+
+class _Session(Protocol):
+    """The parts of ``session.Session`` used here (a protocol: ``session`` imports this module)."""
+
+    @property
+    def server(self) -> _Server: ...
+
+    @property
+    def label(self) -> str | None: ...
+
+    @property
+    def client_name(self) -> str | None: ...
+
+    def finish_request(self, outbox: Any, data: bytes) -> None: ...
+
+    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: Any,
+                       outcome: CallOutcome, started: float) -> None: ...
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -49,7 +101,7 @@ _MARK: Final = msgspec.Raw(b"null")
 _CONTENT_KEY: Final = b'"content":'
 
 
-def prepare(request: _ToolRequest, params: dict[str, Any]) -> None:
+def prepare(request: _Request, params: dict[str, Any]) -> None:
     """Note on a starting ``tools/call`` who is calling and whether it wants its result inline."""
     request.principal = current_principal.get()
     meta = params.get("_meta")
@@ -71,7 +123,7 @@ def response_parts(request_id: RequestId, result: dict[str, Any]) -> list[bytes 
     return [shell[:at], content, shell[at + 4:] + b"\n"]
 
 
-def send_parts(session: Session, outbox: Outbox, parts: list[bytes | msgspec.Raw]) -> None:
+def send_parts(session: _Session, outbox: _Outbox, parts: list[bytes | msgspec.Raw]) -> None:
     """Send a response given as parts: as they are where the outbox takes parts, else joined."""
     send = getattr(outbox, "send_final_parts_nowait", None)
     if send is not None and send(parts):
@@ -117,7 +169,7 @@ def _size_text(size: int) -> str:
     return f"{size / 1024:.0f} KiB"
 
 
-def linked(session: Session, request: _ToolRequest, tool: str, outcome: CallOutcome,
+def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome,
            result: dict[str, Any]) -> dict[str, Any]:
     """``result`` (the agent's ``CallToolResult``), or its linked form if it is large (see the
     module docstring)."""
@@ -168,7 +220,7 @@ def linked(session: Session, request: _ToolRequest, tool: str, outcome: CallOutc
     return answer
 
 
-def read_link(session: Session, uri: str, context: RequestContext) -> dict[str, Any]:
+def read_link(session: _Session, uri: str, context: _Context) -> dict[str, Any]:
     """``resources/read`` of a linked result, for the principal of the current task only."""
     import trio
 

@@ -38,6 +38,7 @@ from app_client.protocol import (
 )
 
 from . import jsonrpc
+from ..core.passthrough import PayloadBudget
 from ..core.result_store import current_principal
 from .http import serve_http
 from .scope import check_app_name
@@ -91,8 +92,10 @@ AgentHandler = Callable[[AgentConnection, AgentConnect], Awaitable[None]]
 class ConnectionOutbox:
     """Messages for a stdio-relay agent: NDJSON lines through the connection's writer."""
 
-    def __init__(self, conn: AgentConnection) -> None:
+    def __init__(self, conn: AgentConnection, payloads: PayloadBudget | None = None) -> None:
         self._conn = conn
+        #: Counts large responses until written (app links pause while too much waits).
+        self._payloads = payloads
 
     async def send(self, data: bytes, *, final: bool = False) -> None:
         try:
@@ -112,6 +115,8 @@ class ConnectionOutbox:
         """:meth:`send_final_nowait` of a response in parts (its last ends with the newline),
         written in order without joining them (``bigresults``: a large result's content)."""
         line = SplitLine(part if isinstance(part, bytes) else memoryview(part) for part in parts)
+        if self._payloads is not None:
+            self._payloads.track(line, line.nbytes)
         return self._conn.send_bytes_reliable_nowait(line) or self._conn.closed_reason is not None
 
     def close(self) -> None:
@@ -134,7 +139,7 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
     # Whose links this agent may read (broker.core.result_store): its token's name.
     grant = server.auth.check(hello.token)
     current_principal.set(grant.name if grant is not None else None)
-    outbox = ConnectionOutbox(conn)
+    outbox = ConnectionOutbox(conn, server.router.payloads)
     label = server.next_label("stdio")
     log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,
              app=hello.app)
