@@ -337,6 +337,10 @@ class LineWriter:
                         self._write_failed(exc)
                         return
                     self.bytes_sent += size
+                # What was sent is not kept alive while the writer waits for the next line (a
+                # large result would stay in memory until then).
+                chunks.clear()
+                first = b""
                 if timeout.cancelled_caught:
                     _log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
                     self.abort(f"the peer did not read for {self._write_timeout:g} s")

@@ -449,6 +449,7 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
                 _handle(link, links, event)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
+        del event  # not kept while waiting for the next line (a large result's line would be)
 
 
 async def _payload_room(link: AppLink, links: AppLinks) -> None:
