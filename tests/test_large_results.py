@@ -392,3 +392,63 @@ async def test_the_payload_budget_pauses_until_queued_responses_are_freed() -> N
         del last
         await trio.testing.wait_all_tasks_blocked()
     assert budget.held == 0
+
+
+class PrebuiltApp(ScriptedApp):
+    """Answers ``image`` with one prebuilt line (sent in two writes: no copy per call)."""
+
+    BODY = (b',"result":{"success":true,"content":[{"type":"image","mimeType":"image/png","data":"'
+            + PAYLOAD_B64.encode() * 3 + b'"}]}}\n')
+
+    def __init__(self, port: int, token: str) -> None:
+        super().__init__(port, token, "Big", tools=TOOLS)
+
+    async def _answer(self, call: ToolInvocation) -> None:
+        assert self._stream is not None
+        async with self._send_lock:
+            await self._stream.send_all(b'{"type":"toolResponse","correlationId":%d' % call.correlation_id)
+            await self._stream.send_all(self.BODY)
+
+
+async def test_the_daemon_holds_one_copy_of_a_large_result_and_none_after(tmp_path: Path) -> None:
+    """Python-level allocations (tracemalloc) while 6 MB results cross: at most one copy of the
+    line at a time (the framer's buffer, decoded in place and written from there), none left
+    once it was written. Before issue 18: ~6 copies at peak, one kept until the next call."""
+    import tracemalloc
+
+    # (No call log: its writer thread holds a result until it wrote the row, soon but not at once.)
+    async with running_daemon(tmp_path / "home", result_link_bytes=0, http_port=None, call_log=False) as info, \
+            trio.open_nursery() as nursery:
+        app = await PrebuiltApp(info.port, info.token).start(nursery)
+        stream = await trio.open_tcp_stream("127.0.0.1", info.port)
+
+        async def call(request_id: int) -> int:
+            await stream.send_all(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                                              "params": {"name": "Big__image", "arguments": {}}}).encode() + b"\n")
+            received = 0
+            with trio.fail_after(20):
+                while not (data := await stream.receive_some(1 << 16)).endswith(b"\n"):
+                    received += len(data)
+            return received + len(data)
+
+        await stream.send_all(json.dumps({"type": "agentConnect", "token": info.token}).encode() + b"\n")
+        await stream.receive_some(1000)
+        await stream.send_all(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+            + b"\n")
+        await stream.receive_some(100_000)
+        await call(1)  # warm-up: caches, buffers
+        line = len(PrebuiltApp.BODY)
+        tracemalloc.start()
+        try:
+            base = tracemalloc.get_traced_memory()[0]
+            for request_id in range(2, 5):
+                assert await call(request_id) > line
+            await trio.testing.wait_all_tasks_blocked()
+            current, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert (peak - base) < 1.6 * line, (peak - base) / line
+        assert (current - base) < 0.3 * line, (current - base) / line
+        await stream.aclose()
+        await app.close()
