@@ -335,7 +335,9 @@ def _to_redacted_json(value: Any, walk: Callable[[Any], Any]) -> str | None:
 
 # --- large results passed through raw (broker.core.passthrough) ----------------------------------
 
-#: Base64 characters decoded at a time when summarising a raw payload (a multiple of 4).
+#: Base64 characters decoded at a time when summarising a raw payload (a multiple of 4). The
+#: decoder holds the GIL (~1 ms a step here): between steps the writer thread lets it go, so the
+#: event loop, which is sending that very result to its agent meanwhile, is not held up.
 _B64_STEP: Final = 1 << 20
 _BACKSLASH: Final = re.compile(rb"\\")
 
@@ -356,6 +358,7 @@ def _raw_binary(raw: msgspec.Raw, redacted: bool) -> dict[str, Any] | str:
             raise binascii.Error("Incorrect padding")
         for start in range(0, len(body), _B64_STEP):
             decoded = binascii.a2b_base64(body[start:start + _B64_STEP], strict_mode=True)
+            time.sleep(0)  # (releases the GIL: see _B64_STEP)
             size += len(decoded)
             if not redacted:
                 digest.update(decoded)
