@@ -137,7 +137,7 @@ class LineReader:
                 return line
             await self._read()
 
-    async def receive_line_buffer(self) -> bytes | bytearray:
+    async def receive_line_buffer(self) -> bytes | memoryview:
         """:meth:`receive_line`, but a large line may come as the framer's own buffer (no copy;
         see :meth:`LineFramer.next_line_buffer <app_client.protocol.LineFramer.next_line_buffer>`)."""
         while True:

@@ -195,14 +195,31 @@ def test_response_parts_split_around_the_raw_content() -> None:
 
 
 def test_the_framer_hands_over_a_large_line_without_a_copy() -> None:
-    framer = LineFramer(16 * 1024 * 1024)
+    """A large line is collected read by read and handed over as one memory map (no buffer that
+    grows by reallocation, no copy out of it); next_line still gives bytes; the limit holds."""
     big = b"x" * (2 * 1024 * 1024)
-    framer.receive_data(big + b"\r\nnext\n")
-    line = framer.next_line_buffer()
-    assert isinstance(line, bytearray) and line == big
-    assert framer.next_line_buffer() == b"next" and framer.buffered == 0
-    framer.receive_data(b"small\n")
-    assert framer.next_line_buffer() == b"small"
+    for take in (True, False):
+        framer = LineFramer(16 * 1024 * 1024)
+        for start in range(0, len(big), 65536):
+            framer.receive_data(big[start:start + 65536])
+            assert (framer.next_line_buffer() if take else framer.next_line()) is None
+        assert framer.buffered == len(big)
+        framer.receive_data(b"\r\nnext\n")
+        line = framer.next_line_buffer() if take else framer.next_line()
+        assert isinstance(line, memoryview if take else bytes) and bytes(line) == big
+        assert framer.next_line_buffer() == b"next" and framer.buffered == 0
+    small = LineFramer(1024 * 1024 + 10)
+    for start in range(0, len(big), 65536):
+        small.receive_data(big[start:start + 65536])
+        try:
+            small.next_line_buffer()
+        except Exception as exc:
+            assert "line_too_long" in repr(exc) or "exceeded" in str(exc)
+            break
+    else:
+        raise AssertionError("no line_too_long")
+    small.receive_data(b"rest of it\nafter\n")
+    assert small.next_line_buffer() == b"after"
 
 
 @pytest.mark.parametrize("redact", [False, True])

@@ -22,6 +22,11 @@ connection); while more than its limit is queued, app links read no further line
 data waits in its socket, not in the daemon — so ten 5 MiB results in flight at once hold a few
 lines, not ten, when the agent reads more slowly than the app writes.
 
+The call log summarises a large result's images in its writer thread (a base64 decode and a
+SHA-256, ~40 ms for 5 MiB) and holds the result meanwhile; so that one link's next large line
+is not read while its last one is still held there, the link waits for that result to be freed
+(:func:`freed`, bounded by its caller) before it reads on.
+
 A line this function cannot read the fast way (not a toolResponse, or content that is not an
 array of objects) returns None: the caller decodes it as any line, which also words the error.
 """
@@ -36,13 +41,13 @@ import trio
 
 from app_client.protocol import ToolResponse, ToolResult
 
-__all__ = ["PASSTHROUGH_LINE", "PayloadBudget", "PassthroughResult", "content_size", "decode_tool_response", "plain"]
+__all__ = ["PASSTHROUGH_LINE", "PayloadBudget", "freed", "PassthroughResult", "content_size", "decode_tool_response", "plain"]
 
 #: toolResponse lines at least this long keep their content raw.
 PASSTHROUGH_LINE: Final = 64 * 1024
 
 
-class PassthroughResult(ToolResult):
+class PassthroughResult(ToolResult, weakref=True):
     """A :class:`ToolResult` whose ``content`` (None here) is kept as the app's JSON bytes.
 
     Not for the wire as it is: encode :func:`plain` of it (its extra fields are the daemon's).
@@ -76,7 +81,7 @@ _content: Final = msgspec.json.Decoder(list[dict[str, Any]])
 _NULL: Final = b"null"
 
 
-def decode_tool_response(line: bytes | bytearray) -> ToolResponse | None:
+def decode_tool_response(line: bytes | bytearray | memoryview) -> ToolResponse | None:
     """The ``toolResponse`` in ``line`` with its content raw (a :class:`PassthroughResult`), or
     None when it is not one that decodes this way (decode it as any line then)."""
     try:
@@ -157,5 +162,19 @@ class PayloadBudget:
 def _release(token: trio.lowlevel.TrioToken, budget: PayloadBudget, nbytes: int) -> None:
     try:
         token.run_sync_soon(budget._released, nbytes)  # thread-safe: back on the loop's thread
+    except trio.RunFinishedError:
+        pass
+
+
+def freed(owner: object) -> trio.Event:
+    """An event set (on the loop's thread) once ``owner`` (weak-referenceable) is freed."""
+    event = trio.Event()
+    weakref.finalize(owner, _set_soon, trio.lowlevel.current_trio_token(), event)
+    return event
+
+
+def _set_soon(token: trio.lowlevel.TrioToken, event: trio.Event) -> None:
+    try:
+        token.run_sync_soon(event.set)
     except trio.RunFinishedError:
         pass

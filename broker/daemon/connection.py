@@ -20,7 +20,7 @@ Decoding a line builds its Python objects on the loop; for a ``register`` or
 ``addTools`` of megabytes of schemas that alone took ~80 ms (a 10 MB line), so such a line is
 decoded in steps (:func:`app_client.protocol.decode_message_in_steps`) with a checkpoint
 between steps, so other tasks run between. A large ``toolResponse`` (a 5 MiB image) is read
-without a copy (the framer hands over its buffer) and decoded with its content left raw
+without a second copy (the framer assembles it in a memory map it hands over) and decoded with its content left raw
 (:mod:`broker.core.passthrough`), so the line is the only copy of the payload.
 """
 
@@ -77,14 +77,15 @@ class Connection(LineChannel):
     async def receive_message(self) -> Message:
         """The next wire message, decoded (a large line in steps). Raises RemoteProtocolError
         for a bad line, or PeerClosed. The protocol's rules are not applied: see next_event."""
-        buffer = await self.receive_line_buffer()  # a large line: the framer's buffer, not a copy
-        # The decoders read a bytearray as they read bytes (msgspec and re take any buffer).
-        line = cast(bytes, buffer)
+        buffer = await self.receive_line_buffer()  # a large line: a memoryview, not a copy
+        line = cast(bytes, buffer)  # (below PASSTHROUGH_LINE it is bytes)
         if len(line) < PASSTHROUGH_LINE:
             return decode_message(line)  # the common case, without a generator
         response = decode_tool_response(buffer)  # a large result: its content stays raw
         if response is not None:
             return response
+        if not isinstance(buffer, bytes):  # any other large line (rare): the decoders want bytes
+            line = buffer.tobytes()
         if len(line) < LARGE_LINE:
             return decode_message(line)
         steps = decode_message_in_steps(line)
