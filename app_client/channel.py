@@ -29,8 +29,8 @@ stopped reading), or the stream breaks, the channel is aborted: ``closed_reason`
 ``scope`` (the cancel scope its owner runs the connection in) is cancelled. Before the writer
 runs (handshakes), :meth:`~LineChannel.send_direct` writes straight to the stream.
 
-Large payloads: :meth:`~LineReader.receive_line_buffer` may hand over a large line as the
-framer's own buffer (no copy), and a line to send may be a :class:`SplitLine` — its parts (a
+Large payloads: :meth:`~LineReader.receive_line_buffer` may hand over a large line as a view of
+the memory map the framer collected it in (no copy), and a line to send may be a :class:`SplitLine` — its parts (a
 large one a view of the buffer it arrived in) are written in order as one line, never
 interleaved with other lines, and never joined into a new buffer: a result relayed from one
 connection to another exists once in memory.
@@ -138,8 +138,8 @@ class LineReader:
             await self._read()
 
     async def receive_line_buffer(self) -> bytes | memoryview:
-        """:meth:`receive_line`, but a large line may come as the framer's own buffer (no copy;
-        see :meth:`LineFramer.next_line_buffer <app_client.protocol.LineFramer.next_line_buffer>`)."""
+        """:meth:`receive_line`, but a large line may come as a ``memoryview`` (no copy; see
+        :meth:`LineFramer.next_line_buffer <app_client.protocol.LineFramer.next_line_buffer>`)."""
         while True:
             line = self._framer.next_line_buffer()
             if line is not None:

@@ -6,12 +6,12 @@ Theory of operation
 lines come out of :meth:`~LineFramer.next_line` (None: more data is needed). A line over the
 cap raises :class:`RemoteProtocolError` (``line_too_long``) once and is discarded unbuffered.
 
-A line that reaches :data:`TAKE_LINE` bytes without its newline is collected in an anonymous
+For a reader that takes lines with :meth:`~LineFramer.next_line_buffer`, a line that reaches
+:data:`TAKE_LINE` bytes without its newline is collected in an anonymous
 memory map the size of the limit (address space only: a page takes memory once written), each
 read copied in as it comes — no buffer that grows by reallocation (which may copy it, and leaves
-freed heap behind). When its newline arrives, :meth:`~LineFramer.next_line` copies it out as
-``bytes``; :meth:`~LineFramer.next_line_buffer`, for a reader that can take any buffer, hands over
-a ``memoryview`` of the map itself — so a large payload exists once in memory, not twice, and its
+freed heap behind). When its newline arrives, :meth:`~LineFramer.next_line_buffer` hands over a
+``memoryview`` of the map itself (:meth:`~LineFramer.next_line` would copy it out as ``bytes``) — so a large payload exists once in memory, not twice, and its
 pages go back to the system as soon as the last reference to it goes (the daemon reads apps'
 results this way).
 
@@ -73,6 +73,9 @@ class LineFramer:
         self._spill: mmap.mmap | None = None
         self._spill_len = 0
         self._spill_done = False
+        #: Set by the first next_line_buffer: its reader takes large lines as maps (else a large
+        #: line grows in ``_buffer`` as any line, which costs less when it is copied out anyway).
+        self._take_large = False
 
     @property
     def buffered(self) -> int:
@@ -102,6 +105,7 @@ class LineFramer:
     def next_line_buffer(self) -> bytes | memoryview | None:
         """:meth:`next_line`, but a line of :data:`TAKE_LINE` bytes or more may come as a
         ``memoryview`` of a memory map the caller now owns: no second copy of a large line."""
+        self._take_large = True
         return self._next(take=True)
 
     def _next(self, *, take: bool) -> bytes | memoryview | None:
@@ -132,7 +136,7 @@ class LineFramer:
                 if len(self._buffer) > self.max_line_bytes:
                     self._start_discarding(len(self._buffer))
                     continue
-                if len(self._buffer) >= TAKE_LINE:  # a large line: collect it in a map from now on
+                if self._take_large and len(self._buffer) >= TAKE_LINE:  # large: into a map from now on
                     self._spill = mmap.mmap(-1, self.max_line_bytes)
                     self._spill[:len(self._buffer)] = self._buffer
                     self._spill_len = len(self._buffer)
