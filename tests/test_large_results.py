@@ -39,7 +39,7 @@ from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, connect_agent, http_
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
 OBJECT = {"type": "object"}
-TOOLS = [ToolSpec(name, name, OBJECT) for name in ("image", "text", "struct", "fail", "mixed", "small")]
+TOOLS = [ToolSpec(name, name, OBJECT) for name in ("image", "text", "struct", "fail", "mixed", "small", "bad")]
 #: 1.5 MiB of bytes: over the default link threshold and the framer's hand-over size.
 PAYLOAD = bytes(range(256)) * (6 * 1024)
 PAYLOAD_B64 = base64.b64encode(PAYLOAD).decode()
@@ -59,6 +59,8 @@ def content_json(tool: str) -> str:
         return ('[{"type":"text","text":"' + "t" * (600 * 1024) + '"},'
                 '{"type":"resource_link","uri":"file:///tmp/x.png","name":"x"},'
                 '{"type":"image","mimeType":"image/png","data":"' + PAYLOAD_B64[: 800 * 1024] + '"}]')
+    if tool == "bad":  # an image block without its mimeType
+        return '[{"type":"text","text":"ok"},{"type":"image","data":"' + PAYLOAD_B64 + '"}]'
     return '[{"type":"text","text":"small"}]'
 
 
@@ -163,6 +165,15 @@ async def test_passthrough_failure_and_bad_blocks(tmp_path: Path) -> None:
         assert result["isError"] is True
         assert result["content"][0] == {"type": "text", "text": "it broke"}
         assert result["content"][1:] == json.loads(content_json("fail"))
+        await agent.stream.aclose()
+
+
+async def test_passthrough_refuses_an_invalid_block_as_before(tmp_path: Path) -> None:
+    async with big_daemon(tmp_path, result_link_bytes=0) as (info, app, home):
+        agent = await RawAgent.connect(info, info.token)
+        result = json.loads(await agent.request("tools/call", {"name": "Big__bad", "arguments": {}}))["result"]
+        assert result["isError"] is True and result["_meta"]["toolbridge/errorKind"] == "app_error"
+        assert "invalid content block #1 (image block needs a string 'mimeType')" in result["content"][0]["text"]
         await agent.stream.aclose()
 
 

@@ -11,7 +11,8 @@ For a reader that takes lines with :meth:`~LineFramer.next_line_buffer`, a line 
 memory map the size of the limit (address space only: a page takes memory once written), each
 read copied in as it comes — no buffer that grows by reallocation (which may copy it, and leaves
 freed heap behind). When its newline arrives, :meth:`~LineFramer.next_line_buffer` hands over a
-``memoryview`` of the map itself (:meth:`~LineFramer.next_line` would copy it out as ``bytes``) — so a large payload exists once in memory, not twice, and its
+``memoryview`` of the map itself (:meth:`~LineFramer.next_line` would copy it out as ``bytes``)
+— so a large payload exists once in memory, not twice, and its
 pages go back to the system as soon as the last reference to it goes (the daemon reads apps'
 results this way).
 
