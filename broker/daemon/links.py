@@ -463,9 +463,9 @@ _LARGE_HOLD_WAIT = 1.0
 
 async def _payload_room(link: AppLink, links: AppLinks, last_large: trio.Event | None) -> None:
     """Too many large responses wait for agents, or this link's last large result is still held
-    (the call log summarising it): read no further line until they went out, bounded by a
-    heartbeat interval for the latter (``broker.core.passthrough``). The app's data waits in its
-    socket meanwhile."""
+    (the call log summarising it): read no further line until they went out (the latter for at
+    most ``_LARGE_HOLD_WAIT``; ``broker.core.passthrough``). The app's data waits in its socket
+    meanwhile."""
     if last_large is not None:
         with trio.move_on_after(_LARGE_HOLD_WAIT):
             await last_large.wait()

@@ -51,6 +51,12 @@ Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbr
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
 cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
 
+Large results (``bigresults``): a ``tools/call`` result of ``result_link_bytes`` or more is
+answered with a ``resource_link`` to a daemon-held copy (``broker.core.result_store``) unless the
+call opts out in its ``_meta``; ``resources/read`` of such a link is answered from that store, for
+the same principal only (also in a one-app scope). A large result that is sent keeps the app's
+content bytes and is written in parts, never re-encoded.
+
 One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect`` with
 ``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
 under their own names, calls resolve against that app alone (no meta-tools), and
