@@ -336,9 +336,10 @@ def _to_redacted_json(value: Any, walk: Callable[[Any], Any]) -> str | None:
 # --- large results passed through raw (broker.core.passthrough) ----------------------------------
 
 #: Base64 characters decoded at a time when summarising a raw payload (a multiple of 4). The
-#: decoder holds the GIL (~1 ms a step here): between steps the writer thread lets it go, so the
-#: event loop, which is sending that very result to its agent meanwhile, is not held up.
-_B64_STEP: Final = 1 << 20
+#: decoder holds the GIL (~0.3 ms a step): between steps the writer thread lets it go, so the
+#: event loop, which is sending that very result to its agent meanwhile, is not held up; small
+#: steps also keep the decoded pieces small (they come and go from the thread's own heap).
+_B64_STEP: Final = 64 * 1024
 _BACKSLASH: Final = re.compile(rb"\\")
 
 
