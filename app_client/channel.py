@@ -28,20 +28,27 @@ about to queue go in the same write. If a write cannot finish within ``write_tim
 stopped reading), or the stream breaks, the channel is aborted: ``closed_reason`` is set and
 ``scope`` (the cancel scope its owner runs the connection in) is cancelled. Before the writer
 runs (handshakes), :meth:`~LineChannel.send_direct` writes straight to the stream.
+
+Large payloads: :meth:`~LineReader.receive_line_buffer` may hand over a large line as a view of
+the memory map the framer collected it in (no copy), and a line to send may be a :class:`SplitLine` — its parts (a
+large one a view of the buffer it arrived in) are written in order as one line, never
+interleaved with other lines, and never joined into a new buffer: a result relayed from one
+connection to another exists once in memory.
 """
 
 from __future__ import annotations
 
 import collections
 import math
-from typing import Final
+from collections.abc import Iterable
+from typing import Final, TypeAlias
 
 import structlog
 import trio
 
 from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
-__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter"]
+__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter", "SplitLine"]
 
 #: Bytes asked of the stream per read.
 READ_SIZE: Final = 64 * 1024
@@ -49,6 +56,49 @@ READ_SIZE: Final = 64 * 1024
 COALESCE_BYTES: Final = 256 * 1024
 
 _log = structlog.get_logger("toolbridge.connection")
+
+#: A part of a :class:`SplitLine`: anything with the buffer protocol a stream can send.
+Part: TypeAlias = bytes | bytearray | memoryview
+
+
+class SplitLine:
+    """One line to send given as parts (the last one ends with the newline), written in order
+    and never joined: a large part is sent straight from the buffer it lives in."""
+
+    __slots__ = ("parts", "nbytes", "__weakref__")
+
+    def __init__(self, parts: Iterable[Part]) -> None:
+        self.parts = tuple(parts)
+        self.nbytes = sum(len(part) if not isinstance(part, memoryview) else part.nbytes for part in self.parts)
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def join(self) -> bytes:
+        """The line as one ``bytes`` (a copy: for a sink that needs one buffer)."""
+        return b"".join(self.parts)
+
+
+#: What the writer sends: a line's bytes, or a line in parts.
+Line: TypeAlias = bytes | SplitLine
+
+
+def _segments(lines: list[Line]) -> list[Part]:
+    """The buffers to write for ``lines``: small neighbours joined, large parts left as they are."""
+    out: list[Part] = []
+    small: list[Part] = []
+    for line in lines:
+        for part in (line.parts if isinstance(line, SplitLine) else (line,)):
+            if len(part) >= COALESCE_BYTES:
+                if small:
+                    out.append(b"".join(small))
+                    small = []
+                out.append(part)
+            else:
+                small.append(part)
+    if small:
+        out.append(b"".join(small))
+    return out
 
 
 #: What a read that failed means: the stream is gone (trio wraps a socket's OSError in
@@ -83,6 +133,15 @@ class LineReader:
         """The next line. Raises RemoteProtocolError (line_too_long) or ConnectionClosed."""
         while True:
             line = self._framer.next_line()
+            if line is not None:
+                return line
+            await self._read()
+
+    async def receive_line_buffer(self) -> bytes | memoryview:
+        """:meth:`receive_line`, but a large line may come as a ``memoryview`` (no copy; see
+        :meth:`LineFramer.next_line_buffer <app_client.protocol.LineFramer.next_line_buffer>`)."""
+        while True:
+            line = self._framer.next_line_buffer()
             if line is not None:
                 return line
             await self._read()
@@ -146,7 +205,7 @@ class LineWriter:
         write_timeout: float | None = None,
     ) -> None:
         self._sink = sink
-        self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
+        self._send, self._outbound = trio.open_memory_channel[Line](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
         #: Bytes written so far (``bytes_received``: see LineReader).
         self.bytes_sent = 0
@@ -155,7 +214,7 @@ class LineWriter:
         self.closed_reason: str | None = None
         self._end_when_flushed = False
         #: Lines that must not be dropped, held beside a full channel (see send_bytes_reliable_nowait).
-        self._overflow: collections.deque[bytes] = collections.deque()
+        self._overflow: collections.deque[Line] = collections.deque()
         self._max_overflow = max_overflow
 
     # --- writing -------------------------------------------------------------------------
@@ -170,14 +229,14 @@ class LineWriter:
         except _BROKEN as exc:
             raise ConnectionClosed("connection broken while writing") from exc
 
-    async def send_bytes(self, data: bytes) -> None:
+    async def send_bytes(self, data: Line) -> None:
         """Queue ``data`` for the writer, waiting while the queue is full."""
         try:
             await self._send.send(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
             raise ConnectionClosed("connection closed") from exc
 
-    def queue_nowait(self, data: bytes) -> None:
+    def queue_nowait(self, data: Line) -> None:
         """Queue ``data`` without a scheduler pass (``send_bytes`` always makes one).
 
         Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
@@ -187,7 +246,7 @@ class LineWriter:
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
             raise ConnectionClosed("connection closed") from exc
 
-    def send_bytes_nowait(self, data: bytes) -> bool:
+    def send_bytes_nowait(self, data: Line) -> bool:
         """Queue ``data`` if there is room; False (dropped) if the peer is not keeping up."""
         try:
             self._send.send_nowait(data)
@@ -195,7 +254,7 @@ class LineWriter:
             return False
         return True
 
-    def send_bytes_reliable_nowait(self, data: bytes) -> bool:
+    def send_bytes_reliable_nowait(self, data: Line) -> bool:
         """Queue a line that must not be lost to a full queue, without waiting.
 
         For lines whose number is bounded elsewhere (``max_overflow``: the daemon's calls in
@@ -216,7 +275,7 @@ class LineWriter:
         self._overflow.append(data)
         return True
 
-    def _take_overflow(self) -> list[bytes]:
+    def _take_overflow(self) -> list[Line]:
         taken = list(self._overflow)
         self._overflow.clear()
         return taken
@@ -251,7 +310,7 @@ class LineWriter:
         async with self._outbound:
             async for first in self._outbound:
                 chunks = [*self._take_overflow(), first]
-                size = sum(map(len, chunks))
+                size = sum(map(len, chunks))  # (a SplitLine's len is its bytes)
                 if (self._outbound.statistics().current_buffer_used == 0
                         and trio.lowlevel.current_statistics().tasks_runnable):
                     # Let the tasks that are ready to run queue their lines too (a burst of
@@ -267,11 +326,21 @@ class LineWriter:
                     size += len(more)
                 with trio.move_on_after(self._write_timeout) as timeout:
                     try:
-                        await self._sink.send_all(b"".join(chunks) if len(chunks) > 1 else first)
+                        if type(first) is bytes and len(chunks) == 1:
+                            await self._sink.send_all(first)
+                        elif all(type(chunk) is bytes for chunk in chunks):
+                            await self._sink.send_all(b"".join(chunks))  # type: ignore[arg-type]
+                        else:  # a line in parts: its large parts straight from their buffers
+                            for segment in _segments(chunks):
+                                await self._sink.send_all(segment)
                     except _BROKEN as exc:
                         self._write_failed(exc)
                         return
                     self.bytes_sent += size
+                # What was sent is not kept alive while the writer waits for the next line (a
+                # large result would stay in memory until then).
+                chunks.clear()
+                first = b""
                 if timeout.cancelled_caught:
                     _log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
                     self.abort(f"the peer did not read for {self._write_timeout:g} s")

@@ -24,7 +24,7 @@ Moving bytes is :mod:`app_client.channel`'s job (trio).
 """
 
 from ._errors import ConnectionClosed, LocalProtocolError, ProtocolError, RemoteProtocolError, ToolbridgeError
-from ._framing import LARGE_LINE, STEP_BYTES, LineFramer, decode_message_in_steps, decode_tools_in_steps
+from ._framing import LARGE_LINE, STEP_BYTES, TAKE_LINE, LineFramer, decode_message_in_steps, decode_tools_in_steps
 from ._messages import (
     LOG_LEVELS,
     MAX_LOG_DATA_BYTES,
@@ -142,6 +142,7 @@ __all__ = [
     "Error",
     "Ignored",
     "LineFramer",
+    "TAKE_LINE",
     "LocalProtocolError",
     "Message",
     "NeedData",

@@ -44,6 +44,7 @@ import structlog
 import trio
 
 from ..core.outcome import CallOutcome, OutcomeKind
+from ..core.passthrough import plain
 from ..errors import BrokerError
 from .bridge import BridgeReader, BridgeViolation, CallMessage, DoneMessage, LogMessage, encode_reply, encode_start
 from .prelude import prelude_source
@@ -170,7 +171,7 @@ def _make_folder() -> str:
 
 def result_value(outcome: CallOutcome) -> Any:
     """What ``await apps.X.y()`` resolves to for a successful call."""
-    result = outcome.result
+    result = plain(outcome.result) if outcome.result is not None else None  # content decoded
     if result is None:
         return None
     if result.structured_content is not None:

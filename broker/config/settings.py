@@ -139,3 +139,13 @@ class Settings:
     #: Programs running at once, daemon-wide (each is a process with up to ``code_max_heap_mb``);
     #: a ``run_code`` beyond that fails at once as busy.
     code_max_concurrent_runs: int = 4
+
+    #: Large results as links (``broker.core.result_store``): a ``tools/call`` result whose
+    #: content is this many bytes of JSON or more reaches the agent as a ``resource_link`` to a
+    #: resource the daemon holds (read it with ``resources/read``); 0 turns links off. A call
+    #: can opt out with ``_meta: {"toolbridge/inlineResult": true}``.
+    result_link_bytes: int = 1024 * 1024
+    #: How long a linked result stays readable (seconds) ...
+    result_link_ttl: float = 600.0
+    #: ... and the memory all linked results may hold together (the least recently read go first).
+    result_link_store_bytes: int = 128 * 1024 * 1024

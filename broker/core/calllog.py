@@ -57,6 +57,7 @@ import binascii
 import contextlib
 import hashlib
 import os
+import re
 import sqlite3
 import threading
 import time
@@ -72,6 +73,7 @@ import trio
 
 from ..config.settings import Settings
 from ..errors import StartupError
+from .passthrough import PassthroughResult, plain
 
 if TYPE_CHECKING:
     from .outcome import CallOutcome
@@ -185,6 +187,8 @@ _LARGE_CONTENT_CHARS: Final = 256 * 1024
 
 def _holds_large_content(outcome: CallOutcome) -> bool:
     result = outcome.result
+    if isinstance(result, PassthroughResult):
+        return len(result.raw_content) >= _LARGE_CONTENT_CHARS
     if result is None or not result.content:
         return False
     for block in result.content:
@@ -329,20 +333,122 @@ def _to_redacted_json(value: Any, walk: Callable[[Any], Any]) -> str | None:
         return _encoder.encode({"unencodable": type(value).__name__}).decode()
 
 
+# --- large results passed through raw (broker.core.passthrough) ----------------------------------
+
+#: Base64 characters decoded at a time when summarising a raw payload (a multiple of 4). The
+#: decoder holds the GIL (~0.3 ms a step): between steps the writer thread lets it go, so the
+#: event loop, which is sending that very result to its agent meanwhile, is not held up; small
+#: steps also keep the decoded pieces small (they come and go from the thread's own heap).
+_B64_STEP: Final = 64 * 1024
+_BACKSLASH: Final = re.compile(rb"\\")
+
+
+def _raw_binary(raw: msgspec.Raw, redacted: bool) -> dict[str, Any] | str:
+    """:func:`_binary_summary`'s fields (or, ``redacted``, :func:`_binary_placeholder`'s text)
+    for a base64 JSON string still raw: decoded a step at a time, never whole."""
+    view = memoryview(raw)
+    if len(view) < 2 or view[0] != 0x22 or _BACKSLASH.search(view):  # escapes (rare): the plain way
+        value = msgspec.json.decode(raw)
+        if not isinstance(value, str):
+            return str(redact_values(value) if redacted else redact(value))
+        return _binary_placeholder(value) if redacted else _binary_summary({"data": value}, "data")
+    body = view[1:-1]
+    digest, size = hashlib.sha256(), 0
+    try:
+        if len(body) % 4:
+            raise binascii.Error("Incorrect padding")
+        for start in range(0, len(body), _B64_STEP):
+            decoded = binascii.a2b_base64(body[start:start + _B64_STEP], strict_mode=True)
+            time.sleep(0)  # (releases the GIL: see _B64_STEP)
+            size += len(decoded)
+            if not redacted:
+                digest.update(decoded)
+    except (binascii.Error, ValueError):
+        if redacted:
+            return f"<redacted: {len(body)} chars>"
+        return {"bytes": None, "sha256": hashlib.sha256(body).hexdigest(), "invalidBase64": len(body)}
+    if redacted:
+        return f"<redacted: {size} bytes>"
+    return {"bytes": size, "sha256": digest.hexdigest()}
+
+
+def _is_string(raw: msgspec.Raw) -> bool:
+    return len(raw) > 0 and memoryview(raw)[0] == 0x22
+
+
+def _raw_value(raw: msgspec.Raw, redacted: bool) -> Any:
+    value = msgspec.json.decode(raw)
+    return redact_values(value) if redacted else redact(value)
+
+
+def _raw_block(block: dict[str, msgspec.Raw], redacted: bool) -> dict[str, Any]:
+    """One raw content block as the log stores it (binaries summarised from their raw bytes)."""
+    kind = msgspec.json.decode(block["type"]) if "type" in block else None
+    out: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    for key, raw in block.items():
+        if key == "type" and isinstance(kind, str):
+            out[key] = kind
+        elif key == "data" and kind in _BINARY_TYPES and _is_string(raw):
+            done = _raw_binary(raw, redacted)
+            if isinstance(done, dict):
+                summary = done
+            else:
+                out[key] = done
+        elif key == "resource" and len(raw) and memoryview(raw)[0] == 0x7B:
+            inner = msgspec.json.decode(raw, type=dict[str, msgspec.Raw])
+            out[key] = _raw_resource(inner, redacted)
+        else:
+            out[key] = _raw_value(raw, redacted)
+    out.update(summary)
+    return out
+
+
+def _raw_resource(inner: dict[str, msgspec.Raw], redacted: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    for key, raw in inner.items():
+        if key == "blob" and _is_string(raw):
+            done = _raw_binary(raw, redacted)
+            if isinstance(done, dict):
+                summary = done
+            else:
+                out[key] = done
+        else:
+            out[key] = _raw_value(raw, redacted)
+    out.update(summary)
+    return out
+
+
+def _passthrough_json(result: PassthroughResult, redacted: bool) -> str:
+    """The result column for a large result whose content is still the app's raw JSON."""
+    try:
+        shell = msgspec.to_builtins(plain(result, decode=False))
+        fields = _redact_result(shell) if redacted else redact(shell)
+        fields["content"] = [_raw_block(block, redacted) for block in result.raw_blocks]
+        return _encoder.encode(fields).decode()
+    except (TypeError, ValueError, RecursionError, msgspec.DecodeError, msgspec.EncodeError):
+        return _encoder.encode({"unencodable": type(result).__name__}).decode()
+
+
 def make_redacted_row(pending: _Pending) -> tuple[Any, ...]:
     """:func:`make_row` for ``call_log_redact``: the same columns, no argument or result values."""
     arguments, outcome = pending[6], pending[7]
     message = outcome.message
     if message and (outcome.result is not None or not outcome.kind.value_free):
         message = _placeholder(message)  # an app's text, or a schema error quoting the value
+    result = outcome.result
     return _row(pending, _to_redacted_json(arguments, redact_values),
-                _to_redacted_json(outcome.result, _redact_result), message)
+                _passthrough_json(result, True) if isinstance(result, PassthroughResult)
+                else _to_redacted_json(result, _redact_result), message)
 
 
 def make_row(pending: _Pending) -> tuple[Any, ...]:
     """Turn one buffered record into the values of :data:`COLUMNS`."""
     outcome = pending[7]
-    return _row(pending, _to_json(pending[6]), _to_json(outcome.result), outcome.message)
+    result = outcome.result
+    return _row(pending, _to_json(pending[6]), _passthrough_json(result, False) if isinstance(result, PassthroughResult)
+                else _to_json(result), outcome.message)
 
 
 def _row(pending: _Pending, arguments: str | None, result: str | None, message: str) -> tuple[Any, ...]:

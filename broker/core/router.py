@@ -45,6 +45,7 @@ import trio
 from app_client.protocol import ToolCancel, ToolInvocation, ToolResult
 
 from .admission import Busy
+from .passthrough import PayloadBudget
 from .calls import Call, CallOrigin, CorrelationMap, DeadlineQueue, ProgressCallback
 from .guards import find_path_traversal
 from ..config.logsetup import app_text_for_log, info_line
@@ -94,6 +95,8 @@ class Router:
         #: Told of every call's end after its audit (the metrics and the status page):
         #: ``observer(name, tool, caller, duration_ms, outcome)``; must be quick and not raise.
         self.observers: list[CallObserver] = []
+        #: Large responses queued for agents: app links pause reading while it is over (passthrough).
+        self.payloads = PayloadBudget()
 
     async def serve_checks(self) -> None:
         """Check large arguments in worker threads for as long as this runs (the daemon's life)."""

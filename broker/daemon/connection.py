@@ -19,12 +19,15 @@ the bytes. This class adds what the daemon needs on top: a connection number for
 Decoding a line builds its Python objects on the loop; for a ``register`` or
 ``addTools`` of megabytes of schemas that alone took ~80 ms (a 10 MB line), so such a line is
 decoded in steps (:func:`app_client.protocol.decode_message_in_steps`) with a checkpoint
-between steps, so other tasks run between.
+between steps, so other tasks run between. A large ``toolResponse`` (a 5 MiB image) is read
+without a second copy (the framer assembles it in a memory map it hands over) and decoded with its content left raw
+(:mod:`broker.core.passthrough`), so the line is the only copy of the payload.
 """
 
 from __future__ import annotations
 
 import itertools
+from typing import cast
 
 import trio
 
@@ -43,6 +46,7 @@ from app_client.protocol import (
 )
 
 from ..core.outcome import seconds_to_ms  # re-exported: where the daemon's modules found it
+from ..core.passthrough import PASSTHROUGH_LINE, decode_tool_response
 
 _conn_ids = itertools.count(1)
 
@@ -73,9 +77,17 @@ class Connection(LineChannel):
     async def receive_message(self) -> Message:
         """The next wire message, decoded (a large line in steps). Raises RemoteProtocolError
         for a bad line, or PeerClosed. The protocol's rules are not applied: see next_event."""
-        line = await self.receive_line()
-        if len(line) < LARGE_LINE:
+        buffer = await self.receive_line_buffer()  # a large line: a memoryview, not a copy
+        line = cast(bytes, buffer)  # (below PASSTHROUGH_LINE it is bytes)
+        if len(line) < PASSTHROUGH_LINE:
             return decode_message(line)  # the common case, without a generator
+        response = decode_tool_response(buffer)  # a large result: its content stays raw
+        if response is not None:
+            return response
+        if not isinstance(buffer, bytes):  # any other large line (rare): the decoders want bytes
+            line = buffer.tobytes()
+        if len(line) < LARGE_LINE:
+            return decode_message(line)
         steps = decode_message_in_steps(line)
         try:
             while True:

@@ -82,6 +82,7 @@ from ..federation.rules import FederationState
 from ..core import elicitation
 from ..core.calls import Call, CorrelationMap
 from ..core.outcome import OutcomeKind
+from ..core.passthrough import PassthroughResult, freed
 from .connection import Connection, PeerClosed, seconds_to_ms
 from ..errors import RegistrationError
 from ..config.logsetup import app_text_for_log
@@ -481,7 +482,11 @@ async def _heartbeat(link: AppLink) -> None:
 
 async def _read_loop(link: AppLink, links: AppLinks) -> None:
     conn = link.conn
+    last_large: trio.Event | None = None  # set once this link's last large result was freed
     while True:
+        if links.router.payloads.over or (last_large is not None and not last_large.is_set()):
+            await _payload_room(link, links, last_large)
+        last_large = None
         try:
             event = await conn.next_event()  # conn.protocol judges what the app may send
         except PeerClosed:
@@ -494,8 +499,30 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
                 await _add_tools(link, links, event)
             else:
                 _handle(link, links, event)
+                if isinstance(event, ToolResponse) and isinstance(event.result, PassthroughResult):
+                    last_large = freed(event.result)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
+        del event  # not kept while waiting for the next line (a large result's line would be)
+
+
+#: The longest a link waits for its last large result to be freed before it reads on.
+_LARGE_HOLD_WAIT = 1.0
+
+
+async def _payload_room(link: AppLink, links: AppLinks, last_large: trio.Event | None) -> None:
+    """Too many large responses wait for agents, or this link's last large result is still held
+    (the call log summarising it): read no further line until they went out (the latter for at
+    most ``_LARGE_HOLD_WAIT``; ``broker.core.passthrough``). The app's data waits in its socket
+    meanwhile."""
+    if last_large is not None:
+        with trio.move_on_after(_LARGE_HOLD_WAIT):
+            await last_large.wait()
+    while links.router.payloads.over:
+        with trio.move_on_after(links.settings.heartbeat_interval):
+            await links.router.payloads.room()
+        _heard_from(link)  # the app's pongs wait unread meanwhile: its silence is ours
+    _heard_from(link)
 
 
 #: Messages that name a call without answering it: a broken one never fails the call.

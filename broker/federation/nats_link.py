@@ -60,6 +60,7 @@ from app_client.protocol import Message, ToolCancel, ToolInvocation, ToolResult,
 
 from ..config.net import is_loopback
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.passthrough import plain
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_bridge import AsyncioThread, open_asyncio_thread
@@ -715,7 +716,7 @@ class NatsFederation:
 
     def result_of(self, outcome: CallOutcome) -> ToolResult:
         if outcome.result is not None:
-            return outcome.result  # the app's own answer, its error kind included
+            return plain(outcome.result)  # the app's own answer, its error kind included
         return ToolResult(success=False, error=f"at broker {self.name!r}: {outcome.message or outcome.kind}",
                           error_kind=outcome.kind.value if outcome.kind.app_reportable else None,
                           retry_after_ms=outcome.retry_after_ms)

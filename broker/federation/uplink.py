@@ -83,6 +83,7 @@ from ..core.resources import ResourceError
 from ..errors import BrokerError, ConfigError, RegistrationError, StartupError
 from .rules import MAX_HOPS
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.passthrough import plain
 from ..core.signals import Changed
 from ..core.validation import check_app_name
 
@@ -437,8 +438,8 @@ class Uplink:
     def result_of(self, tool: str, outcome: CallOutcome) -> ToolResult:
         if outcome.result is not None:
             # The app's (or a deeper hop's) own answer, failures included: its words, content and
-            # error kind pass unchanged.
-            return outcome.result
+            # error kind pass unchanged (a large one's raw content decoded: it is encoded again).
+            return plain(outcome.result)
         if outcome.kind is OutcomeKind.UNKNOWN_TOOL:
             message = (
                 f"unknown tool {tool!r}: the app that offered it is no longer connected there. "

@@ -8,6 +8,7 @@ program, ``broker.cli.stdio_relay``; nothing here imports ``broker.cli``. ``sess
 protocol logic both transports share; ``jsonrpc``, ``protocol``, ``results``, ``gate`` and
 ``headers`` are its sans-IO pieces. The HTTP port also serves the status page and ``/metrics``
 (``status_page``, with ``monitor`` reading and counting what they show, and ``static/``).
+``bigresults`` answers large results as links or writes them without a copy.
 """
 
 from .front_door import install, serve_agent

@@ -28,14 +28,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import msgspec
 import structlog
 import trio
 
+from app_client.channel import SplitLine
 from app_client.protocol import (
     AdminRequest, AgentConnect, AgentConnected, ConnectionClosed, Error, Message, RemoteProtocolError,
 )
 
 from . import jsonrpc
+from ..core.passthrough import PayloadBudget
 from .http import serve_http
 from .scope import check_app_name
 from .session import McpServer, open_session
@@ -78,7 +81,7 @@ class AgentConnection(Protocol):
 
     def send_bytes_nowait(self, data: bytes) -> bool: ...
 
-    def send_bytes_reliable_nowait(self, data: bytes) -> bool: ...
+    def send_bytes_reliable_nowait(self, data: bytes | SplitLine) -> bool: ...
 
 
 #: Serves one ``agentConnect`` connection (its hello already read) until it closes.
@@ -88,8 +91,10 @@ AgentHandler = Callable[[AgentConnection, AgentConnect], Awaitable[None]]
 class ConnectionOutbox:
     """Messages for a stdio-relay agent: NDJSON lines through the connection's writer."""
 
-    def __init__(self, conn: AgentConnection) -> None:
+    def __init__(self, conn: AgentConnection, payloads: PayloadBudget | None = None) -> None:
         self._conn = conn
+        #: Counts large responses until written (app links pause while too much waits).
+        self._payloads = payloads
 
     async def send(self, data: bytes, *, final: bool = False) -> None:
         try:
@@ -104,6 +109,14 @@ class ConnectionOutbox:
         # Held beside a full queue rather than waited for: the number is bounded by the calls
         # in flight. False only past that bound; the session then waits for room.
         return self._conn.send_bytes_reliable_nowait(data + b"\n") or self._conn.closed_reason is not None
+
+    def send_final_parts_nowait(self, parts: list[bytes | msgspec.Raw]) -> bool:
+        """:meth:`send_final_nowait` of a response in parts (its last ends with the newline),
+        written in order without joining them (``bigresults``: a large result's content)."""
+        line = SplitLine(part if isinstance(part, bytes) else memoryview(part) for part in parts)
+        if self._payloads is not None:
+            self._payloads.track(line, line.nbytes)
+        return self._conn.send_bytes_reliable_nowait(line) or self._conn.closed_reason is not None
 
     def close(self) -> None:
         pass
@@ -122,13 +135,15 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
             await conn.send(Error("invalid_agent_connect", f"agentConnect: {problem}", fatal=True))
             return
     await conn.send(AgentConnected())
-    outbox = ConnectionOutbox(conn)
+    # Whose large-result links this agent may read (bigresults): its token's name.
+    grant = server.auth.check(hello.token)
+    outbox = ConnectionOutbox(conn, server.router.payloads)
     label = server.next_label("stdio")
     log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,
              app=hello.app)
     async with open_session(
         server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery,
-        code=hello.code, app=hello.app,
+        code=hello.code, app=hello.app, token=grant.name if grant is not None else None,
     ) as session:
         while True:
             try:

@@ -331,7 +331,7 @@ class HttpApp:
                          + f" (its scopes: {grant.describe()})", SERVER_ERROR)
         method = scope["method"]
         if method == "POST":
-            await self._post(headers, receive, send, discovery, code=code, app=app, principal=grant.name)
+            await self._post(headers, receive, send, discovery, code=code, app=app, token=grant.name)
         elif method == "GET":
             await self._get(headers, receive, send, app)
         elif method == "DELETE":
@@ -371,7 +371,7 @@ class HttpApp:
                 return b"".join(chunks)
 
     async def _post(self, headers: Headers, receive: Receive, send: Send, discovery: bool, *,
-                    code: bool = False, app: str | None = None, principal: str | None = None) -> None:
+                    code: bool = False, app: str | None = None, token: str | None = None) -> None:
         if "application/json" not in media_types(headers.get("content-type")):
             raise _Reply(415, "Unsupported Media Type: the body must be application/json")
         wants_json, wants_sse = accepts(headers.get("accept"))
@@ -392,12 +392,12 @@ class HttpApp:
         )
         if modern:
             await self._post_modern(headers, message, receive, send, discovery, code=code, app=app,
-                                    principal=principal)
+                                    token=token)
         else:
-            await self._post_legacy(headers, message, receive, send, discovery, code=code, app=app)
+            await self._post_legacy(headers, message, receive, send, discovery, code=code, app=app, token=token)
 
     async def _post_modern(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
-                           code: bool = False, app: str | None = None, principal: str | None = None) -> None:
+                           code: bool = False, app: str | None = None, token: str | None = None) -> None:
         if not isinstance(message, Request):
             # 2026-07-28 defines no client notifications over HTTP (closing a stream cancels).
             await _send_empty(send, 202)
@@ -412,18 +412,19 @@ class HttpApp:
         except RpcError as exc:
             raise _Reply(_MODERN_STATUS.get(exc.code, 400), exc.message, exc.code,
                          request_id=message.id, data=exc.data) from None
-        # ``principal``: whose 2026-07-28 request states this session may redeem (``elicitation``).
+        # The token: whose 2026-07-28 request states (``elicitation``) and large-result links
+        # (``bigresults``) this request may redeem.
         async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                code=code, app=app, principal=f"token:{principal}") as session:
+                                code=code, app=app, principal=f"token:{token}", token=token) as session:
             await self._exchange(session, message, receive, send, modern=True)
 
     async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
-                           code: bool = False, app: str | None = None) -> None:
+                           code: bool = False, app: str | None = None, token: str | None = None) -> None:
         session_id = headers.get("mcp-session-id")
         if session_id is None:
             if isinstance(message, Request) and message.method == "initialize":
                 # The session keeps the mode of the path it was started at.
-                await self._initialize(message, receive, send, discovery, code=code, app=app)
+                await self._initialize(message, receive, send, discovery, code=code, app=app, token=token)
                 return
             raise _Reply(
                 400, "Bad Request: missing Mcp-Session-Id header. Start a session with initialize "
@@ -460,13 +461,13 @@ class HttpApp:
         return entry
 
     async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool, *,
-                          code: bool = False, app: str | None = None) -> None:
+                          code: bool = False, app: str | None = None, token: str | None = None) -> None:
         if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
             raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
                          SERVER_ERROR, request_id=request.id)
         session_id = secrets.token_urlsafe(24)
         session: Session = await self._nursery.start(
-            functools.partial(self._run_session, session_id, discovery, code=code, app=app))
+            functools.partial(self._run_session, session_id, discovery, code=code, app=app, token=token))
         try:
             await self._exchange(session, request, receive, send, modern=False,
                                  session_header=session_id.encode())
@@ -478,12 +479,13 @@ class HttpApp:
 
     async def _run_session(
         self, session_id: str, discovery: bool, *, task_status: trio.TaskStatus[Session], code: bool = False,
-        app: str | None = None,
+        app: str | None = None, token: str | None = None,
     ) -> None:
         label = self.server.next_label("http")
         try:
             async with open_session(
-                self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code, app=app
+                self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code, app=app,
+                token=token,  # the initializing request's: the session is that token's
             ) as session:
                 self._sessions[session_id] = _HttpSession(session_id, session)
                 task_status.started(session)

@@ -12,7 +12,10 @@ correct when apps come and go between pages (nothing is skipped or repeated that
 content blocks (images pass through) or its data as JSON text, plus ``structuredContent``;
 every failure except ``unknown_tool`` becomes a result with ``isError: true`` whose text is
 the router's message, written for a model to act on. ``unknown_tool`` is a protocol error
-(-32602), raised as :class:`~broker.mcp.jsonrpc.RpcError`.
+(-32602), raised as :class:`~broker.mcp.jsonrpc.RpcError`. A large result read with its content
+raw (:class:`~broker.core.passthrough.PassthroughResult`) is checked block by block on its raw
+values (a string value is a raw value starting with a quote) and its content is put in the
+answer as those same bytes (``msgspec.Raw``), never decoded.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import msgspec
 
 from ..core.names import APP_LABEL_KEY, SEPARATOR, TOOL_NAME_KEY
 from ..core.outcome import OutcomeKind
+from ..core.passthrough import PassthroughResult, plain
 from .jsonrpc import INVALID_PARAMS, RpcError
 
 if TYPE_CHECKING:
@@ -116,6 +120,33 @@ def _check_block(block: Any) -> str | None:
     return None
 
 
+_QUOTE: Final = ord('"')
+_BRACE: Final = ord("{")
+
+
+def _first_byte(raw: msgspec.Raw | None) -> int:
+    return memoryview(raw)[0] if raw is not None and len(raw) else -1
+
+
+def _check_raw_block(block: dict[str, msgspec.Raw]) -> str | None:
+    """:func:`_check_block` for a block whose values are still raw JSON (a passthrough)."""
+    raw_type = block.get("type")
+    kind: Any = None
+    if raw_type is not None and len(raw_type) <= 64:
+        try:
+            kind = msgspec.json.decode(raw_type)
+        except msgspec.DecodeError:  # pragma: no cover - the line was valid JSON
+            kind = None
+    if kind not in _BLOCK_FIELDS:
+        return f"unknown type {kind!r}"
+    for name in _BLOCK_FIELDS[kind]:
+        if _first_byte(block.get(name)) != _QUOTE:
+            return f"{kind} block needs a string {name!r}"
+    if kind == "resource" and _first_byte(block.get("resource")) != _BRACE:
+        return "resource block needs a 'resource' object"
+    return None
+
+
 def _as_text(data: Any) -> str:
     if isinstance(data, str):
         return data
@@ -144,6 +175,10 @@ def call_result(outcome: CallOutcome, tool_name: str) -> dict[str, Any]:
     if outcome.kind is OutcomeKind.UNKNOWN_TOOL:
         raise RpcError(INVALID_PARAMS, outcome.message, {"name": tool_name})
     result = outcome.result
+    if isinstance(result, PassthroughResult):
+        if outcome.kind is OutcomeKind.OK and result.raw_blocks:
+            return _passthrough(result, tool_name)
+        result = plain(result)  # a failure's blocks, or no content: the usual way (small)
     if outcome.kind is not OutcomeKind.OK or result is None:
         extra = None
         if result is not None and result.content and all(_check_block(b) is None for b in result.content):
@@ -163,6 +198,24 @@ def call_result(outcome: CallOutcome, tool_name: str) -> dict[str, Any]:
     else:
         content = [{"type": "text", "text": _as_text(result.data)}]
     mapped: dict[str, Any] = {"content": content, "isError": False}
+    if result.structured_content is not None:
+        mapped["structuredContent"] = result.structured_content
+    elif isinstance(result.data, dict):
+        mapped["structuredContent"] = result.data
+    return mapped
+
+
+def _passthrough(result: PassthroughResult, tool_name: str) -> dict[str, Any]:
+    """:func:`call_result` of a successful passthrough: its content is the app's bytes."""
+    for index, block in enumerate(result.raw_blocks):
+        problem = _check_raw_block(block)
+        if problem is not None:
+            return _error(
+                OutcomeKind.APP_ERROR.value,
+                f"{tool_name} returned an invalid content block #{index} ({problem}); "
+                "the result could not be shown. This is a bug in the app.",
+            )
+    mapped: dict[str, Any] = {"content": result.raw_content, "isError": False}
     if result.structured_content is not None:
         mapped["structuredContent"] = result.structured_content
     elif isinstance(result.data, dict):

@@ -72,6 +72,12 @@ request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the me
 call it made, on its own response stream, before its response — and nothing else, ever
 (``_ToolRequest.app_log``).
 
+Large results (``bigresults``): a ``tools/call`` result of ``result_link_bytes`` or more is
+answered with a ``resource_link`` to a daemon-held copy (``broker.core.result_store``) unless the
+call opts out in its ``_meta``; ``resources/read`` of such a link is answered from that store, for
+the same principal only (also in a one-app scope). A large result that is sent keeps the app's
+content bytes and is written in parts, never re-encoded.
+
 One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect`` with
 ``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
 under their own names, calls resolve against that app alone (no meta-tools), and
@@ -122,6 +128,8 @@ from .jsonrpc import (
     is_request_id,
 )
 from . import elicitation
+from . import bigresults
+from ..core.result_store import ResultStore, is_result_uri
 from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
@@ -252,6 +260,10 @@ class _ToolRequest:
     def call_elicit(self, call: Call, pending: PendingElicitation) -> None:
         """The app asks the user (``broker.core.elicitation``): ask this request's agent."""
         elicitation.ask(self, call, pending)
+    #: Large results (``bigresults.prepare``): who called (a link is theirs alone), and whether
+    #: the call asked for its result inline rather than as a link.
+    principal: str | None = None
+    inline: bool = False
 
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
@@ -335,6 +347,8 @@ class McpServer:
         #: 2026-07-28 calls paused for an elicitation's retry (``elicitation``); the daemon runs
         #: ``paused.run`` to expire them.
         self.paused = elicitation.PausedCalls(router, settings)
+        #: Large results held as links (``bigresults``, ``broker.core.result_store``).
+        self.result_store = ResultStore(max_bytes=settings.result_link_store_bytes, ttl=settings.result_link_ttl)
 
     @classmethod
     def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
@@ -469,8 +483,12 @@ class Session:
         app: str | None = None,
         code: bool = False,
         principal: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.server = server
+        #: The name of the token the agent presented (``Grant.name``): large-result links made
+        #: by this session's calls are readable by sessions of the same token only (``bigresults``).
+        self.token = token
         #: Who the client is, for 2026-07-28 request states (the HTTP token's name; else the label).
         self.principal = principal or f"session:{label}"
         #: Handshake era: ``initialize``'s client capabilities (elicitation looks at them).
@@ -581,7 +599,7 @@ class Session:
             handler = table.get(request.method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
-            if self.app is not None and request.method in _NOT_IN_APP_SCOPE:
+            if self.app is not None and request.method in _NOT_IN_APP_SCOPE and not _reads_result_link(request):
                 # The directory of resources and prompts spans every app; a one-app scope (and a
                 # token limited to it) must not reach another app's, so they are not offered here.
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} is not offered in a one-app "
@@ -678,8 +696,13 @@ class Session:
             if request.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
                 result = unknown_tool_result(self.server.registry, name)
             else:
-                result = call_result(outcome, name)
-            data = encode_result(request_id, _completed(result, request.modern))
+                result = bigresults.linked(self, request, name, outcome, call_result(outcome, name))
+            completed = _completed(result, request.modern)
+            parts = bigresults.response_parts(request_id, completed)  # large raw content: no copy
+            if parts is not None:
+                bigresults.send_parts(self, outbox, parts)
+                return
+            data = encode_result(request_id, completed)
         except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
             data = exc.encode(request_id)
         except Exception:
@@ -811,6 +834,7 @@ class Session:
             name, arguments = unwrapped
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
                               log_level=context.log_level, capabilities=context.capabilities)
+        bigresults.prepare(origin, params)
         call = self.server.router.start_call(
             name,
             arguments,
@@ -838,6 +862,7 @@ class Session:
             raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
                               log_level=context.log_level, capabilities=context.capabilities)
+        bigresults.prepare(origin, request.params)
         call = self.server.router.start_call(
             tool.agent_name,
             arguments,
@@ -933,6 +958,8 @@ class Session:
         uri = request.params.get("uri")
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
+        if is_result_uri(uri):  # a large result held as a link (bigresults)
+            return bigresults.read_link(self, uri, context)
         started = trio.current_time()
         label = "?"
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
@@ -1264,6 +1291,12 @@ _NOT_IN_APP_SCOPE: Final = frozenset({
 })
 
 
+def _reads_result_link(request: Request) -> bool:
+    """A ``resources/read`` of a large result's link: allowed in a one-app scope too (the link
+    came from a call in that scope, and only its own principal can read it; ``bigresults``)."""
+    return request.method == "resources/read" and is_result_uri(request.params.get("uri"))
+
+
 def _scope_capabilities(capabilities: dict[str, Any]) -> dict[str, Any]:
     """A one-app scope's capabilities: tools only (see ``_NOT_IN_APP_SCOPE``)."""
     return {key: value for key, value in capabilities.items() if key not in ("resources", "prompts")}
@@ -1336,6 +1369,7 @@ async def open_session(
     app: str | None = None,
     code: bool = False,
     principal: str | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
@@ -1350,7 +1384,7 @@ async def open_session(
     async with trio.open_nursery() as nursery:
         session = Session(
             server, nursery, transport=transport, label=label, reinitialize=reinitialize, discovery=discovery,
-            app=app, code=code, principal=principal,
+            app=app, code=code, principal=principal, token=token,
         )
         session.notify_outbox = notify
         if stateful:
