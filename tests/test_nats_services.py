@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import trio
 
 pytest.importorskip("nats")
@@ -173,6 +174,25 @@ async def test_tool_lists_over_a_megabyte_are_fetched_in_pages_and_fully_visible
         await app_b.close()
         for daemon in (a, b, c):
             daemon.shutdown.set()
+
+
+async def test_a_server_with_a_small_max_payload_gets_pages_of_that_size(tmp_path: Path) -> None:
+    config = tmp_path / "nats.conf"
+    config.write_text(json.dumps({"max_payload": 65536}))
+    tools = big_tools(12, 10_000)  # ~120 KB: under the inline limit, over this server's max_payload
+    with structlog.testing.capture_logs() as logs:
+        async with nats_cluster(1, config) as nodes, trio.open_nursery() as nursery:
+            a = await start_broker(nursery, tmp_path, "A", nodes[0].url)
+            b = await start_broker(nursery, tmp_path, "B", nodes[0].url)
+            app_b = await ScriptedApp(b.port, b.token, app_name="Big", tools=tools).start(nursery)
+            await wait_until(a.core, lambda: {f"B__Big__{t.name}" for t in tools} <= tool_names(a.core))
+            assert nats_of(b)._budget() == 65536
+            assert len(nats_of(b)._catalog.page_bounds(65536)) >= 2
+            await app_b.close()
+            for daemon in (a, b):
+                daemon.shutdown.set()
+    # B never tried to send more than the server takes (the list was not put inline).
+    assert not [entry for entry in logs if entry["event"] == "nats_publish_failed"]
 
 
 def test_a_catalog_pages_whole_tools_within_the_budget_and_cuts_the_services_api_to_fit() -> None:

@@ -72,7 +72,7 @@ from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_bridge import AsyncioThread, open_asyncio_thread
-from .nats_catalog import PREFIX, Catalog, call_subject, decode_tools, digest_of, list_subject, page_decoder
+from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, call_subject, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name, hop_budget
 
 if TYPE_CHECKING:
@@ -547,8 +547,9 @@ class NatsFederation:
                     inline = True
                 elif changed_only:
                     continue  # others' tools changed, not ours
+            fits = self._catalog.size + ENVELOPE_BYTES <= self._budget()  # a server with a small max_payload
             await self._publish(f"{PREFIX}.tools.{self.name}", encode_announcement(
-                self._catalog, self.federation.broker_id, interval_ms, inline=inline))
+                self._catalog, self.federation.broker_id, interval_ms, inline=inline and fits))
             inline = False
 
     async def _on_announce(self, subject: str, data: bytes) -> None:
