@@ -295,3 +295,15 @@ def test_protocol_md_documents_the_subjects_headers_and_permissions_the_code_use
         assert listed == perms[verb]["allow"], verb
     assert f"`{nats_link.inbox_prefix('NAME')}`" in section
     assert nats_link.INLINE_BYTES == 256 * 1024 and "256 KiB" in section
+
+
+def test_the_cli_prints_a_brokers_permissions(capsys: pytest.CaptureFixture[str]) -> None:
+    from broker.cli import main
+
+    assert main(["nats-permissions", "desk-anna", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == broker_permissions("desk-anna")
+    assert main(["nats-permissions", "desk-anna"]) == 0
+    text = capsys.readouterr().out
+    assert '"toolbridge.call.desk-anna.>"' in text and "nsc add user desk-anna --allow-pub" in text
+    assert main(["nats-permissions", "a.b"]) != 0
+    assert "invalid broker_name" in capsys.readouterr().err
