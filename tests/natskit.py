@@ -41,6 +41,9 @@ class Node:
     routed: trio.Event = attrs.Factory(trio.Event)
     reloads: int = 0
     reloaded: trio.Event = attrs.Factory(trio.Event)
+    #: Leaf node connections made (either side of one), and a pulse for each.
+    leafs: int = 0
+    leafed: trio.Event = attrs.Factory(trio.Event)
     #: Client connections this node has seen close (its debug log says so), and a pulse for each.
     clients_closed: int = 0
     client_closed: trio.Event = attrs.Factory(trio.Event)
@@ -92,6 +95,9 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
                         node.clients_closed += 1
                         node.client_closed.set()
                         node.client_closed = trio.Event()
+                    if b"Leafnode connection created" in line:
+                        node.leafs += 1
+                        node.leafed.set()
                     if b"Reloaded server configuration" in line:
                         node.reloads += 1
                         node.reloaded.set()

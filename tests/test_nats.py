@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
-import msgspec
 import pytest
 import trio
 from mcp import Client
@@ -23,7 +22,8 @@ from app_client.protocol import ToolSpec  # noqa: E402
 from broker.config.settings import Settings  # noqa: E402
 from broker.errors import ConfigError, StartupError  # noqa: E402
 from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
-from broker.federation.nats_link import Announcement, NatsFederation, check_broker_name, nats_options  # noqa: E402
+from broker.federation.nats_catalog import Catalog  # noqa: E402
+from broker.federation.nats_link import NatsFederation, check_broker_name, encode_announcement, nats_options  # noqa: E402
 from faultkit import DaemonProcess  # noqa: E402
 from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url  # noqa: E402
@@ -37,6 +37,11 @@ INTERVAL = 0.3
 
 def text_of(result: types.CallToolResult) -> str:
     return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+def announcement(broker: str, interval_ms: int, tools: list[ToolSpec], *, inline: bool = True) -> bytes:
+    """What broker ``broker`` (id ``<broker>-id``) would announce with these tools."""
+    return encode_announcement(Catalog.build(broker, tools, 1 << 20), f"{broker}-id", interval_ms, inline=inline)
 
 
 def nats_of(daemon: Daemon) -> NatsFederation:
@@ -158,17 +163,15 @@ async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
         a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
         # A "broker" that announces a tool and is gone: nobody listens on its call subject.
-        ghost = Announcement(broker="ghost", broker_id="ghost-id", interval_ms=60_000,
-                             tools=[ToolSpec("Demo__run", "Runs", {"type": "object"})])
+        ghost = announcement("ghost", 60_000, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
         async with open_asyncio_thread("test-nats") as aio:
             nc = await aio.run(nats.connect(nodes[0].url))
             try:
                 await wait_until(a.core, lambda: nats_of(a).connected)
                 # And one that announces once, fast, then falls silent (a crashed daemon).
-                mute = Announcement(broker="mute", broker_id="mute-id", interval_ms=400,
-                                    tools=[ToolSpec("Demo__run", "Runs", {"type": "object"})])
-                await aio.run(nc.publish("toolbridge.tools.ghost", msgspec.json.encode(ghost)))
-                await aio.run(nc.publish("toolbridge.tools.mute", msgspec.json.encode(mute)))
+                mute = announcement("mute", 400, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
+                await aio.run(nc.publish("toolbridge.tools.ghost", ghost))
+                await aio.run(nc.publish("toolbridge.tools.mute", mute))
                 await aio.run(nc.flush())
                 await wait_until(a.core, lambda: "ghost__Demo__run" in tool_names(a.core))
                 await wait_until(a.core, lambda: "mute__Demo__run" in tool_names(a.core))

@@ -31,6 +31,7 @@ from . import (
     daemon_control,
     doctor_command,
     logs_command,
+    nats_command,
     open_command,
     stdio_relay,
 )
@@ -139,6 +140,7 @@ COMMANDS: tuple[Callable[[SubParsers], None], ...] = (
     agent_config.add_parser,  # agent-config
     open_command.add_parser,  # open (the status page)
     conformance_command.add_parser,  # conformance app
+    nats_command.add_parser,  # nats-permissions
 )
 
 

@@ -25,6 +25,10 @@ HELP: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
               "tokens with limited scopes.",
               ("toolbridge token --issue ci-agent --scope agent",)),
     "codegen": ("", ("toolbridge codegen --lang python --app Notes -o notes_tools.py",)),
+    "nats-permissions": ("Print the NATS permissions to give the user of broker NAME (serve --nats --broker-name "
+                         "NAME): its own subjects only, so it cannot pose as another broker (SECURITY.md). As a "
+                         "nats-server users entry and nsc flags, or JSON.",
+                         ("toolbridge nats-permissions desk-anna",)),
     "logs": ("", ("toolbridge logs --errors --since 1h",)),
     "status": ("Whether the daemon of this home runs, and what it serves: its ports and MCP URL, the "
                "connected apps, the agents' sessions, calls in flight. Exit status 4 if it is not running.",

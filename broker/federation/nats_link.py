@@ -8,21 +8,29 @@ the daemon's nursery. The NATS client (nats-py, asyncio) runs on its own thread 
 memory channels (full: a call is answered ``busy`` at once, an announcement dropped — the next
 one repeats it), and trio runs NATS operations on the other loop without blocking its own.
 
-Subjects (``NAME`` and tool names are ``[A-Za-z0-9_-]``, so each is one subject token):
+Subjects (``NAME`` and tool names are ``[A-Za-z0-9_-]``, so each is one subject token; the
+contract is protocol.md §14):
 
 * ``toolbridge.call.<NAME>.<tool>`` — a call of this broker's tool ``<tool>`` (its agent-facing
   name here, ``WatchTower__ClickElement``), a request whose reply is a JSON ``ToolResult``.
-  It is the endpoint of a NATS service (``nats.micro``: ``$SRV.PING/INFO/STATS.toolbridge``
-  list every broker, with its name and id as metadata). Headers: ``Toolbridge-Timeout-Ms``
-  (the caller's remaining budget; this hop takes :func:`~broker.federation.uplink.hop_budget`
-  of it), ``Toolbridge-Call-Id`` and ``Toolbridge-From``.
-  A caller that wants progress names an inbox it listens on in ``Toolbridge-Progress``; the
-  owner publishes each report there as ``[progress, total, message]`` before its reply.
+  Headers: ``Toolbridge-Timeout-Ms`` (the caller's remaining budget; this hop takes
+  :func:`~broker.federation.uplink.hop_budget` of it), ``Toolbridge-Call-Id`` (unguessable)
+  and ``Toolbridge-From``. A caller that wants progress names an inbox it listens on in
+  ``Toolbridge-Progress``; the owner publishes each report there as
+  ``[progress, total, message]`` before its reply.
 * ``toolbridge.cancel.<NAME>`` — the caller gave up on the call named by ``Toolbridge-Call-Id``.
-* ``toolbridge.tools.<NAME>`` — an :class:`Announcement`: the broker's own tools (never the
-  ones it learned over NATS, so nothing goes round), sent when they change and every
-  ``nats_announce_interval`` seconds; ``toolbridge.hello`` asks every broker to announce now
-  (sent on each (re)connect), ``toolbridge.bye.<NAME>`` says a broker leaves.
+* ``toolbridge.tools.<NAME>`` — an :class:`Announcement`: the broker is alive and the digest
+  of its own tools (never the ones it learned over NATS, so nothing goes round), sent when they
+  change and every ``nats_announce_interval`` seconds; the tools themselves travel inline when
+  they changed and are small (:data:`INLINE_BYTES`), else a broker that lacks them fetches them
+  page by page from ``toolbridge.list.<NAME>`` (``nats_catalog``: any size, each page within
+  the server's ``max_payload``). The broker's name is the subject's last token: an
+  announcement naming another broker inside is dropped (NATS permissions guard subjects).
+  ``toolbridge.hello`` asks every broker to announce now (sent on each (re)connect),
+  ``toolbridge.bye.<NAME>`` says a broker leaves.
+* The NATS service ``toolbridge`` (``nats_service``): ``$SRV.PING/INFO/STATS`` list every
+  broker, each of its tools as an endpoint (with its schemas as metadata) and their call counts.
+* Replies and progress reach this broker under the inbox prefix ``_INBOX.<NAME>``.
 
 **Other brokers' tools.** Each other broker is registered here as one app instance named after
 the broker, whose link is a :class:`RemotePort`; its tools get the names ``<NAME>__<tool>``
@@ -43,10 +51,11 @@ the kind of the owner's own failure, ``at broker 'NAME': ...``).
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
+import secrets
 import ssl
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -64,6 +73,7 @@ from ..core.passthrough import plain
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_bridge import AsyncioThread, open_asyncio_thread
+from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, call_subject, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name, hop_budget
 
 if TYPE_CHECKING:
@@ -74,7 +84,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("toolbridge.nats")
 
-PREFIX: Final = "toolbridge"
 HELLO_SUBJECT: Final = f"{PREFIX}.hello"
 H_TIMEOUT: Final = "Toolbridge-Timeout-Ms"
 H_CALL: Final = "Toolbridge-Call-Id"
@@ -98,6 +107,15 @@ COALESCE_SECONDS: Final = 0.05
 REPLY_MARGIN: Final = 1.0
 #: Retry a failed first connection after this long.
 CONNECT_RETRY: Final = 2.0
+#: A changed tool list up to this size travels inline in the announcement (bigger: fetched by pages).
+INLINE_BYTES: Final = 256 * 1024
+#: Tool lists fetched from other brokers at once.
+FETCHES: Final = 8
+#: One page of a tool list must arrive within this long.
+FETCH_TIMEOUT: Final = 10.0
+#: A tool list of more pages than this is refused (a page holds at least one whole tool, and a
+#: broker counts as one app here, whose tools ``max_tools_per_app`` bounds anyway).
+MAX_PAGES: Final = 4096
 
 _port_ids = itertools.count(-1, -1)  # negative: never a daemon connection's id
 _result_decoder = msgspec.json.Decoder(ToolResult)
@@ -106,16 +124,54 @@ _encode = msgspec.json.Encoder().encode
 _progress_decoder = msgspec.json.Decoder(tuple[float, float | None, str | None])
 
 
-class Announcement(msgspec.Struct, forbid_unknown_fields=False):
-    """``toolbridge.tools.<NAME>``: a broker's own tools."""
+class Announcement(msgspec.Struct, forbid_unknown_fields=False, omit_defaults=True):
+    """``toolbridge.tools.<NAME>``: a broker is alive, and which tools it has (protocol.md §14).
+
+    ``digest``/``count`` name the broker's tool list; ``tools`` carries it inline (each tool
+    as its owner encoded it) only when it changed and fits :data:`INLINE_BYTES`; otherwise a
+    broker that does not have that digest fetches the list from ``toolbridge.list.<NAME>``.
+    """
 
     broker: str
     broker_id: str
-    tools: list[ToolSpec]
+    digest: str
+    count: int
     interval_ms: int = 5000
+    tools: list[msgspec.Raw] | None = None
 
 
 _announcement_decoder = msgspec.json.Decoder(Announcement)
+
+
+def encode_announcement(catalog: Catalog, broker_id: str, interval_ms: int, *, inline: bool) -> bytes:
+    """The announcement of ``catalog``, with its tools inline if asked and small enough."""
+    tools = [msgspec.Raw(raw) for raw in catalog.raws] if inline and catalog.size <= INLINE_BYTES else None
+    return _encode(Announcement(catalog.broker, broker_id, catalog.digest, len(catalog.raws), interval_ms, tools))
+
+
+def inbox_prefix(name: str) -> str:
+    """Where broker ``name`` gets its replies and progress: ``_INBOX.<NAME>``."""
+    return f"_INBOX.{name}"
+
+
+def broker_permissions(name: str) -> dict[str, dict[str, list[str]]]:
+    """The NATS permissions broker ``name`` needs, and no more (README, SECURITY.md): it may
+    publish only its own announcements and goodbye, and receive only its own calls, list
+    requests, cancels and inbox, so another user of the account cannot speak for it, take its
+    calls or read its replies. Same shape in a ``nats-server`` users block and a user JWT."""
+    return {
+        "publish": {"allow": [
+            f"{PREFIX}.tools.{name}", f"{PREFIX}.bye.{name}", HELLO_SUBJECT,
+            f"{PREFIX}.call.*.>", f"{PREFIX}.cancel.*", f"{PREFIX}.list.*",
+            "_INBOX.>",  # replies and progress to callers (inbox names are unguessable)
+        ]},
+        "subscribe": {"allow": [
+            f"{PREFIX}.call.{name}.>", f"{PREFIX}.cancel.{name}", f"{PREFIX}.list.{name}",
+            f"{PREFIX}.tools.*", f"{PREFIX}.bye.*", HELLO_SUBJECT,
+            f"{inbox_prefix(name)}.>",
+            "$SRV.*", f"$SRV.*.{PREFIX}", f"$SRV.*.{PREFIX}.*",  # the services API
+        ]},
+    }
 
 
 def check_broker_name(name: str) -> str:
@@ -133,10 +189,6 @@ def redacted(url: str) -> str:
         return url
     host = parts.hostname or ""
     return parts._replace(netloc=f"***@{host}{f':{parts.port}' if parts.port else ''}").geturl()
-
-
-def call_subject(broker: str, tool: str) -> str:
-    return f"{PREFIX}.call.{broker}.{tool}"
 
 
 @attrs.frozen
@@ -215,7 +267,10 @@ class Remote:
     broker_id: str
     port: RemotePort
     instance: Instance | None = None
+    #: The digest of the tool list registered here, and of the newest one announced.
     digest: str = ""
+    wanted: str = ""
+    fetching: bool = False
     last_heard: float = 0.0
     interval: float = 5.0
 
@@ -245,6 +300,8 @@ class NatsFederation:
         self._outgoing: dict[tuple[int, int], tuple[trio.CancelScope, str, str]] = {}
         self._incoming: dict[str, trio.CancelScope] = {}
         self._announce_now = trio.Event()
+        self._catalog = Catalog.build(self.name, [], 1 << 20)
+        self._fetches = trio.CapacityLimiter(FETCHES)
         self._serving = trio.Semaphore(MAX_SERVING)
         self._calls_in, self._calls_out = trio.open_memory_channel[Any](CALL_QUEUE)
         self._control_in, self._control_out = trio.open_memory_channel[tuple[str, Any]](CONTROL_QUEUE)
@@ -303,6 +360,9 @@ class NatsFederation:
             "servers": [self.options.url], "name": f"toolbridge {self.name}", "allow_reconnect": True,
             "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "connect_timeout": 2,
             "disconnected_cb": disconnected, "reconnected_cb": reconnected, "error_cb": error,
+            # Replies and progress for this broker arrive under its own inbox prefix, so a NATS
+            # permission can keep every other user from subscribing to them (SECURITY.md).
+            "inbox_prefix": inbox_prefix(self.name),
         }
         if self.options.credentials:
             options["user_credentials"] = self.options.credentials
@@ -324,10 +384,11 @@ class NatsFederation:
             await trio.sleep(CONNECT_RETRY)
 
     async def _subscribe(self) -> None:
-        from nats import micro
+        from .nats_service import start_tool_service
 
         aio, nc = self._aio, self._nc
         assert aio is not None
+        self._catalog = Catalog.build(self.name, self._own_tools(), self._budget(), self._catalog)
 
         async def on_call(request: Any) -> None:
             if not aio.to_trio(lambda: self._offer_call(request)):
@@ -339,12 +400,8 @@ class NatsFederation:
             return callback
 
         async def subscribe() -> Any:
-            service = await micro.add_service(
-                nc, name=PREFIX, version="1.0.0", description=f"toolbridge broker {self.name}",
-                metadata={"broker": self.name, "broker_id": self.federation.broker_id},
-            )
-            await service.add_endpoint(name="call", subject=f"{PREFIX}.call.{self.name}.>", handler=on_call,
-                                       metadata={"tools": f"{PREFIX}.tools.{self.name}"})
+            service = await start_tool_service(nc, name=self.name, broker_id=self.federation.broker_id,
+                                               catalog=lambda: self._catalog, on_call=on_call)
             await nc.subscribe(f"{PREFIX}.tools.*", cb=forward("announce"))
             await nc.subscribe(f"{PREFIX}.bye.*", cb=forward("bye"))
             await nc.subscribe(HELLO_SUBJECT, cb=forward("hello"))
@@ -353,6 +410,10 @@ class NatsFederation:
             return service
 
         self._service = await aio.run(subscribe())
+
+    def _budget(self) -> int:
+        """The most a NATS message may carry here (the server's ``max_payload``)."""
+        return int(getattr(self._nc, "max_payload", 0) or 1 << 20)
 
     async def _leave(self) -> None:
         for name in list(self.remotes):
@@ -407,7 +468,7 @@ class NatsFederation:
     async def _serve_control(self) -> None:
         async for kind, msg in self._control_out:
             if kind == "announce":
-                await self._on_announce(msg.data)
+                await self._on_announce(msg.subject, msg.data)
             elif kind == "bye":
                 self._drop_remote(msg.subject.rsplit(".", 1)[-1], "it left the NATS cluster")
             elif kind == "hello":
@@ -447,10 +508,13 @@ class NatsFederation:
 
         A change of the registry that leaves this broker's own tools as they were (another
         broker's tools arriving, which every broker sees) sends nothing: otherwise each broker
-        joining would make every other one announce again.
+        joining would make every other one announce again. The tools travel inline only in the
+        first announcement and when they changed (and are small enough); repeats and answers to
+        ``hello`` carry the digest, and a broker without that list fetches it.
         """
-        seen = self.registry.version
-        last = b""
+        seen = -1
+        inline = True
+        interval_ms = int(self.options.announce_interval * 1000)
         self._announce_now.set()
         while True:
             changed_only = False
@@ -472,40 +536,126 @@ class NatsFederation:
             if self._announce_now.is_set():
                 changed_only = False
                 self._announce_now = trio.Event()
-            seen = self.registry.version
-            encoded = _encode(Announcement(broker=self.name, broker_id=self.federation.broker_id,
-                                           tools=self._own_tools(),
-                                           interval_ms=int(self.options.announce_interval * 1000)))
-            if changed_only and encoded == last:
-                continue
-            last = encoded
-            await self._publish(f"{PREFIX}.tools.{self.name}", encoded)
+            if self.registry.version != seen:
+                seen = self.registry.version
+                catalog = Catalog.build(self.name, self._own_tools(), self._budget(), self._catalog)
+                if catalog.oversized:
+                    log.warning("nats_tools_too_big", tools=len(catalog.oversized), budget=self._budget(),
+                                hint="a tool whose schema alone exceeds the NATS server's max_payload is not "
+                                     "offered to other brokers")
+                if catalog.digest != self._catalog.digest:
+                    self._catalog = catalog
+                    inline = True
+                elif changed_only:
+                    continue  # others' tools changed, not ours
+            fits = self._catalog.size + ENVELOPE_BYTES <= self._budget()  # a server with a small max_payload
+            await self._publish(f"{PREFIX}.tools.{self.name}", encode_announcement(
+                self._catalog, self.federation.broker_id, interval_ms, inline=inline and fits))
+            inline = False
 
-    async def _on_announce(self, data: bytes) -> None:
+    async def _on_announce(self, subject: str, data: bytes) -> None:
+        name = subject.rsplit(".", 1)[-1]
         try:
             announcement = _announcement_decoder.decode(data)
-            check_broker_name(announcement.broker)
+            check_broker_name(name)
         except (msgspec.DecodeError, ConfigError) as exc:
             log.warning("nats_bad_announcement", error=str(exc)[:200])
             return
-        if announcement.broker == self.name:
+        if announcement.broker != name:
+            # The subject is what NATS permissions guard (SECURITY.md): a broker allowed to
+            # publish only on its own subject must not speak for another by naming it inside.
+            log.warning("nats_bad_announcement", broker=name, claimed=announcement.broker[:64],
+                        error="the broker named in the announcement is not the one of its subject")
+            return
+        if name == self.name:
             if announcement.broker_id != self.federation.broker_id:
                 log.warning("nats_name_taken", name=self.name, other=announcement.broker_id,
                             hint="two brokers share this broker_name: give each its own")
             return
-        digest = hashlib.sha256(data.split(b'"tools"', 1)[-1]).hexdigest()
-        remote = self.remotes.get(announcement.broker)
+        remote = self.remotes.get(name)
         if remote is None:
-            remote = Remote(announcement.broker, announcement.broker_id, RemotePort(self, announcement.broker))
-            self.remotes[remote.name] = remote
+            remote = Remote(name, announcement.broker_id, RemotePort(self, name))
+            self.remotes[name] = remote
         remote.last_heard = trio.current_time()
         remote.interval = max(announcement.interval_ms / 1000, 0.05)
-        if remote.digest == digest:
+        remote.broker_id = announcement.broker_id
+        remote.wanted = announcement.digest
+        if remote.digest == announcement.digest:
             return
-        await self._register(remote, announcement, digest)
+        if announcement.tools is not None and digest_of(announcement.tools) == announcement.digest:
+            try:
+                tools = decode_tools(announcement.tools)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("nats_bad_announcement", broker=name, error=str(exc)[:200])
+                return
+            await self._register(remote, tools, announcement.digest)
+        elif not remote.fetching:
+            remote.fetching = True
+            assert self._nursery is not None
+            self._nursery.start_soon(self._fetch_tools, remote)
 
-    async def _register(self, remote: Remote, announcement: Announcement, digest: str) -> None:
-        tools = announcement.tools
+    async def _fetch_tools(self, remote: Remote) -> None:
+        """Fetch ``remote``'s tool list by pages until the one it announced last is registered."""
+        try:
+            async with self._fetches:
+                for _ in range(3):  # the list may change while it is fetched: try again, a few times
+                    if self.remotes.get(remote.name) is not remote or remote.digest == remote.wanted:
+                        return
+                    fetched = await self._fetch_pages(remote)
+                    if fetched is None:
+                        return
+                    digest, tools = fetched
+                    await self._register(remote, tools, digest)
+        finally:
+            remote.fetching = False
+
+    async def _fetch_pages(self, remote: Remote) -> tuple[str, list[ToolSpec]] | None:
+        import nats.errors
+
+        aio = self._aio
+        assert aio is not None
+        raws: list[msgspec.Raw] = []
+        digest = ""
+        number = pages = restarts = 0
+        while True:
+            try:
+                reply = await aio.run(self._nc.request(list_subject(remote.name), _encode({"page": number}),
+                                                       timeout=FETCH_TIMEOUT))
+                page = page_decoder.decode(reply.data)
+            except nats.errors.NoRespondersError:
+                self._drop_remote(remote.name, "no responders for its tool list")
+                return None
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                log.warning("nats_bad_tool_page", broker=remote.name, error=str(exc)[:200])
+                return None
+            except Exception as exc:  # timeout, connection lost: the next announcement tries again
+                log.warning("nats_tool_list_failed", broker=remote.name, error=type(exc).__name__)
+                return None
+            if number == 0:
+                digest, pages = page.digest, page.pages
+                if not 0 < pages <= MAX_PAGES:
+                    log.warning("nats_bad_tool_page", broker=remote.name, error=f"{pages} pages")
+                    return None
+            elif page.digest != digest:  # the list changed meanwhile: start over (a few times)
+                restarts += 1
+                if restarts > 3:
+                    return None  # the next announcement tries again
+                raws, number, digest, pages = [], 0, "", 0
+                continue
+            raws.extend(page.tools)
+            number += 1
+            if number >= pages:
+                break
+        if digest_of(raws) != digest:
+            log.warning("nats_bad_tool_page", broker=remote.name, error="the pages do not add up to their digest")
+            return None
+        try:
+            return digest, decode_tools(raws)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.warning("nats_bad_tool_page", broker=remote.name, error=str(exc)[:200])
+            return None
+
+    async def _register(self, remote: Remote, tools: list[ToolSpec], digest: str) -> None:
         if not tools:  # a broker without apps: nothing to list (it stays known, for its liveness)
             if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
                 self.registry.expire(remote.instance)
@@ -516,16 +666,20 @@ class NatsFederation:
             instance, _ = self.registry.register(
                 remote.port, app_name=remote.name, instance_id=f"nats:{remote.name}", tools=tools,
                 max_concurrency=REMOTE_CONCURRENCY, compiled=compiled,
-                app_version=f"toolbridge broker {announcement.broker_id} over NATS",
+                app_version=f"toolbridge broker {remote.broker_id} over NATS",
             )
         except RegistrationError as exc:
             log.warning("nats_broker_refused", broker=remote.name, code=exc.code, error=exc.message)
+            # Not asked again until its list changes; its old tools leave (they are not its list any more).
+            if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
+                self.registry.expire(remote.instance)
+            remote.instance, remote.digest = None, digest
             return
         if self.remotes.get(remote.name) is not remote:  # dropped while compiling
             self.registry.unlink(instance, remote.port)
             self.registry.expire(instance)
             return
-        remote.instance, remote.digest, remote.broker_id = instance, digest, announcement.broker_id
+        remote.instance, remote.digest = instance, digest
         wake_link_waiters(instance)
         log.info("nats_broker_tools", broker=remote.name, tools=len(tools), label=instance.label)
 
@@ -577,7 +731,8 @@ class NatsFederation:
         import nats.errors
 
         cid = invocation.correlation_id
-        call_id = f"{self.federation.broker_id}-{cid}"
+        # Unguessable: a cancel names the call, and any broker may publish on toolbridge.cancel.*
+        call_id = f"{self.federation.broker_id}-{cid}-{secrets.token_hex(8)}"
         headers = {H_CALL: call_id, H_FROM: self.name}
         budget = self._default_timeout if invocation.timeout_ms is None else invocation.timeout_ms / 1000
         if invocation.timeout_ms is not None:
@@ -662,8 +817,16 @@ class NatsFederation:
             self._nursery.start_soon(self._serve_call, request)
 
     async def _serve_call(self, request: Any) -> None:
+        started = time.perf_counter_ns()
         try:
             result = await self._run_call(request)
+            stat = self._catalog.stats.get(request.subject.rsplit(".", 1)[-1])
+            if stat is not None:  # for $SRV.STATS
+                stat.num_requests += 1
+                stat.processing_time += time.perf_counter_ns() - started
+                if result is not None and not result.success:
+                    stat.num_errors += 1
+                    stat.last_error = result.error_kind or "error"
             if result is not None:
                 assert self._aio is not None
                 await self._aio.run(request.respond(_encode(result)))
