@@ -79,7 +79,7 @@ from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
-from ..core.resources import ResourceDirectory, ResourceError, agent_uri, prompt_name
+from ..core.resources import RESOURCE_NOT_FOUND, ResourceDirectory, ResourceError, agent_uri, prompt_name
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -847,14 +847,16 @@ class Session:
             outcome = CallOutcome(OutcomeKind.OK)
         except ResourceError as exc:
             outcome = CallOutcome(exc.kind, exc.message)
-            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
+            # 2026-07-28 (SEP-2164) answers an unknown resource with -32602; older eras, -32002.
+            code = INVALID_PARAMS if context.modern and exc.code == RESOURCE_NOT_FOUND else exc.code
+            raise RpcError(code, exc.message, {"uri": uri[:2048]}) from None
         finally:
             self._audit_request("resource_read", {"uri": logged[:2048]}, label, context, outcome, started)
         if isinstance(self.resources, ScopedResources):  # the app's own URIs, as it listed them
             contents = self.resources.own_contents(label, contents)
         result: dict[str, Any] = {"contents": contents}
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=False))
+        if context.modern:  # 2026-07-28 requires caching hints here too (SEP-2549): never cache
+            result.update(self.server._modern_fields(ttl=True))
         return result
 
     def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
