@@ -13,7 +13,8 @@ answers heartbeats, runs calls and reconnects with backoff when the daemon goes 
 Handlers return plain JSON-able values, content built with :func:`text` / :func:`image` /
 :class:`Content`, or a :class:`ToolResult`; raise :class:`ToolError` to fail with a message
 for the agent. A parameter annotated :class:`ToolContext` receives the call's context
-(progress, deadline, cancellation).
+(progress, deadline, cancellation, ``ctx.log``). Apps may also offer resources, prompts and
+argument completions, and send log messages to agents (``app.log``, :class:`AgentLogHandler`).
 
 Example::
 
@@ -36,6 +37,7 @@ home-file helpers (``discovery``, ``transport``, ``tls``).
 from __future__ import annotations
 
 from .app import App, ConnectionState, Connector, connect_tcp
+from .applog import AgentLogHandler
 from .backoff import Backoff
 from .context import ToolContext
 from .discovery import DaemonAddress, RuntimeInfo, default_home, find_daemon
@@ -61,6 +63,7 @@ from .transport import connect_daemon
 from .protocol import ToolResult
 
 __all__ = [
+    "AgentLogHandler",
     "App",
     "AppThread",
     "Backoff",

@@ -4,6 +4,10 @@ Theory of operation
 -------------------
 An :class:`App` holds the tool table (filled by ``@app.tool`` before it runs and by
 :meth:`App.add_tool` / :meth:`App.remove_tool` while it runs) and the connection loop.
+Protocol v2 (protocol.md sections 11 and 12): ``@app.resource``, ``@app.resource_template`` and
+``@app.prompt`` (with ``complete=`` for argument completions) fill their own tables, and
+:meth:`App.log` sends log messages to agents; an app that uses any of them registers version 2
+(a tools-only app that logs says so with ``App(..., logs=True)``).
 Programs that relay tools rather than implement them (a broker uplinking into another)
 replace the whole table with wire specs and one handler: :meth:`App.set_tool_specs`.
 
@@ -66,8 +70,16 @@ from .errors import (
     ToolUpdateRejected,
 )
 from .invoke import GuiExecutor
+from .applog import log_message
 from .protocol import PROTOCOL_VERSION, SetResources
-from .resources import PromptDefinition, ResourceDefinition, define_prompt, define_resource, define_template
+from .resources import (
+    CompleterSpec,
+    PromptDefinition,
+    ResourceDefinition,
+    define_prompt,
+    define_resource,
+    define_template,
+)
 from .session import Session
 from .state import ConnectionState
 from .threaded import AppThread
@@ -151,6 +163,8 @@ class App:
         goodbye: send ``goodbye`` when the app stops, so the broker releases its names at once
             (the default). ``False`` keeps them for the reconnect grace period: for a program
             with a stable ``instance_id`` that restarts at once (a broker's uplink).
+        logs: the app sends log messages to agents (:meth:`log`, ``ctx.log``): it then speaks
+            protocol version 2 even when it offers only tools (section 12 of protocol.md).
     """
 
     def __init__(
@@ -173,6 +187,7 @@ class App:
         prepare_register: Callable[[Register], Register] | None = None,
         check_registered: Callable[[Registered], None] | None = None,
         goodbye: bool = True,
+        logs: bool = False,
     ) -> None:
         if (
             not isinstance(name, str)
@@ -205,6 +220,7 @@ class App:
         self._prepare_register = prepare_register
         self._check_registered = check_registered
         self._goodbye = goodbye
+        self._logs = logs
         #: Set by set_tool_specs: also handles invoked names not (or no longer) in the table.
         self._catch_all: RemoteHandler | None = None
         self._backoff = backoff or Backoff()
@@ -347,16 +363,20 @@ class App:
 
     def resource_template(self, uri_template: str, *, name: str | None = None, title: str | None = None,
                           description: str | None = None, mime_type: str | None = None,
-                          annotations: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+                          annotations: Mapping[str, Any] | None = None,
+                          complete: Mapping[str, CompleterSpec] | None = None) -> Callable[[F], F]:
         """Declare a family of resources, as ``@app.resource_template("file:///docs/{name}")``.
 
         RFC 6570 level 1 (``{var}``); the handler takes the variables as keyword arguments.
+        ``complete`` maps a variable to its completion: a list of strings (those starting with
+        what the user typed are offered) or a function ``fn(value)`` / ``fn(value, arguments)``
+        returning suggestions (see :mod:`app_client.resources`).
         """
 
         def declare(function: F) -> F:
             self._add_resource(define_template(function, uri_template, name=name, title=title,
                                                description=description, mime_type=mime_type,
-                                               annotations=annotations))
+                                               annotations=annotations, complete=complete))
             return function
 
         return declare
@@ -369,19 +389,22 @@ class App:
         self._resources[definition.key] = definition
 
     def prompt(self, fn: F | None = None, /, *, name: str | None = None, title: str | None = None,
-               description: str | None = None) -> Any:
+               description: str | None = None, complete: Mapping[str, CompleterSpec] | None = None) -> Any:
         """Declare a prompt, as ``@app.prompt`` or ``@app.prompt(name=..., ...)``.
 
         The function's parameters are the prompt's arguments (strings; required without a
         default); it returns ``str`` (one user message), a list of messages (``str`` or
         ``{"role", "content"}`` dicts with text, image or embedded resource content), or
         ``{"messages": [...], "description": ...}``. Agents see it as ``<label>__<name>``.
+        ``complete`` maps an argument to its completion (as for :meth:`resource_template`):
+        ``@app.prompt(complete={"language": ["python", "rust"]})``.
         """
 
         def declare(function: F) -> F:
             if self._running:
                 raise RuntimeError(f"{self.name} is running: declare prompts before run()")
-            definition = define_prompt(function, name=name, title=title, description=description)
+            definition = define_prompt(function, name=name, title=title, description=description,
+                                       complete=complete)
             if definition.spec.name in self._prompts:
                 raise ValueError(f"{self.name} already has a prompt named {definition.spec.name!r}")
             self._prompts[definition.spec.name] = definition
@@ -423,6 +446,22 @@ class App:
         """
         if self._session is not None:
             self._session.resource_updated_nowait(uri)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a log message to the agents that asked for ``level`` or a less severe one.
+
+        ``level`` is one of MCP's: ``debug``, ``info``, ``notice``, ``warning``, ``error``,
+        ``critical``, ``alert``, ``emergency`` (ValueError otherwise); ``data`` any JSON-able
+        value (a string, a dict, ...; at most 64 KiB as JSON, longer is cut); ``logger`` names
+        the part of the app it comes from (agents see ``<label>.<logger>``). Callable from any
+        thread; never blocks; dropped while not connected or over the rate (protocol.md section
+        12). Needs ``App(..., logs=True)`` in an app that offers only tools. Inside a tool, use
+        ``ctx.log`` to reach only the agent that made the call. Never put secrets in it.
+        """
+        message = log_message(level, data, logger)
+        session = self._session
+        if session is not None:
+            session.log_threadsafe(message)
 
     def _check_new(self, definition: ToolDefinition) -> None:
         if definition.name in self._tools:
@@ -599,9 +638,12 @@ class App:
             instance_id=self.instance_id,
             max_concurrency=self.max_concurrency,
             app_version=self.app_version,
-            # Version 2 only when it is needed (resources): a tools-only app stays a v1 app, as
-            # the conformance kit's vectors (protocol.md section 10) describe it.
-            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts else 1,
+            # Version 2 only when it is needed (resources, prompts, log messages): a tools-only
+            # app stays a v1 app, as the conformance kit's vectors (protocol.md section 10)
+            # describe it.
+            protocol_version=PROTOCOL_VERSION if self._resources or self._prompts or self._logs else 1,
+            completions=any(d.completers for d in self._resources.values())
+            or any(d.completers for d in self._prompts.values()),
             resources=[d.spec for d in self._resources.values() if d.spec is not None],
             resource_templates=[d.template for d in self._resources.values() if d.template is not None],
             prompts=[d.spec for d in self._prompts.values()],

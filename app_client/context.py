@@ -21,6 +21,10 @@ Progress goes out through one of two sinks the connection supplies:
 Both do nothing once the call is finished or cancelled, and neither raises when the
 connection has gone away.
 
+Log messages (protocol v2, section 12): :meth:`ToolContext.log` sends one tied to this call, from
+any thread, never blocking: only the agent request that made the call receives it (at the level
+it asked for), and nothing is sent once the call is over.
+
 Cancellation: :attr:`ToolContext.cancelled` turns true when the call ends without the
 handler's result being used — a ``toolCancel`` from the broker, the call's deadline, the
 connection being lost, or the app stopping. Async handlers are cancelled through trio at the
@@ -36,7 +40,8 @@ from typing import Any
 
 import trio
 
-from .protocol import ToolProgress
+from .applog import log_message
+from .protocol import LogMessage, ToolProgress
 
 __all__ = ["ToolContext"]
 
@@ -49,6 +54,10 @@ async def _discard_async(_: ToolProgress) -> None:
 
 
 def _discard(_: ToolProgress) -> None:
+    return None
+
+
+def _discard_log(_: LogMessage) -> None:
     return None
 
 
@@ -102,6 +111,7 @@ class ToolContext:
         progress_requested: bool = False,
         send_progress: AsyncProgressSink = _discard_async,
         send_progress_threadsafe: SyncProgressSink = _discard,
+        send_log: Callable[[LogMessage], None] = _discard_log,
     ) -> None:
         self.correlation_id = correlation_id
         self.tool = tool
@@ -110,6 +120,7 @@ class ToolContext:
         self.progress_requested = progress_requested
         self._send_progress = send_progress
         self._send_progress_threadsafe = send_progress_threadsafe
+        self._send_log = send_log
         self._cancelled = False
         self._finished = False
         #: Set (in whichever thread) when the handler begins to run.
@@ -169,6 +180,18 @@ class ToolContext:
         """
         if self.active:
             self._send_progress_threadsafe(self._progress(progress, total, message))
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Send a log message about this call to the agent that made it (if it asked for ``level``).
+
+        As :meth:`App.log <app_client.App.log>` (same levels, bounds and rate; ValueError for an
+        unknown level), but only the requesting agent hears it: in the 2026-07-28 protocol an
+        agent receives log messages only this way. Callable from any thread; never blocks; does
+        nothing once the call is finished or cancelled.
+        """
+        message = log_message(level, data, logger, self.correlation_id)
+        if self.active:
+            self._send_log(message)
 
     def time_remaining(self) -> float:
         """Seconds until the deadline (``math.inf`` if none); call from the trio thread only."""

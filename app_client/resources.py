@@ -20,6 +20,14 @@ first template (in declaration order) whose RFC 6570 level-1 pattern matches it.
 arguments (strings; required when they have no default). :func:`render` runs it: a ``str``
 becomes one user text message; a list holds messages (``str`` or MCP message dicts
 ``{"role", "content"}``); a dict with ``messages`` (and ``description``) is the whole answer.
+
+Completions (protocol v2, section 12): ``complete=`` on ``@app.prompt`` (keyed by argument) and
+``@app.resource_template`` (keyed by variable) gives a :class:`Completer` for each: a list of
+strings (offered when they start with what the user typed, ignoring case), or a function of
+the typed value — and, if it takes a second parameter, the arguments already chosen — that
+returns the suggestions (an iterable of strings, or ``{"values", "total"?, "hasMore"?}``),
+sync (run in a worker thread) or async. :func:`complete` runs one; at most 100 values go back
+(``total`` and ``hasMore`` say how many there were).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ import base64
 import inspect
 import re
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -36,10 +44,55 @@ import trio
 
 from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec
 
-__all__ = ["PromptDefinition", "ResourceDefinition", "define_prompt", "define_resource", "define_template", "find",
-           "read", "render"]
+__all__ = ["Completer", "CompleterSpec", "PromptDefinition", "ResourceDefinition", "complete", "define_prompt",
+           "define_resource", "define_template", "find", "read", "render"]
 
 _EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_]+)\}")
+#: MCP's bound on the values of one completion answer.
+MAX_COMPLETION_VALUES: Final = 100
+#: What ``complete=`` maps a name to: fixed options, or a function (see the module docstring).
+CompleterSpec = Callable[..., Any] | Iterable[str]
+
+
+@attrs.frozen
+class Completer:
+    """One argument's (or variable's) completion function, as :func:`complete` runs it."""
+
+    fn: Callable[..., Any]
+    #: It takes the already chosen arguments as a second parameter.
+    with_arguments: bool = False
+
+    @classmethod
+    def of(cls, spec: CompleterSpec, name: str) -> Completer:
+        if isinstance(spec, str) or not (callable(spec) or isinstance(spec, Iterable)):
+            raise TypeError(f"complete[{name!r}] must be a list of strings or a function, not {type(spec).__name__}")
+        if not callable(spec):
+            options = list(spec)
+            if not all(isinstance(option, str) for option in options):
+                raise TypeError(f"complete[{name!r}]: the options must be strings")
+
+            def starting_with(value: str) -> list[str]:
+                typed = value.casefold()
+                return [option for option in options if option.casefold().startswith(typed)]
+
+            return cls(starting_with)
+        try:
+            parameters = [p for p in inspect.signature(spec).parameters.values()
+                          if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError):  # a builtin without a signature: give it the value only
+            parameters = []
+        return cls(spec, with_arguments=len(parameters) >= 2)
+
+
+def _completers(specs: Mapping[str, CompleterSpec] | None, names: Iterable[str], what: str) -> dict[str, Completer]:
+    if not specs:
+        return {}
+    known = list(names)
+    unknown = sorted(set(specs) - set(known))
+    if unknown:
+        raise ValueError(f"complete= names {', '.join(unknown)}, which {what} does not take (it takes: "
+                         f"{', '.join(known) or 'nothing'})")
+    return {name: Completer.of(spec, name) for name, spec in specs.items()}
 
 
 @attrs.frozen
@@ -50,6 +103,8 @@ class ResourceDefinition:
     spec: ResourceSpec | None = None
     template: ResourceTemplateSpec | None = None
     pattern: re.Pattern[str] | None = None
+    #: A template's completion functions by variable (protocol v2, section 12).
+    completers: Mapping[str, Completer] = attrs.field(factory=dict)
 
     @property
     def key(self) -> str:
@@ -83,7 +138,8 @@ def define_resource(fn: Callable[..., Any], uri: str, *, name: str | None = None
 
 def define_template(fn: Callable[..., Any], uri_template: str, *, name: str | None = None, title: str | None = None,
                     description: str | None = None, mime_type: str | None = None,
-                    annotations: Mapping[str, Any] | None = None) -> ResourceDefinition:
+                    annotations: Mapping[str, Any] | None = None,
+                    complete: Mapping[str, CompleterSpec] | None = None) -> ResourceDefinition:
     variables = _EXPRESSION.findall(uri_template)
     if not variables:
         raise ValueError(f"the template {uri_template!r} has no {{variable}}: declare it with @app.resource")
@@ -100,7 +156,8 @@ def define_template(fn: Callable[..., Any], uri_template: str, *, name: str | No
     spec = ResourceTemplateSpec(uri_template, _name_of(fn, name), title=title,
                                 description=_description_of(fn, description), mime_type=mime_type,
                                 annotations=dict(annotations) if annotations else None)
-    return ResourceDefinition(fn, template=spec, pattern=re.compile("".join(parts)))
+    return ResourceDefinition(fn, template=spec, pattern=re.compile("".join(parts)),
+                              completers=_completers(complete, variables, f"the template {uri_template!r}"))
 
 
 def find(definitions: Mapping[str, ResourceDefinition], uri: str) -> tuple[ResourceDefinition, dict[str, str]] | None:
@@ -149,10 +206,13 @@ class PromptDefinition:
 
     handler: Callable[..., Any]
     spec: PromptSpec
+    #: Completion functions by argument (protocol v2, section 12).
+    completers: Mapping[str, Completer] = attrs.field(factory=dict)
 
 
 def define_prompt(fn: Callable[..., Any], *, name: str | None = None, title: str | None = None,
-                  description: str | None = None) -> PromptDefinition:
+                  description: str | None = None,
+                  complete: Mapping[str, CompleterSpec] | None = None) -> PromptDefinition:
     arguments = []
     for parameter in inspect.signature(fn).parameters.values():
         if parameter.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
@@ -160,7 +220,8 @@ def define_prompt(fn: Callable[..., Any], *, name: str | None = None, title: str
         arguments.append(PromptArgument(parameter.name, required=parameter.default is inspect.Parameter.empty))
     spec = PromptSpec(_name_of(fn, name), title=title, description=_description_of(fn, description),
                       arguments=arguments)
-    return PromptDefinition(fn, spec)
+    return PromptDefinition(fn, spec, _completers(complete, [arg.name for arg in arguments],
+                                                  f"the prompt {spec.name!r}"))
 
 
 async def render(definition: PromptDefinition, arguments: dict[str, str],
@@ -186,3 +247,31 @@ async def render(definition: PromptDefinition, arguments: dict[str, str],
             raise TypeError(f"a prompt handler returns str, a message dict {{role, content}}, a list of those, or "
                             f"{{'messages': [...]}}; got {type(item).__name__}")
     return messages, description
+
+
+async def complete(completer: Completer, value: str, arguments: dict[str, str],
+                   limiter: trio.CapacityLimiter) -> tuple[list[str], int | None, bool]:
+    """Run a completion function: ``(values, total, has_more)``, at most 100 values (raises
+    what the function raised, TypeError for an answer that is not strings)."""
+    fn = completer.fn
+    args: tuple[Any, ...] = (value, dict(arguments)) if completer.with_arguments else (value,)
+    if inspect.iscoroutinefunction(fn):
+        answer = await fn(*args)
+    else:
+        answer = await trio.to_thread.run_sync(lambda: fn(*args), limiter=limiter)
+    total: int | None = None
+    has_more = False
+    if isinstance(answer, Mapping):
+        given = answer.get("total")
+        total = given if isinstance(given, int) and not isinstance(given, bool) and given >= 0 else None
+        has_more = bool(answer.get("hasMore", False))
+        answer = answer.get("values", [])
+    if isinstance(answer, (str, bytes)) or not isinstance(answer, Iterable):
+        raise TypeError(f"a completion function returns a list of strings or {{'values': [...]}}; got "
+                        f"{type(answer).__name__}")
+    values = list(answer)
+    if not all(isinstance(item, str) for item in values):
+        raise TypeError("a completion function's values must be strings")
+    if total is None:
+        total = len(values)
+    return values[:MAX_COMPLETION_VALUES], total, has_more or len(values) > MAX_COMPLETION_VALUES

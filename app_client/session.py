@@ -20,6 +20,12 @@ runs a nursery that owns every task of the connection:
 * **call tasks**, one per invocation, run :func:`app_client.invoke.run_tool` inside a
   cancel scope that ``toolCancel`` cancels, then queue the ``toolResponse``.
 
+Protocol v2 requests (``resourceRead``, ``promptGet``, ``complete``) run as tasks like calls, each
+in a cancel scope a ``toolCancel`` cancels, and are answered once. Log messages (``log``,
+section 12: :meth:`Session.log_threadsafe`, from any thread) are queued without waiting, within
+the broker's rate (an :class:`~app_client.applog.LogBucket`; the excess is dropped and counted,
+with a warning in the app's own log at most once a minute, without the data).
+
 The protocol's rules are the sans-IO machine's (:class:`app_client.protocol.AppConnection`,
 ``conn.protocol``); this module does the I/O, the tasks and the timers around it.
 
@@ -59,7 +65,11 @@ from .connection import OUTBOX_SIZE, MessageStream
 from .context import ToolContext
 from .errors import InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
+from .applog import LogBucket
 from .protocol import (
+    Complete,
+    CompleteResponse,
+    LogMessage,
     PromptGet,
     PromptResponse,
     ResourceRead,
@@ -101,6 +111,8 @@ __all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
 HEARTBEAT_MISSES: Final = 3
 #: Seconds a clean close waits to hand ``goodbye`` to the stream.
 GOODBYE_TIMEOUT: Final = 1.0
+#: At most one "log messages dropped" warning per this many seconds.
+LOG_DROP_WARNING_INTERVAL: Final = 60.0
 
 _log = structlog.get_logger(__name__)
 
@@ -162,6 +174,10 @@ class Session:
         self._token = trio.lowlevel.current_trio_token()
         self._reason: str | None = None
         self._replaced = False
+        #: Log messages (section 12): the rate kept, and when a drop may be reported again.
+        self._log_bucket = LogBucket()
+        self._next_drop_warning = 0.0
+        self._log_version_warned = False
 
     @property
     def active_calls(self) -> int:
@@ -308,6 +324,11 @@ class Session:
             assert self._nursery is not None
             scope = self._reads[event.correlation_id] = trio.CancelScope()
             self._nursery.start_soon(self._run_prompt, event, scope, name=f"toolbridge prompt {event.correlation_id}")
+        elif isinstance(event, Complete):
+            assert self._nursery is not None
+            scope = self._reads[event.correlation_id] = trio.CancelScope()
+            self._nursery.start_soon(self._run_complete, event, scope,
+                                     name=f"toolbridge completion {event.correlation_id}")
         elif isinstance(event, ToolCancel) and event.correlation_id in self._reads:
             self._reads[event.correlation_id].cancel()
         elif isinstance(event, ToolCancel):
@@ -339,6 +360,7 @@ class Session:
             progress_requested=invocation.progress,
             send_progress=self._progress,
             send_progress_threadsafe=self._progress_threadsafe,
+            send_log=self.log_threadsafe,
         )
         call = _Call(ctx, trio.CancelScope())
         self._calls[cid] = call
@@ -428,8 +450,81 @@ class Session:
         await self._answer_request(
             cid, answer, lambda why: PromptResponse(cid, error=f"the prompt cannot be sent ({why})"))
 
-    async def _answer_request(self, cid: int, answer: ResourceResponse | PromptResponse | None,
-                              unsendable: Callable[[str], ResourceResponse | PromptResponse]) -> None:
+    async def _run_complete(self, request: Complete, scope: trio.CancelScope) -> None:
+        """Protocol v2 (section 12): run a ``complete``'s completion function and answer it."""
+        cid = request.correlation_id
+        answer: CompleteResponse | None = None
+        try:
+            with scope:
+                if request.timeout_ms is not None:
+                    scope.deadline = trio.current_time() + request.timeout_ms / 1000
+                completers = self._completers_of(request)
+                if completers is None:
+                    what = f"prompt {request.prompt!r}" if request.prompt is not None else \
+                        f"resource template {request.uri_template!r}"
+                    answer = CompleteResponse(cid, error=f"this app has no {what}")
+                elif request.argument not in completers:
+                    answer = CompleteResponse(cid)  # nothing to suggest for this one
+                else:
+                    try:
+                        values, total, has_more = await _resources.complete(
+                            completers[request.argument], request.value, request.arguments, self._limiter)
+                        answer = CompleteResponse(cid, values=values, total=total, has_more=has_more)
+                    except Exception as exc:  # the function's failure is the agent's message
+                        self._log.warning("completion failed", argument=request.argument, error=type(exc).__name__)
+                        answer = CompleteResponse(cid, error=str(exc) or type(exc).__name__)
+        finally:
+            del self._reads[cid]
+        await self._answer_request(
+            cid, answer, lambda why: CompleteResponse(cid, error=f"the suggestions cannot be sent ({why})"))
+
+    def _completers_of(self, request: Complete) -> Mapping[str, _resources.Completer] | None:
+        """The completion functions of the prompt or template a ``complete`` names (None: unknown)."""
+        if request.prompt is not None:
+            prompt = self._prompts.get(request.prompt)
+            return None if prompt is None else prompt.completers
+        definition = self._resources.get(request.uri_template or "")
+        return None if definition is None or definition.template is None else definition.completers
+
+    # --- log messages (protocol v2, section 12) -------------------------------------------
+
+    def log_threadsafe(self, message: LogMessage) -> None:
+        """Queue a ``log`` message from any thread; never blocks (see the module docstring)."""
+        if _in_run(self._token):
+            self._log_nowait(message)
+            return
+        try:
+            self._token.run_sync_soon(self._log_nowait, message)
+        except trio.RunFinishedError:
+            pass
+
+    def _log_nowait(self, message: LogMessage) -> None:
+        if self._conn.protocol.version < 2:
+            if not self._log_version_warned:
+                self._log_version_warned = True
+                self._log.warning("log messages are not sent: this connection speaks protocol 1; create the "
+                                  "App with logs=True (or offer a resource or prompt) to send them")
+            return
+        if message.correlation_id is not None and message.correlation_id not in self._calls:
+            return  # its call is over: the request it was for is answered
+        sent = False
+        if self._log_bucket.take():
+            try:
+                self._conn.channel.queue_nowait(self._conn.encode(message))
+                sent = True
+            except trio.WouldBlock:
+                self._log_bucket.dropped += 1
+            except (ConnectionClosed, LocalProtocolError):
+                return
+        now = trio.current_time()
+        if not sent and now >= self._next_drop_warning:
+            self._next_drop_warning = now + LOG_DROP_WARNING_INTERVAL
+            self._log.warning("log messages for agents dropped: over the broker's rate or the queue is full",
+                              dropped_total=self._log_bucket.dropped)
+
+    async def _answer_request(self, cid: int, answer: ResourceResponse | PromptResponse | CompleteResponse | None,
+                              unsendable: Callable[[str], ResourceResponse | PromptResponse | CompleteResponse]
+                              ) -> None:
         """Send a v2 request's answer unless the broker cancelled it meanwhile; an answer the
         protocol refuses to send (too big, say) becomes an error answer. The id ends either way."""
         try:

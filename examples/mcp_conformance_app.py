@@ -19,8 +19,8 @@ different sides: that one the app client library against the wire protocol, this
 daemon's MCP face against the MCP specification.
 
 Not here yet (so the suite's scenarios for them fail; README lists each with its reason):
-logging (``test_tool_with_logging``, ``logging/setLevel``), completions, elicitation and
-sampling — app_client cannot express them yet.
+elicitation and sampling — app_client cannot express them yet. (Completions need nothing
+from the app: the suite only checks that ``completion/complete`` answers.)
 
 It finds the daemon as every app does (TOOLBRIDGE_HOME / TOOLBRIDGE_PORT / TOOLBRIDGE_TOKEN,
 else runtime.json and token), and exits 0 after a clean shutdown on SIGTERM or SIGINT, or when
@@ -99,6 +99,16 @@ async def test_tool_with_progress(ctx: ToolContext) -> str:
         if step < 100:
             await trio.sleep(0.05)
     return "done"
+
+
+@app.tool
+async def test_tool_with_logging(ctx: ToolContext) -> str:
+    """Tests tool that emits log messages during execution"""
+    for step, message in enumerate(("Tool execution started", "Tool processing data", "Tool execution completed")):
+        if step:
+            await trio.sleep(0.05)
+        ctx.log("info", message)  # to the agent that made the call, at the level it asked for
+    return "Tool with logging executed successfully"
 
 
 @app.tool

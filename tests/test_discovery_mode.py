@@ -184,7 +184,7 @@ async def test_http_discovery_path_variants(tmp_path: Path) -> None:
                 "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
         slash = await http.post(discovery_url(info) + "/", json=init, headers=headers)
         assert slash.status_code == 200
-        assert slash.json()["result"]["capabilities"] == {"tools": {"listChanged": False}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {"listChanged": True}}
+        assert slash.json()["result"]["capabilities"] == {"tools": {"listChanged": False}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {"listChanged": True}, "completions": {}, "logging": {}}
         other = await http.post(discovery_url(info) + "/more", json=init, headers=headers)
         assert other.status_code == 404
         assert "/mcp/discovery" in other.json()["error"]["message"]

@@ -38,15 +38,13 @@ CLI = SUITE / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" 
 FIXTURE = ROOT / "examples" / "mcp_conformance_app.py"
 APP = "Conformance"
 
-_LOGGING = "logging: apps cannot send log messages yet (issue 17, being built: helper compl)"
-_COMPLETION = "completions: apps cannot complete arguments yet (issue 17, being built: helper compl)"
 _ELICITATION = "elicitation: apps cannot ask the user yet (issue 17, being built: helper elicit)"
 _SAMPLING = ("sampling: toolbridge does not relay sampling (deprecated in 2026-07-28; the fixture "
              "has no test_sampling tool)")
 _INPUT_REQUIRED = ("input-required results (2026-07-28 multi round-trip requests): apps cannot ask for input yet "
                    "(issue 17, elicitation being built: helper elicit; sampling and roots requests are not planned)")
 _STATELESS = ("its diagnostic tools need elicitation (test_missing_capability, test_streaming_elicitation: helper "
-              "elicit) and logging (test_logging_tool: helper compl); its SHOULD checks of list_changed on a "
+              "elicit) and a logging tool the fixture lacks (test_logging_tool); its SHOULD checks of list_changed on a "
               "subscription need tools that change the app's tools and prompts (test_trigger_tool_change, "
               "test_trigger_prompt_change: not in the fixture yet)")
 
@@ -54,16 +52,12 @@ _STATELESS = ("its diagnostic tools need elicitation (test_missing_capability, t
 #: these passing, fails the test.
 EXPECTED_FAILURES: dict[str, dict[str, str]] = {
     "2025-11-25": {
-        "logging-set-level": _LOGGING,
-        "tools-call-with-logging": _LOGGING,
-        "completion-complete": _COMPLETION,
         "tools-call-elicitation": _ELICITATION,
         "elicitation-sep1034-defaults": _ELICITATION,
         "elicitation-sep1330-enums": _ELICITATION,
         "tools-call-sampling": _SAMPLING,
     },
     "2026-07-28": {
-        "completion-complete": _COMPLETION,
         # Multi round-trip requests (SEP-2322): a tool's result asks the client for input and the
         # retried request resumes the call. Elicitation is being built (helper elicit); sampling
         # and roots requests are not planned for apps.

@@ -182,7 +182,7 @@ async def test_legacy_session_ids(daemon: DaemonInfo, http: httpx2.AsyncClient) 
     assert (await post(http, url, listing, with_session)).json() == {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}}
     bad_version = await post(http, url, listing, {**with_session, "mcp-protocol-version": "1999-01-01"})
     assert bad_version.status_code == 400
-    unknown_method = await post(http, url, {"jsonrpc": "2.0", "id": 3, "method": "completion/complete"}, with_session)
+    unknown_method = await post(http, url, {"jsonrpc": "2.0", "id": 3, "method": "roots/list"}, with_session)
     assert (unknown_method.status_code, error_code(unknown_method)) == (200, -32601)
     again = await post(http, url, INITIALIZE, with_session)
     assert error_code(again) == -32600
@@ -256,7 +256,8 @@ async def test_modern_envelope_version_and_methods(daemon: DaemonInfo, http: htt
     assert (unsupported.status_code, error_code(unsupported)) == (400, -32022)
     assert "2026-07-28" in unsupported.json()["error"]["data"]["supported"]
 
-    unknown = await post(http, url, modern(3, "completion/complete"), modern_headers("completion/complete"))
+    # Removed in 2026-07-28 (the log level travels in each request's _meta): 404 and -32601.
+    unknown = await post(http, url, modern(3, "logging/setLevel", {"level": "info"}), modern_headers("logging/setLevel"))
     assert (unknown.status_code, error_code(unknown)) == (404, -32601)
 
     listed = await post(http, url, modern(4, "tools/list"), modern_headers("tools/list"))

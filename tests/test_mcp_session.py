@@ -103,7 +103,7 @@ async def test_the_handshake_comes_first(core: BrokerCore) -> None:
         init = await ask(session, outbox, request(3, "initialize", {
             "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}}))
         assert init["result"]["protocolVersion"] == "2025-03-26"
-        assert init["result"]["capabilities"] == {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {"listChanged": True}}
+        assert init["result"]["capabilities"] == {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {"listChanged": True}, "completions": {}, "logging": {}}
         assert init["result"]["serverInfo"]["name"] == "toolbridge"
         await session.handle(notification("notifications/initialized"), outbox)
         listed = await ask(session, outbox, request(4, "tools/list"))
@@ -133,7 +133,7 @@ async def test_modern_requests_carry_their_envelope(core: BrokerCore) -> None:
         discover = (await ask(session, outbox, request(1, "server/discover", modern=True)))["result"]
         assert discover["supportedVersions"][0] == "2026-07-28"
         assert "2025-11-25" in discover["supportedVersions"]
-        assert discover["capabilities"] == {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {"listChanged": True}}
+        assert discover["capabilities"] == {"tools": {"listChanged": True}, "resources": {"subscribe": True, "listChanged": True}, "prompts": {"listChanged": True}, "completions": {}, "logging": {}}
         assert (discover["resultType"], discover["ttlMs"], discover["cacheScope"]) == ("complete", 0, "private")
         assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "toolbridge"
         listed = (await ask(session, outbox, request(2, "tools/list", modern=True)))["result"]
@@ -159,7 +159,7 @@ async def test_modern_requests_carry_their_envelope(core: BrokerCore) -> None:
         assert not session.initialized.is_set()  # modern requests never initialize the session
 
 
-@pytest.mark.parametrize(("method", "words"), [("completion/complete", "tools, resources and prompts only"), ("frobnicate", "frobnicate")])
+@pytest.mark.parametrize(("method", "words"), [("logging/setLevel", "does not exist in protocol 2026-07-28"), ("frobnicate", "frobnicate")])
 async def test_unknown_methods(core: BrokerCore, method: str, words: str) -> None:
     async with session_for(core) as (session, outbox):
         reply = await ask(session, outbox, request(1, method, modern=True))

@@ -26,6 +26,12 @@ Moving bytes is :mod:`app_client.channel`'s job (trio).
 from ._errors import ConnectionClosed, LocalProtocolError, ProtocolError, RemoteProtocolError, ToolbridgeError
 from ._framing import LARGE_LINE, STEP_BYTES, LineFramer, decode_message_in_steps, decode_tools_in_steps
 from ._messages import (
+    LOG_LEVELS,
+    MAX_LOG_DATA_BYTES,
+    Complete,
+    CompleteResponse,
+    LogLevel,
+    LogMessage,
     PromptArgument,
     PromptGet,
     PromptResponse,
@@ -88,6 +94,12 @@ from ._state import (
 )
 
 __all__ = [
+    "LOG_LEVELS",
+    "MAX_LOG_DATA_BYTES",
+    "Complete",
+    "CompleteResponse",
+    "LogLevel",
+    "LogMessage",
     "PromptArgument",
     "PromptGet",
     "PromptResponse",

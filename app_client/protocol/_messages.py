@@ -1,4 +1,4 @@
-"""The wire protocol's messages (v1, and v2's resources): msgspec Structs in one tagged union, and their encoding.
+"""The wire protocol's messages (v1, and v2's resources, prompts, completions and logs): msgspec Structs in one tagged union, and their encoding.
 
 Theory of operation
 -------------------
@@ -16,7 +16,7 @@ message into one line of bytes, newline included. :data:`APP_TO_BROKER` and
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Final, Union
+from typing import Annotated, Any, Final, Literal, Union
 
 import msgspec
 
@@ -137,6 +137,9 @@ class Register(_Base, tag="register"):
     resource_templates: Annotated[list[ResourceTemplateSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
     #: Protocol v2: the prompts offered (ignored from a v1 app).
     prompts: Annotated[list[PromptSpec], msgspec.Meta(max_length=MAX_RESOURCES)] = []
+    #: Protocol v2 (section 12): the app answers ``complete`` requests for its prompts'
+    #: arguments and its templates' variables; without it the broker answers them empty itself.
+    completions: bool = False
 
 
 class ToolResponse(_Base, tag="toolResponse"):
@@ -198,6 +201,40 @@ class PromptResponse(_Base, tag="promptResponse"):
     error: str | None = None
 
 
+#: MCP's log levels (RFC 5424's severities), least severe first.
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+#: The most bytes a log message's ``data`` may take (as JSON); the broker drops larger ones.
+MAX_LOG_DATA_BYTES: Final = 64 * 1024
+
+
+class LogMessage(_Base, tag="log"):
+    """Protocol v2 (section 12): a log message for the agents that asked for its level.
+
+    ``data`` is any JSON value, kept as the raw bytes it arrived as (the broker forwards it
+    without looking inside). ``correlationId`` ties it to one of the app's invocations in
+    flight: it then goes only to the agent request that made that call.
+    """
+
+    level: LogLevel
+    data: msgspec.Raw
+    logger: Annotated[str, msgspec.Meta(min_length=1, max_length=128)] | None = None
+    correlation_id: int | None = None
+
+
+class CompleteResponse(_Base, tag="completeResponse"):
+    """Protocol v2 (section 12): the answer to a ``complete``: suggestions, or an ``error``.
+
+    The broker passes on at most 100 ``values`` (then ``hasMore`` is true).
+    """
+
+    correlation_id: int
+    values: list[str] = []
+    total: int | None = None
+    has_more: bool = False
+    error: str | None = None
+
+
 class Goodbye(_Base, tag="goodbye"):
     """The app is quitting on purpose: the broker releases its names at once (no grace)."""
 
@@ -253,6 +290,24 @@ class PromptGet(_Base, tag="promptGet"):
 
     correlation_id: int
     name: str
+    arguments: dict[str, str] = {}
+    timeout_ms: int | None = None
+
+
+class Complete(_Base, tag="complete"):
+    """Protocol v2 (section 12): suggest values for one argument of a prompt or one variable of a
+    resource template (exactly one of ``prompt`` / ``uriTemplate``, the app's own name / template),
+    given what the user typed so far (``value``) and the arguments already chosen (``arguments``).
+
+    A call like ``resourceRead``: same id sequence, cancelled by ``toolCancel``, answered once by
+    ``completeResponse``.
+    """
+
+    correlation_id: int
+    argument: str
+    value: str = ""
+    prompt: str | None = None
+    uri_template: str | None = None
     arguments: dict[str, str] = {}
     timeout_ms: int | None = None
 
@@ -328,11 +383,14 @@ Message = Union[
     ResourceResponse,
     SetPrompts,
     PromptResponse,
+    LogMessage,
+    CompleteResponse,
     Goodbye,
     Registered,
     ToolInvocation,
     ResourceRead,
     PromptGet,
+    Complete,
     ToolCancel,
     ToolsUpdated,
     Ping,
@@ -420,15 +478,16 @@ def encode_message(message: Message) -> bytes:
 #: What an app may send (after ``register``, which comes first and once).
 APP_TO_BROKER: Final[tuple[type[Message], ...]] = (
     Register, ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
-    SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse,
+    SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse, LogMessage, CompleteResponse,
 )
 #: Messages of protocol v2 (resources): never sent to, nor accepted from, a v1 peer.
 V2_MESSAGES: Final[tuple[type[Message], ...]] = (
     SetResources, ResourceUpdated, ResourceResponse, ResourceRead, SetPrompts, PromptResponse, PromptGet,
+    LogMessage, Complete, CompleteResponse,
 )
 #: What the broker may send to an app.
 BROKER_TO_APP: Final[tuple[type[Message], ...]] = (
-    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error, ResourceRead, PromptGet,
+    Registered, ToolInvocation, ToolCancel, ToolsUpdated, Ping, Pong, Error, ResourceRead, PromptGet, Complete,
 )
 
 

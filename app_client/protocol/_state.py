@@ -44,9 +44,10 @@ timers, authentication and policy stay with the owner; the rules are here:
 Protocol v2 (resources and prompts): both machines learn the negotiated version from ``registered``; a v2
 message (``setResources``, ``resourceUpdated``, ``resourceRead``, ``resourceResponse``) on a
 v1 connection is refused either way (``unexpected_message``); so are ``setPrompts``,
-``promptGet`` and ``promptResponse``. A ``resourceRead`` or ``promptGet`` is a call like an
+``promptGet`` and ``promptResponse``, and section 12's ``log``, ``complete`` and
+``completeResponse``. A ``resourceRead``, ``promptGet`` or ``complete`` is a call like an
 invocation (same id space, cancelled by ``toolCancel``, answered once by ``resourceResponse`` /
-``promptResponse``).
+``promptResponse`` / ``completeResponse``). A ``log`` needs no answer and no call of its own.
 
 :class:`AgentLinkClient` (the CLI's and the stdio relay's side)
     Sends ``agentConnect`` or ``admin`` and judges the one reply.
@@ -71,8 +72,11 @@ from ._messages import (
     AdminResponse,
     AgentConnect,
     AgentConnected,
+    Complete,
+    CompleteResponse,
     Error,
     Goodbye,
+    LogMessage,
     Message,
     Ping,
     Pong,
@@ -231,7 +235,8 @@ def _refuse_send(side: str, message: Message, phase: Phase) -> LocalProtocolErro
 _BROKER_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (Error,),
     Phase.REGISTERING: (Registered, Error),
-    Phase.REGISTERED: (ToolInvocation, ResourceRead, PromptGet, ToolCancel, ToolsUpdated, Ping, Pong, Error),
+    Phase.REGISTERED: (ToolInvocation, ResourceRead, PromptGet, Complete, ToolCancel, ToolsUpdated, Ping, Pong,
+                       Error),
     Phase.AGENT: (AgentConnected, Error),
     Phase.ADMIN: (AdminResponse, Error),
     Phase.CLOSED: (),
@@ -356,7 +361,7 @@ class BrokerConnection:
             raise LocalProtocolError("unexpected_message", f"{message_tag(message)!r} needs protocol version 2; "
                                      f"this connection speaks {self.version}")
         data = encode_message(message)
-        if isinstance(message, (ToolInvocation, ResourceRead, PromptGet)):
+        if isinstance(message, (ToolInvocation, ResourceRead, PromptGet, Complete)):
             if self._track_calls:
                 self._owned.add(message.correlation_id)
         elif isinstance(message, ToolCancel):
@@ -392,7 +397,8 @@ _APP_SENDS: Final[dict[Phase, tuple[type[Any], ...]]] = {
     Phase.FIRST: (),
     Phase.REGISTERING: (Pong,),
     Phase.REGISTERED: (ToolResponse, ToolProgress, AddTools, RemoveTools, Goodbye, Ping, Pong, Error,
-                       SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse),
+                       SetResources, ResourceUpdated, ResourceResponse, SetPrompts, PromptResponse,
+                       LogMessage, CompleteResponse),
     Phase.CLOSED: (),
 }
 
@@ -477,7 +483,7 @@ class AppConnection:
             return BadLine(RemoteProtocolError(
                 "unexpected_message", f"{message_tag(message)!r} needs protocol version 2; this connection "
                 f"speaks {self.version}"))
-        if isinstance(message, (ToolInvocation, ResourceRead, PromptGet)):
+        if isinstance(message, (ToolInvocation, ResourceRead, PromptGet, Complete)):
             cid = message.correlation_id
             if cid in self._calls:
                 return BadLine(RemoteProtocolError("duplicate_correlation_id", f"call {cid} is already running"))
@@ -521,14 +527,14 @@ class AppConnection:
         if isinstance(message, V2_MESSAGES) and self.version < 2:
             raise LocalProtocolError("unexpected_message", f"{message_tag(message)!r} needs protocol version 2; "
                                      f"the broker speaks {self.version}")
-        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse)):
+        if isinstance(message, (ToolResponse, ToolProgress, ResourceResponse, PromptResponse, CompleteResponse)):
             cancelled = self._calls.get(message.correlation_id)
             if cancelled is None or (cancelled and not isinstance(message, ToolProgress)):
                 why = "was cancelled" if cancelled else "is not running"
                 raise LocalProtocolError(
                     "call_not_running", f"call {message.correlation_id} {why}: no {message_tag(message)} for it")
         data = self._encode(message)
-        if isinstance(message, (ToolResponse, ResourceResponse, PromptResponse)):
+        if isinstance(message, (ToolResponse, ResourceResponse, PromptResponse, CompleteResponse)):
             del self._calls[message.correlation_id]
         elif isinstance(message, (AddTools, RemoveTools)):
             self._updates_pending += 1

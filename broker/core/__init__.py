@@ -1,6 +1,7 @@
 """The call pipeline, transport-free: the registry of app instances and their tools, the
 correlation map of calls in flight, admission, the router (validation, guards, deadlines,
-audit), the call log, and the apps' resources and prompts (``resources``, protocol v2).
+audit), the call log, the apps' resources, prompts and completions (``resources``, protocol v2)
+and their log messages (``applog``).
 
 Layers inside, one way: ``router`` -> ``registry`` / ``calls`` / ``admission`` -> ``validation``,
 ``guards``, ``names``. May import: ``broker.config``, ``broker.errors``, ``app_client.protocol``

@@ -40,6 +40,7 @@ from app_client.protocol import ToolSpec
 from . import names
 from .admission import Admission
 from ..errors import RegistrationError
+from .applog import AppLogHub
 from .resources import ResourceDirectory
 from .signals import Changed
 from .validation import ArgumentValidator, check_app_name, check_tool_name, compile_sized
@@ -115,6 +116,8 @@ class Registry:
         self._compile_limiter = trio.CapacityLimiter(max(1, settings.schema_compile_threads))
         #: Protocol v2: the instances' resources (``resources``), beside their tools.
         self.resources = ResourceDirectory()
+        #: Protocol v2: the apps' log messages (``applog``): their flood bound and listeners.
+        self.app_logs = AppLogHub()
 
     # --- queries -------------------------------------------------------------------------
 

@@ -25,6 +25,14 @@ hear ``resourceUpdated`` (MCP sessions, which pass it on to agents that subscrib
 registry's (``Registry.resources``), so both the app links and the MCP sessions reach it.
 A one-app scope reads one instance's part (``offer_of``, ``prompts_of``) through its own view
 (``broker.mcp.scope.ScopedResources``), which lists it under the app's own URIs and names.
+
+Completions (protocol v2, section 12): :meth:`ResourceDirectory.resolve_completion` maps an
+agent's ``completion/complete`` reference (a prompt's agent-facing name, a template's
+agent-facing URI; in a one-app scope the app's own name or URI template, and only that app's)
+back to the owning app's link and its own name, as a :class:`CompletionTarget`, whose
+:meth:`~CompletionTarget.check` refuses an argument the prompt or template does not declare,
+an over-long value, and (for a template, whose values end up in a URI) a value with a ``..``
+path segment — all before the app sees anything.
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
 from ..errors import BrokerError
 from .guards import find_path_traversal
 
-__all__ = ["SCHEME", "AppResources", "ResourceDirectory", "ResourceError", "ResourcePort", "agent_uri", "split_uri"]
+__all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "ResourceError", "ResourcePort",
+           "agent_uri", "split_uri"]
 
 SCHEME: Final = "toolbridge://"
 #: JSON-RPC code for a resource that does not exist (MCP's "Resource not found").
@@ -73,6 +82,16 @@ class ResourcePort(Protocol):
 
     async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
         """The app's rendering of its prompt ``name`` (``messages``, ``description``); raises
+        ResourceError as :meth:`read_resource` does."""
+
+    @property
+    def completions(self) -> bool:
+        """Whether the app answers completion requests (``register.completions``)."""
+
+    async def complete(self, ref: tuple[str, str], argument: str, value: str, arguments: dict[str, str],
+                       timeout: float) -> dict[str, Any]:
+        """The app's suggestions (``values``, ``total``?, ``hasMore``) for ``argument`` of
+        ``ref`` (``("prompt", name)`` or ``("uriTemplate", template)``, the app's own); raises
         ResourceError as :meth:`read_resource` does."""
 
 
@@ -221,6 +240,50 @@ class ResourceDirectory:
         raise ResourceError(f"unknown prompt {name[:200]!r}: list them again with prompts/list "
                             "(prompts are named <App>__<prompt>)", code=-32602)
 
+    def resolve_completion(self, ref: Any, scope: str | None = None) -> CompletionTarget:
+        """The target of a ``completion/complete`` ``ref``; ResourceError (``-32602``) if none.
+
+        ``scope`` (a one-app scope's label): the ref uses that app's own prompt name or URI
+        template, and names nothing of any other app.
+        """
+        kind = ref.get("type") if isinstance(ref, dict) else None
+        if kind == "ref/prompt" and isinstance(ref.get("name"), str):
+            name: str = ref["name"]
+            if scope is None:
+                try:
+                    label, port, spec = self.resolve_prompt(name)
+                except ResourceError as exc:
+                    raise _bad_ref(exc.message) from None
+            else:
+                label = scope
+                offered = self._prompts.get(scope)
+                found = [spec for spec in offered[1] if spec.name == name] if offered is not None else []
+                if offered is None or not found:
+                    raise _bad_ref(f"unknown prompt {name[:200]!r}: this app ({scope}) has no such prompt; list "
+                                   "them again with prompts/list")
+                port, spec = offered[0], found[0]
+            return CompletionTarget(label, port, "prompt", spec.name, tuple(arg.name for arg in spec.arguments))
+        if kind == "ref/resource" and isinstance(ref.get("uri"), str):
+            uri: str = ref["uri"]
+            if scope is None:
+                try:
+                    label, own = split_uri(uri)
+                except ResourceError as exc:
+                    raise _bad_ref(exc.message) from None
+            else:
+                label, own = scope, uri
+            app = self._apps.get(label)
+            template = next((t for t in app.templates if t.uri_template == own), None) if app else None
+            if app is None or template is None:
+                listed = app is not None and own in app._by_uri
+                raise _bad_ref(f"{uri[:200]!r} is " + (
+                    "a resource, not a resource template: only a template's variables complete" if listed else
+                    "no resource template of a connected app: list them with resources/templates/list"))
+            return CompletionTarget(label, app.port, "uriTemplate", own,
+                                    tuple(dict.fromkeys(_EXPRESSION.findall(template.uri_template))))
+        raise _bad_ref('Invalid params: completion/complete needs "ref": {"type": "ref/prompt", "name": ...} or '
+                       '{"type": "ref/resource", "uri": ...}')
+
     def updated(self, label: str, uri: str) -> None:
         """The app says its resource ``uri`` changed: tell the listeners its agent-facing URI."""
         app = self._apps.get(label)
@@ -282,6 +345,49 @@ def prompt_entry(name: str, spec: PromptSpec) -> dict[str, Any]:
     if spec.arguments:
         entry["arguments"] = [msgspec_to_dict(arg) for arg in spec.arguments]
     return entry
+#: JSON-RPC "Invalid params": what MCP's completion section answers a bad reference with.
+_INVALID_PARAMS: Final = -32602
+#: The longest argument value a completion request may carry (what a user typed so far).
+MAX_COMPLETION_VALUE: Final = 4096
+
+
+@attrs.frozen
+class CompletionTarget:
+    """What a ``completion/complete`` reference names: the app, its link and its own name."""
+
+    label: str
+    port: ResourcePort
+    #: ``prompt`` or ``uriTemplate`` (the wire's field) ...
+    kind: str
+    #: ... and the app's own prompt name or URI template.
+    own: str
+    #: The arguments (a prompt's) or variables (a template's) it declares.
+    names: tuple[str, ...]
+
+    @property
+    def what(self) -> str:
+        return f"the prompt {self.own!r}" if self.kind == "prompt" else f"the resource template {self.own!r}"
+
+    def check(self, argument: str, value: str, context: dict[str, str]) -> dict[str, str]:
+        """Refuse what the app must not see (ResourceError, ``-32602``); the context arguments
+        worth passing on (the declared ones, besides ``argument``)."""
+        if argument not in self.names:
+            raise ResourceError(f"{self.what} of {self.label} has no argument {argument[:128]!r} (it takes: "
+                                f"{', '.join(self.names) or 'none'})", code=_INVALID_PARAMS, kind="invalid_arguments")
+        known = {name: text for name, text in context.items() if name in self.names and name != argument}
+        for text in (value, *known.values()):
+            if len(text) > MAX_COMPLETION_VALUE:
+                raise ResourceError(f"a completion value is {len(text)} characters; at most {MAX_COMPLETION_VALUE}",
+                                    code=_INVALID_PARAMS, kind="invalid_arguments")
+            # A template's values become part of a URI the app resolves: the read's guard applies.
+            if self.kind == "uriTemplate" and find_path_traversal(text) is not None:
+                raise ResourceError(f"a value for {self.what} has a '..' path segment; toolbridge refuses path "
+                                    "traversal in resource URIs", code=_INVALID_PARAMS, kind="guard_rejected")
+        return known
+
+
+def _bad_ref(message: str) -> ResourceError:
+    return ResourceError(message, code=_INVALID_PARAMS, kind="unknown_tool")
 
 
 def prompt_name(label: str, name: str) -> str:

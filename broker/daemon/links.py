@@ -18,7 +18,11 @@ Protocol v2: a link that negotiated version 2 offers its resources and prompts t
 directory (``register``, ``setResources``, ``setPrompts``); ``resourceUpdated`` goes to the
 subscribed sessions; :meth:`AppLink.read_resource` / :meth:`AppLink.get_prompt` send a request
 with an id from the calls' sequence and wait for its answer in ``AppLink.reads`` (removed in a
-``finally``; a late answer is ``unknown_correlation_id``).
+``finally``; a late answer is ``unknown_correlation_id``). :meth:`AppLink.complete` (section 12)
+is a third such request, sent only to an app that registered ``completions``. A ``log`` message
+passes the registry's flood bound (``AppLogHub.admit``) and goes to the MCP request that made
+the call it names (``correlationId``, through the call's origin) or, without one, to every
+session that asked for app-wide log messages; its data is never written to the daemon's log.
 
 When the link ends, for whatever reason, every call in flight on it fails at once with
 ``app_disconnected`` (and every resource read or prompt request with it; the instance's
@@ -47,7 +51,10 @@ from app_client.protocol import (
     PROTOCOL_VERSION,
     AddTools,
     BadLine,
+    Complete,
+    CompleteResponse,
     Error,
+    LogMessage,
     Goodbye,
     Message,
     Ping,
@@ -76,6 +83,7 @@ from ..core.outcome import OutcomeKind
 from .connection import Connection, PeerClosed, seconds_to_ms
 from ..errors import RegistrationError
 from ..config.logsetup import app_text_for_log
+from ..core.applog import AppLogRecord
 from ..core.registry import Instance, Registry, wake_link_waiters
 from ..core.resources import ResourceError, agent_uri
 
@@ -141,6 +149,8 @@ class AppLink:
         self.said_goodbye = False
         #: Protocol v2: ``resourceRead``s sent and not answered, by correlation id.
         self.reads: dict[int, _PendingRead] = {}
+        #: Protocol v2: the app answers ``complete`` (it registered ``completions``).
+        self.completions = False
 
     @property
     def label(self) -> str:
@@ -175,6 +185,18 @@ class AppLink:
             lambda cid: PromptGet(cid, name, arguments, timeout_ms=seconds_to_ms(timeout)),
             f"the prompt {name!r}", timeout)
         return _checked_prompt(self.label, name, pending.result)
+
+    async def complete(self, ref: tuple[str, str], argument: str, value: str, arguments: dict[str, str],
+                       timeout: float) -> dict[str, Any]:
+        """Protocol v2 (section 12): the app's suggestions for ``argument`` of its prompt or
+        template ``ref`` (``("prompt", name)`` / ``("uriTemplate", template)``)."""
+        kind, own = ref
+        pending = await self._request(
+            lambda cid: Complete(cid, argument, value, prompt=own if kind == "prompt" else None,
+                                 uri_template=own if kind == "uriTemplate" else None, arguments=arguments,
+                                 timeout_ms=seconds_to_ms(timeout)),
+            f"completing {argument[:128]!r}", timeout)
+        return _checked_completion(self.label, pending.result)
 
     async def _request(self, make: Callable[[int], Message], what: str, timeout: float) -> _PendingRead:
         """Send a read or prompt request (an id from the calls' sequence) and wait for its answer.
@@ -257,6 +279,26 @@ def _checked_prompt(label: str, name: str, result: dict[str, Any]) -> dict[str, 
     if isinstance(result.get("description"), str):
         answer["description"] = result["description"]
     return answer
+
+
+#: MCP's bound on one completion answer's values; the longest value passed on.
+_MAX_COMPLETION_VALUES = 100
+_MAX_COMPLETION_CHARS = 1024
+
+
+def _checked_completion(label: str, result: dict[str, Any]) -> dict[str, Any]:
+    """An app's ``completeResponse`` as MCP's ``completion``: at most 100 values (the rest make
+    ``hasMore``); ResourceError for a value over 1024 characters."""
+    values: list[str] = result.get("values") or []
+    if any(len(value) > _MAX_COMPLETION_CHARS for value in values):
+        raise ResourceError(f"the app {label} answered the completion with a value over {_MAX_COMPLETION_CHARS} "
+                            "characters", code=_BUSY, kind="app_error")
+    total = result.get("total")
+    completion: dict[str, Any] = {"values": values[:_MAX_COMPLETION_VALUES],
+                                  "hasMore": bool(result.get("hasMore")) or len(values) > _MAX_COMPLETION_VALUES}
+    if isinstance(total, int) and total >= len(values):
+        completion["total"] = total
+    return completion
 
 
 def _checked_contents(label: str, uri: str, contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -358,6 +400,7 @@ async def _serve_app(conn: Connection, links: AppLinks, register: Register, ende
     if conn.protocol.version >= 2:  # protocol v2: its resources (a v1 app's fields are ignored)
         links.registry.resources.offer(instance.label, link, register.resources, register.resource_templates)
         links.registry.resources.offer_prompts(instance.label, link, register.prompts)
+        link.completions = register.completions
     bound = bound.bind(instance=instance.instance_id, label=instance.label)
     bound.info("app_registered", tools=len(instance.tools), replaced=replaced is not None)
     wake_link_waiters(instance)  # calls held over a reconnect go out after `registered`
@@ -449,17 +492,24 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
             conn.send_nowait(Error(exc.code, exc.message))
 
 
+#: Messages that name a call without answering it: a broken one never fails the call.
+_NOT_AN_ANSWER = frozenset({"toolProgress", "log"})
+
+
 def _bad_line(link: AppLink, links: AppLinks, bad: BadLine) -> None:
     """Answer a line the protocol refused; a bad answer to one of this link's calls fails it."""
     exc = bad.error
     log.warning("app_protocol_error", conn_id=link.id, label=link.label, code=exc.code, detail=exc.message)
     link.conn.send_nowait(bad.reply())
+    # A broken progress report or log message is only an error reply: the call goes on
+    # (protocol.md, error; section 12).
+    if exc.message_type in _NOT_AN_ANSWER:
+        return
     call = links.calls.get(exc.correlation_id) if exc.correlation_id is not None else None
-    # A broken progress report is only an error reply: the call goes on (protocol.md, error).
     read = link.reads.get(exc.correlation_id) if exc.correlation_id is not None else None
     if read is not None:
         read.finish(error=f"the app sent an invalid resource response ({exc.code}); the read failed")
-    if call is not None and call.link is link and exc.message_type != "toolProgress":
+    if call is not None and call.link is link:
         links.router.fail(call, OutcomeKind.APP_ERROR, f"the app sent an invalid response ({exc.code}); the call failed")
 
 
@@ -494,6 +544,12 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
     elif isinstance(message, PromptResponse):
         _answered(link, instance.label, message.correlation_id, "prompt request", message.error,
                   "render the prompt", lambda: {"messages": message.messages, "description": message.description})
+    elif isinstance(message, CompleteResponse):
+        _answered(link, instance.label, message.correlation_id, "completion", message.error,
+                  "complete the argument",
+                  lambda: {"values": message.values, "total": message.total, "hasMore": message.has_more})
+    elif isinstance(message, LogMessage):
+        _app_log(link, links, instance.label, message)
     elif isinstance(message, SetPrompts):
         links.registry.resources.offer_prompts(instance.label, link, message.prompts)
         log.info("app_prompts_set", label=instance.label, prompts=len(message.prompts))
@@ -529,6 +585,25 @@ def _answered(link: AppLink, label: str, correlation_id: int, what: str, error: 
         request.finish(error=f"the app {label} could not {failed_to}: {error[:1000]}")
     else:
         request.finish(result=result())
+
+
+def _app_log(link: AppLink, links: AppLinks, label: str, message: LogMessage) -> None:
+    """Protocol v2 ``log``: past the flood bound, to the request it belongs to or to everyone
+    who asked (see ``broker.core.applog``). A message naming a call that is not in flight on
+    this link, or whose requester takes no log messages, is dropped: it was for that request."""
+    hub = links.registry.app_logs
+    if not hub.admit(link, label, message.level, len(message.data)):
+        return
+    record = AppLogRecord(label, message.level, message.logger, message.data)
+    if message.correlation_id is None:
+        hub.broadcast(record)
+        return
+    call = links.calls.get(message.correlation_id)
+    if call is None or call.link is not link or call.done:
+        return
+    deliver = getattr(call.origin, "app_log", None)  # an MCP request takes them; other origins do not
+    if deliver is not None:
+        deliver(record)
 
 
 async def _add_tools(link: AppLink, links: AppLinks, message: AddTools) -> None:

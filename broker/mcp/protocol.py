@@ -17,6 +17,8 @@ from typing import Any, Final
 
 import attrs
 
+from app_client.protocol import LOG_LEVELS
+
 from .jsonrpc import INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION, RpcError
 
 __all__ = [
@@ -37,6 +39,8 @@ __all__ = [
     "timeout_of",
     "TIMEOUT_KEY",
     "client_identity",
+    "LOG_LEVEL_KEY",
+    "log_level_of",
 ]
 
 #: Oldest first, like the SDK's registry.
@@ -141,6 +145,28 @@ def timeout_of(params: dict[str, Any]) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return value / 1000
     return None
+
+
+#: MCP 2026-07-28 (server/utilities/logging, "Per-request log level"; schema.ts ``RequestMetaObject``):
+#: a request opts in to ``notifications/message`` with this ``_meta`` key; it replaces the
+#: handshake era's ``logging/setLevel`` (SEP-2575).
+LOG_LEVEL_KEY: Final = "io.modelcontextprotocol/logLevel"
+
+
+def log_level_of(params: dict[str, Any]) -> str | None:
+    """A modern request's log level (``_meta["io.modelcontextprotocol/logLevel"]``), None if absent.
+
+    The specification: without it the server MUST NOT send ``notifications/message`` for the
+    request; a value that is not a log level SHOULD be refused with ``-32602`` (raised here).
+    """
+    meta = _meta_of(params)
+    level = None if meta is None else meta.get(LOG_LEVEL_KEY)
+    if level is None:
+        return None
+    if level not in LOG_LEVELS:
+        raise RpcError(INVALID_PARAMS, f"Invalid params: _meta[{LOG_LEVEL_KEY!r}] must be one of "
+                       f"{', '.join(LOG_LEVELS)}, not {str(level)[:40]!r}")
+    return str(level)
 
 
 def client_identity(info: Any) -> tuple[str | None, str | None]:

@@ -51,6 +51,19 @@ Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbr
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
 cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
 
+Completions and log messages (apps' protocol v2, section 12): ``completion/complete`` runs as a
+task like ``prompts/get``: the directory maps its reference back to the owning app
+(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names),
+the app's link asks the app (an app that registered no ``completions`` is answered empty here),
+and a call-log row ``completion`` is written (the prompt or template and the argument's name,
+never the value). An app's log messages reach agents as ``notifications/message``, filtered by
+level and never outside the rules of each era: handshake era, a session that sent
+``logging/setLevel`` gets the app-wide messages (``_app_log``, on ``notify_outbox``; a one-app
+scope only its app's) and those of its own tool calls (on the call's stream); 2026-07-28, a
+request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
+call it made, on its own response stream, before its response — and nothing else, ever
+(``_ToolRequest.app_log``).
+
 One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect`` with
 ``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
 under their own names, calls resolve against that app alone (no meta-tools), and
@@ -74,11 +87,14 @@ import msgspec
 import structlog
 import trio
 
+from app_client.protocol import LOG_LEVELS
+
 from ..version import VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.applog import AppLogRecord, wants
 from ..core.resources import RESOURCE_NOT_FOUND, ResourceDirectory, ResourceError, agent_uri, prompt_name
 from . import protocol
 from .jsonrpc import (
@@ -118,9 +134,11 @@ __all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "ope
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
-_KNOWN_ELSEWHERE: Final = frozenset({"completion/complete", "logging/setLevel"})
+_KNOWN_ELSEWHERE: Final = frozenset[str]()
 #: Default deadline of a ``resources/read`` (the request's own ``_meta`` timeout wins).
 RESOURCE_READ_TIMEOUT: Final = 30.0
+#: Default deadline of a ``completion/complete``: a user is typing (the ``_meta`` timeout wins).
+COMPLETION_TIMEOUT: Final = 5.0
 _INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
 _SESSION_ENDED: Final = (
     "the MCP session ended before this request completed (the daemon is stopping or the session "
@@ -166,6 +184,8 @@ class RequestContext:
     client_name: str | None
     client_version: str | None
     progress_token: str | int | None = None
+    #: 2026-07-28: the request's ``_meta`` log level (None: it wants no log messages).
+    log_level: str | None = None
 
 
 @attrs.define(eq=False)
@@ -207,6 +227,14 @@ class _ToolRequest:
     ending: str | None = None
     #: The name the agent called it by, when not the agent-facing one (a one-app scope).
     own_name: str | None = None
+    #: 2026-07-28: the request's log level (handshake era: the session's, read when a message comes).
+    log_level: str | None = None
+
+    def app_log(self, record: AppLogRecord) -> None:
+        """A log message the app tied to this call: on this request's stream, before its
+        response, if the request (2026-07-28) or its session (handshake era) asked for its level."""
+        if wants(self.log_level if self.modern else self.session.log_level, record):
+            self.outbox.send_nowait(record.encoded(own_names=self.session.app is not None, encode=_log_notification))
 
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
         note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
@@ -303,8 +331,9 @@ class McpServer:
     def capabilities_for(self, *, discovery: bool) -> dict[str, Any]:
         # In discovery mode the listed tools (the meta-tools) never change.
         # Resources (apps' protocol v2) are listed alike in every mode; they come and go with apps.
+        # Completions and logging (apps' protocol v2, section 12) are relayed in every mode.
         return {"tools": {"listChanged": not discovery}, "resources": {"subscribe": True, "listChanged": True},
-                "prompts": {"listChanged": True}}
+                "prompts": {"listChanged": True}, "completions": {}, "logging": {}}
 
     def _drop_snapshot(self) -> None:
         self._tools = None
@@ -457,6 +486,8 @@ class Session:
             server.registry.resources if app is None
             else ScopedResources(server.app_scopes, server.registry.resources, server.registry, app))
         server.registry.resources.on_updated(self._resource_updated)
+        #: Handshake era: the level ``logging/setLevel`` asked for (None: no log messages).
+        self.log_level: str | None = None
 
     def _resource_updated(self, uri: str) -> None:
         if isinstance(self.resources, ScopedResources):  # only its app's, by the app's own URI
@@ -557,7 +588,8 @@ class Session:
         if protocol.modern_version_of(params) is not None or request.method in _MODERN_ONLY:
             envelope = protocol.read_envelope(params)
             name, version = protocol.client_identity(envelope.client_info)
-            return RequestContext(True, envelope.protocol_version, name, version, protocol.progress_token_of(params))
+            return RequestContext(True, envelope.protocol_version, name, version, protocol.progress_token_of(params),
+                                  log_level=protocol.log_level_of(params))
         if request.method not in ("initialize", "ping") and not self.initialized.is_set():
             raise RpcError(
                 INVALID_REQUEST,
@@ -742,7 +774,8 @@ class Session:
             if isinstance(unwrapped, dict):
                 return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
-        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta)
+        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
+                              log_level=context.log_level)
         call = self.server.router.start_call(
             name,
             arguments,
@@ -768,7 +801,8 @@ class Session:
         tool = self.server.app_scopes.view(self.app).tools.get(name)
         if tool is None:
             raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
-        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name)
+        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
+                              log_level=context.log_level)
         call = self.server.router.start_call(
             tool.agent_name,
             arguments,
@@ -862,7 +896,8 @@ class Session:
     def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
                        outcome: CallOutcome, started: float) -> None:
         """One log line and one call-log row (tool ``resource_read`` with the URI as its argument,
-        or ``prompt_get`` with the prompt's name; a prompt's own arguments are not recorded)."""
+        ``prompt_get`` with the prompt's name, or ``completion`` with the prompt or template and the
+        argument's name; a prompt's own arguments and a completion's value are not recorded)."""
         duration_ms = round((trio.current_time() - started) * 1000, 1)
         if outcome.kind is OutcomeKind.OK:
             log.info(kind, session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
@@ -920,6 +955,71 @@ class Session:
         if context.modern:
             result.update(self.server._modern_fields(ttl=False))
         return result
+
+    # --- completions and log messages (apps' protocol v2, section 12) --------------------
+
+    async def _complete(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """``completion/complete``: the reference mapped back to its app, then relayed to it."""
+        params = request.params
+        argument = params.get("argument")
+        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) \
+                or not isinstance(argument.get("value"), str):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: completion/complete needs "argument": '
+                           '{"name": string, "value": string}')
+        given = params.get("context")
+        chosen = given.get("arguments") if isinstance(given, dict) else None
+        chosen = {} if chosen is None else chosen
+        if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
+            raise RpcError(INVALID_PARAMS, 'Invalid params: completion/complete "context.arguments" maps names '
+                           "to strings")
+        name: str = argument["name"]
+        started = trio.current_time()
+        label = "?"
+        ref = params.get("ref")
+        audited = {"ref": str(ref.get("name") or ref.get("uri"))[:256] if isinstance(ref, dict) else "?",
+                   "argument": name[:128]}  # never the value: it is what the user typed
+        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
+        try:
+            target = self.server.registry.resources.resolve_completion(ref, self.app)
+            label = target.label
+            known = target.check(name, argument["value"], chosen)
+            if target.port.completions:
+                timeout = protocol.timeout_of(params) or COMPLETION_TIMEOUT
+                completion = await target.port.complete((target.kind, target.own), name, argument["value"], known,
+                                                        timeout)
+            else:  # the app offers no completions: nothing to suggest (MCP allows an empty answer)
+                completion = {"values": [], "total": 0, "hasMore": False}
+            outcome = CallOutcome(OutcomeKind.OK)
+        except ResourceError as exc:
+            outcome = CallOutcome(exc.kind, exc.message)
+            raise RpcError(exc.code, exc.message) from None
+        finally:
+            self._audit_request("completion", audited, label, context, outcome, started)
+        result: dict[str, Any] = {"completion": completion}
+        if context.modern:
+            result.update(self.server._modern_fields(ttl=False))
+        return result
+
+    def _set_level(self, request: Request, context: RequestContext) -> dict[str, Any]:
+        """Handshake era ``logging/setLevel``: this session's level for the apps' log messages."""
+        level = request.params.get("level")
+        if level not in LOG_LEVELS:
+            raise RpcError(INVALID_PARAMS, f'Invalid params: logging/setLevel "level" must be one of '
+                           f"{', '.join(LOG_LEVELS)}")
+        if self.log_level is None:  # from now on this session hears app-wide messages
+            self.server.registry.app_logs.on_message(self._app_log)
+        self.log_level = str(level)
+        return {}
+
+    def _app_log(self, record: AppLogRecord) -> None:
+        """An app-wide log message: to this handshake-era session if it asked for the level (a
+        one-app scope: only its app's)."""
+        if self.app is not None and record.label != self.app:
+            return
+        if wants(self.log_level, record) and self.notify_outbox is not None:
+            self.notify_outbox.send_nowait(record.encoded(own_names=self.app is not None, encode=_log_notification))
 
     async def watch_prompts(self) -> None:
         """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
@@ -1107,6 +1207,8 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "resources/unsubscribe": _Inline(Session._unsubscribe),
     "prompts/list": _Inline(Session._list_prompts),
     "prompts/get": Session._get_prompt,
+    "completion/complete": Session._complete,
+    "logging/setLevel": _Inline(Session._set_level),
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
@@ -1118,11 +1220,16 @@ _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "resources/read": Session._read_resource,
     "prompts/list": _Inline(Session._list_prompts),
     "prompts/get": Session._get_prompt,
+    "completion/complete": Session._complete,
 }
 #: Resource URIs one session may subscribe to (handshake era, or one listen stream).
 _MAX_SUBSCRIPTIONS: Final = 1000
 RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
 PROMPTS_LIST_CHANGED: Final = encode_notification("notifications/prompts/list_changed")
+
+
+def _log_notification(params: dict[str, Any]) -> bytes:
+    return encode_notification("notifications/message", params)
 
 
 def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
