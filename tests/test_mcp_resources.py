@@ -516,3 +516,47 @@ async def test_a_read_fails_when_the_grace_period_ends_without_the_app(tmp_path:
             with trio.fail_after(10), pytest.raises(MCPError, match="no connected app 'Notes'"):
                 await client.read_resource(README)
             assert directory._away == {}
+# --- what each era's answers carry -------------------------------------------------------------
+
+
+class _Port:
+    async def read_resource(self, uri: str, timeout: float) -> list[dict[str, Any]]:
+        return [{"uri": f"toolbridge://Notes/{uri}", "text": "hello"}]
+
+    async def get_prompt(self, name: str, arguments: dict[str, str], timeout: float) -> dict[str, Any]:
+        return {"messages": []}
+
+
+@pytest.mark.parametrize("modern", [False, True])
+async def test_a_read_answers_as_its_era_says(tmp_path: Path, modern: bool) -> None:
+    """2026-07-28: a read's result carries caching hints (SEP-2549: ttlMs, cacheScope; toolbridge
+    says never cache), and an unknown resource is -32602 (SEP-2164); older eras: -32002, no hints."""
+    import json
+
+    from broker.config.settings import Settings
+    from broker.daemon.broker_core import BrokerCore
+    from broker.mcp.jsonrpc import parse_message
+    from broker.mcp.session import McpServer, open_session
+    from mcp_testkit import MODERN_META, Outbox
+
+    def rpc(payload: dict[str, Any]) -> Any:
+        return parse_message(json.dumps({"jsonrpc": "2.0", **payload}))
+
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    core.registry.resources.offer("Notes", _Port(), [ResourceSpec("notes://readme", "readme")], [])
+    outbox = Outbox()
+    meta = {"_meta": MODERN_META} if modern else {}
+    async with open_session(McpServer.of(core), transport="http", stateful=False) as session:
+        if not modern:
+            await session.handle(rpc({"id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+                                 outbox)
+            await outbox.next()
+        await session.handle(rpc({"id": 1, "method": "resources/read", "params": {"uri": README, **meta}}), outbox)
+        result = (await outbox.next())["result"]
+        assert result["contents"] == [{"uri": README, "text": "hello"}]
+        assert (result.get("ttlMs"), result.get("cacheScope")) == ((0, "private") if modern else (None, None))
+        unknown = "toolbridge://Notes/notes://nope"
+        await session.handle(rpc({"id": 2, "method": "resources/read", "params": {"uri": unknown, **meta}}), outbox)
+        error = (await outbox.next())["error"]
+        assert error["code"] == (-32602 if modern else -32002) and error["data"] == {"uri": unknown}
+        session.close()

@@ -23,6 +23,8 @@ its link, the :class:`ResourcePort` a read goes to), a ``version`` bumped and an
 every change of the set (for ``notifications/resources/list_changed``), and the listeners that
 hear ``resourceUpdated`` (MCP sessions, which pass it on to agents that subscribed). It is the
 registry's (``Registry.resources``), so both the app links and the MCP sessions reach it.
+A one-app scope reads one instance's part (``offer_of``, ``prompts_of``) through its own view
+(``broker.mcp.scope.ScopedResources``), which lists it under the app's own URIs and names.
 
 Completions (protocol v2, section 12): :meth:`ResourceDirectory.resolve_completion` maps an
 agent's ``completion/complete`` reference (a prompt's agent-facing name, a template's
@@ -268,17 +270,19 @@ class ResourceDirectory:
 
     def list_prompts(self) -> list[dict[str, Any]]:
         """Every prompt as ``<label>__<name>``, sorted (deterministic, for pagination)."""
-        entries = []
-        for label in self._prompts:
-            for spec in self._prompts[label][1]:
-                entry: dict[str, Any] = {"name": prompt_name(label, spec.name)}
-                for key, value in (("title", spec.title), ("description", spec.description)):
-                    if value is not None:
-                        entry[key] = value
-                if spec.arguments:
-                    entry["arguments"] = [msgspec_to_dict(arg) for arg in spec.arguments]
-                entries.append(entry)
+        entries = [prompt_entry(prompt_name(label, spec.name), spec)
+                   for label in self._prompts for spec in self._prompts[label][1]]
         return sorted(entries, key=lambda entry: str(entry["name"]))
+
+    # --- one instance's offer (a one-app scope's view, ``broker.mcp.scope``) --------------
+
+    def offer_of(self, label: str) -> AppResources | None:
+        """What the instance ``label`` offers now (its resources and templates), or None."""
+        return self._apps.get(label)
+
+    def prompts_of(self, label: str) -> tuple[ResourcePort, list[PromptSpec]] | None:
+        """The instance ``label``'s prompts and the link that renders them, or None."""
+        return self._prompts.get(label)
 
     def resolve_prompt(self, name: str) -> tuple[str, ResourcePort, PromptSpec]:
         """``(label, link, spec)`` of the agent-facing prompt ``name``; ResourceError if none."""
@@ -388,6 +392,15 @@ class ResourceDirectory:
         return app, own
 
 
+def prompt_entry(name: str, spec: PromptSpec) -> dict[str, Any]:
+    """The ``prompts/list`` entry of ``spec``, listed as ``name``."""
+    entry: dict[str, Any] = {"name": name}
+    for key, value in (("title", spec.title), ("description", spec.description)):
+        if value is not None:
+            entry[key] = value
+    if spec.arguments:
+        entry["arguments"] = [msgspec_to_dict(arg) for arg in spec.arguments]
+    return entry
 #: JSON-RPC "Invalid params": what MCP's completion section answers a bad reference with.
 _INVALID_PARAMS: Final = -32602
 #: The longest argument value a completion request may carry (what a user typed so far).

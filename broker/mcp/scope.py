@@ -21,6 +21,23 @@ for it, as on ``/mcp``). ``WatchTower_2`` itself names exactly that label. Since
 digest covers only what is listed, moving to a restarted copy with the same tools is
 invisible to the agent (no ``list_changed``); its calls go to the connected copy.
 
+Resources and prompts (apps' protocol v2): :class:`ScopedResources` is a session's view of the
+registry's resource directory (``broker.core.resources``) through the same resolution. It has
+the directory's face (``list_resources``, ``resolve``, ``list_prompts``, ``resolve_prompt``,
+``version`` / ``wait_changed`` ...), so the session's handlers use either one alike, but it
+holds only the scope's instance's entries, under the app's *own* URIs (``test://static-text``,
+not ``toolbridge://Demo/test://static-text``) and own prompt names (no ``Demo__``). A URI is
+resolved against that one app's offer alone (:meth:`AppResources.offers`: listed exactly, or
+matched by one of its templates and passing the traversal guard), so no spelling of another
+app's resource (its own URI, its ``toolbridge://`` form, a ``..`` path) reaches it: each is
+"unknown resource", as a URI no app offers is. ``resourceUpdated`` arrives at sessions as
+agent-facing URIs; :meth:`ScopedResources.own_uri` keeps only the scope's app's, cut to its own
+URI, and the URIs in what a read or a prompt returns (which the app link makes agent-facing)
+are cut back to the app's own (:meth:`ScopedResources.own_contents`). Its versions count
+changes of a digest of the scope's own list (resources and templates;
+prompts), re-checked at every change of the directory *or* of the registry (a restarted copy
+taking over the scope), so ``list_changed`` follows that app alone, as for tools.
+
 In such a session ``tools/list`` holds the app's tools under the names the app registered
 (``export_pdf``, not ``WatchTower__export_pdf``), sorted by that name, without the
 meta-tools; while no app has that label the list is empty. A ``tools/call`` is resolved
@@ -44,12 +61,27 @@ from __future__ import annotations
 
 import hashlib
 import re
-from typing import TYPE_CHECKING, Final
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import msgspec
+import trio
+
+from app_client.protocol import PromptSpec
 
 from ..core.names import make_label, near_names
+from ..core.resources import (
+    AppResources,
+    ResourceDirectory,
+    ResourceError,
+    ResourcePort,
+    agent_uri,
+    prompt_entry,
+    resource_entry,
+    split_uri,
+    template_entry,
+)
 from .jsonrpc import INVALID_PARAMS, RpcError
 from .results import tool_entry
 
@@ -57,8 +89,8 @@ if TYPE_CHECKING:
     from ..core.registry import Instance, RegisteredTool, Registry
 
 __all__ = [
-    "APPS_PATH_PREFIX", "MAX_APP_NAME", "AppScopes", "ScopeView", "check_app_name", "scope_instructions",
-    "unknown_tool_error",
+    "APPS_PATH_PREFIX", "MAX_APP_NAME", "AppScopes", "ScopeView", "ScopedResources", "check_app_name",
+    "scope_instructions", "unknown_tool_error",
 ]
 
 #: HTTP: ``/mcp/apps/<label>`` serves one app's scope.
@@ -199,3 +231,159 @@ def unknown_tool_error(view: ScopeView, name: str) -> RpcError:
         "Call tools/list for its tools.",
         {"name": shown, "app": view.label, "connected": True},
     )
+
+
+_Waiter = Callable[[int], Awaitable[int]]
+
+
+def _digest(entries: list[dict[str, Any]]) -> bytes:
+    return hashlib.sha256(b"\n".join(_encoder.encode(entry) for entry in entries)).digest()
+
+
+class ScopedResources:
+    """One scoped session's view of the resource directory (see the module docstring).
+
+    Per session (it remembers the last digests it reported); cheap to make: it holds no entries.
+    """
+
+    def __init__(self, scopes: AppScopes, directory: ResourceDirectory, registry: Registry, label: str) -> None:
+        self._scopes = scopes
+        self._directory = directory
+        self._registry = registry
+        self.label = label
+        #: kind -> (digest last seen, how many times it changed): the scope's own list versions.
+        self._seen: dict[str, tuple[bytes, int]] = {}
+
+    # --- what the scope's app offers now -------------------------------------------------
+
+    def _instance_label(self) -> str | None:
+        """The label of the instance the scope serves now (None while no app has it)."""
+        instance = self._scopes.view(self.label).instance
+        return None if instance is None else instance.label
+
+    def _offer(self) -> AppResources | None:
+        label = self._instance_label()
+        return None if label is None else self._directory.offer_of(label)
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        """The app's resources under its own URIs, sorted by URI (pagination bisects on it)."""
+        app = self._offer()
+        if app is None:
+            return []
+        entries = [{**resource_entry(app.label, spec), "uri": spec.uri} for spec in app.resources]
+        return sorted(entries, key=lambda entry: str(entry["uri"]))
+
+    def list_templates(self) -> list[dict[str, Any]]:
+        app = self._offer()
+        if app is None:
+            return []
+        entries = [{**template_entry(app.label, spec), "uriTemplate": spec.uri_template} for spec in app.templates]
+        return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
+
+    def resolve(self, uri: str) -> tuple[AppResources, str]:
+        """The scope's app and ``uri`` (its own URI) when it offers it; ResourceError if not."""
+        app = self._offer()
+        shown = uri[:200]
+        if app is None:
+            raise ResourceError(
+                f"unknown resource {shown!r}: the app {self.label!r} is not connected to toolbridge now, so this "
+                "connection offers no resources; start the app (notifications/resources/list_changed says when "
+                "its resources are listed)")
+        if not app.offers(uri):
+            raise ResourceError(
+                f"unknown resource {shown!r}: the app {self.label!r} offers no such resource; list them with "
+                "resources/list or resources/templates/list (here URIs are the app's own, with no toolbridge:// "
+                "prefix)")
+        return app, uri
+
+    def own_uri(self, agent_uri: str) -> str | None:
+        """The scope's app's own URI in an agent-facing ``agent_uri``; None for another app's."""
+        try:
+            label, own = split_uri(agent_uri)
+        except ResourceError:
+            return None
+        return own if label == self._instance_label() else None
+
+    def own_contents(self, label: str, contents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A read's ``contents`` under the app's own URIs (the link made them agent-facing)."""
+        prefix = agent_uri(label, "")
+        return [{**item, "uri": item["uri"][len(prefix):]}
+                if isinstance(item.get("uri"), str) and item["uri"].startswith(prefix) else item
+                for item in contents]
+
+    def own_prompt(self, label: str, result: dict[str, Any]) -> dict[str, Any]:
+        """A rendered prompt with its embedded resources under the app's own URIs."""
+        messages = []
+        for message in result.get("messages") or []:
+            content = message.get("content")
+            if isinstance(content, dict) and content.get("type") == "resource" and isinstance(
+                    content.get("resource"), dict):
+                message = {**message, "content": {**content,
+                                                  "resource": self.own_contents(label, [content["resource"]])[0]}}
+            messages.append(message)
+        return {**result, "messages": messages}
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        """The app's prompts under their own names, sorted by name."""
+        offered = self._prompts()
+        entries = [] if offered is None else [prompt_entry(spec.name, spec) for spec in offered[2]]
+        return sorted(entries, key=lambda entry: str(entry["name"]))
+
+    def _prompts(self) -> tuple[str, ResourcePort, list[PromptSpec]] | None:
+        label = self._instance_label()
+        offered = None if label is None else self._directory.prompts_of(label)
+        return None if label is None or offered is None else (label, offered[0], offered[1])
+
+    def resolve_prompt(self, name: str) -> tuple[str, ResourcePort, PromptSpec]:
+        """``(instance label, link, spec)`` of the app's own prompt ``name``; ResourceError if none."""
+        offered = self._prompts()
+        if offered is not None:
+            label, port, specs = offered
+            for spec in specs:
+                if spec.name == name:
+                    return label, port, spec
+        connected = "" if self._instance_label() is not None else " (it is not connected to toolbridge now)"
+        raise ResourceError(f"unknown prompt {name[:200]!r}: the app {self.label!r} has no prompt by that "
+                            f"name{connected}; list them with prompts/list", code=INVALID_PARAMS)
+
+    # --- list_changed: versions of the scope's own lists ---------------------------------
+
+    def _count(self, kind: str, digest: bytes) -> int:
+        seen = self._seen.get(kind)
+        if seen is None:
+            self._seen[kind] = (digest, 0)
+            return 0
+        if seen[0] != digest:
+            self._seen[kind] = seen = (digest, seen[1] + 1)
+        return seen[1]
+
+    @property
+    def version(self) -> int:
+        """Changes exactly when the listed resources or templates change."""
+        return self._count("resources", _digest([*self.list_resources(), {}, *self.list_templates()]))
+
+    @property
+    def prompts_version(self) -> int:
+        return self._count("prompts", _digest(self.list_prompts()))
+
+    async def wait_changed(self, seen: int) -> int:
+        while self.version == seen:
+            await self._next_change(self._directory.wait_changed, self._directory.version)
+        return self.version
+
+    async def wait_prompts_changed(self, seen: int) -> int:
+        while self.prompts_version == seen:
+            await self._next_change(self._directory.wait_prompts_changed, self._directory.prompts_version)
+        return self.prompts_version
+
+    async def _next_change(self, wait: _Waiter, version: int) -> None:
+        """Until the directory's list (``wait`` from ``version``) or the registry changes."""
+        registry = self._registry
+        async with trio.open_nursery() as nursery:
+
+            async def first(waiter: _Waiter, seen: int) -> None:
+                await waiter(seen)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(first, wait, version)
+            nursery.start_soon(first, registry.wait_changed, registry.version)

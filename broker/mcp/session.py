@@ -82,7 +82,10 @@ One-app scope (``Session.app``, a label; chosen by the transport: ``agentConnect
 ``app``, the ``/mcp/apps/NAME`` path on HTTP; see ``scope``): tools/list holds that app's tools
 under their own names, calls resolve against that app alone (no meta-tools), and
 ``list_changed`` is sent only when the scope's list itself changed (its digest, compared after
-each registry change). A scope is never in discovery or code mode too.
+each registry change). Its resources and prompts are that app's alone, under the app's own URIs
+and names: ``Session.resources`` is then a ``ScopedResources`` view (``scope``) with the
+directory's face, so the handlers above serve both; the call log still records the
+agent-facing URI or prompt name. A scope is never in discovery or code mode too.
 """
 
 from __future__ import annotations
@@ -106,7 +109,7 @@ from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..core.applog import AppLogRecord, wants
-from ..core.resources import ResourceError
+from ..core.resources import RESOURCE_NOT_FOUND, ResourceDirectory, ResourceError, agent_uri, prompt_name
 from ..core import elicitation as core_elicitation
 from ..core.elicitation import PendingElicitation
 from . import protocol
@@ -133,7 +136,7 @@ from ..core.result_store import ResultStore, is_result_uri
 from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
-from .scope import AppScopes, scope_instructions, unknown_tool_error
+from .scope import AppScopes, ScopedResources, scope_instructions, unknown_tool_error
 
 _entry_encoder: Final = msgspec.json.Encoder()
 
@@ -527,11 +530,20 @@ class Session:
         self._resource_subs: set[str] = set()
         #: Where each ``resourceUpdated`` goes: the handshake-era subscriptions, each listen stream.
         self._update_sinks: set[Callable[[str], None]] = set()
+        #: The resources and prompts this session sees: every app's, or its one-app scope's own.
+        self.resources: ResourceDirectory | ScopedResources = (
+            server.registry.resources if app is None
+            else ScopedResources(server.app_scopes, server.registry.resources, server.registry, app))
         server.registry.resources.on_updated(self._resource_updated)
         #: Handshake era: the level ``logging/setLevel`` asked for (None: no log messages).
         self.log_level: str | None = None
 
     def _resource_updated(self, uri: str) -> None:
+        if isinstance(self.resources, ScopedResources):  # only its app's, by the app's own URI
+            own = self.resources.own_uri(uri)
+            if own is None:
+                return
+            uri = own
         if uri in self._resource_subs and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
         for sink in list(self._update_sinks):
@@ -599,12 +611,6 @@ class Session:
             handler = table.get(request.method)
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
-            if self.app is not None and request.method in _NOT_IN_APP_SCOPE and not _reads_result_link(request):
-                # The directory of resources and prompts spans every app; a one-app scope (and a
-                # token limited to it) must not reach another app's, so they are not offered here.
-                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {request.method} is not offered in a one-app "
-                               "scope yet; apps' resources and prompts are on /mcp (or `toolbridge stdio` "
-                               "without --app)")
             if isinstance(handler, _ToolsCall):
                 result = self._start_tool_call(request, context, outbox)
                 if result is None:
@@ -771,7 +777,6 @@ class Session:
         result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
-            result["capabilities"] = _scope_capabilities(result["capabilities"])
         if self.code:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
@@ -783,7 +788,6 @@ class Session:
         result = self.server.discover_result(discovery=self.discovery)
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
-            result["capabilities"] = _scope_capabilities(result["capabilities"])
         if self.code:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
@@ -933,11 +937,11 @@ class Session:
     # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
 
     def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.server.registry.resources.list_resources()
+        entries = self.resources.list_resources()
         return self._resource_page("resources", [e["uri"] for e in entries], entries, request, context)
 
     def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.server.registry.resources.list_templates()
+        entries = self.resources.list_templates()
         return self._resource_page("resourceTemplates", [e["uriTemplate"] for e in entries], entries, request,
                                    context)
 
@@ -962,24 +966,32 @@ class Session:
             return bigresults.read_link(self, uri, context)
         started = trio.current_time()
         label = "?"
+        logged = uri  # the call log's row: the agent-facing URI, in a one-app scope too
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
         try:
             timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
-            with trio.move_on_after(timeout):  # an app in its reconnect grace period: wait for it
-                if await self.server.registry.resources.wait_for_uri(uri):
+            # An app in its reconnect grace period: wait for it (the directory knows agent-facing URIs).
+            waited = uri if self.app is None else agent_uri(self.app, uri)
+            with trio.move_on_after(timeout):
+                if await self.server.registry.resources.wait_for_uri(waited):
                     timeout = max(started + timeout - trio.current_time(), 0.001)  # what is left
-            app, own = self.server.registry.resources.resolve(uri)
+            app, own = self.resources.resolve(uri)
             label = app.label
+            logged = agent_uri(label, own)
             contents = await app.port.read_resource(own, timeout)
             outcome = CallOutcome(OutcomeKind.OK)
         except ResourceError as exc:
             outcome = CallOutcome(exc.kind, exc.message)
-            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
+            # 2026-07-28 (SEP-2164) answers an unknown resource with -32602; older eras, -32002.
+            code = INVALID_PARAMS if context.modern and exc.code == RESOURCE_NOT_FOUND else exc.code
+            raise RpcError(code, exc.message, {"uri": uri[:2048]}) from None
         finally:
-            self._audit_request("resource_read", {"uri": uri[:2048]}, label, context, outcome, started)
+            self._audit_request("resource_read", {"uri": logged[:2048]}, label, context, outcome, started)
+        if isinstance(self.resources, ScopedResources):  # the app's own URIs, as it listed them
+            contents = self.resources.own_contents(label, contents)
         result: dict[str, Any] = {"contents": contents}
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=False))
+        if context.modern:  # 2026-07-28 requires caching hints here too (SEP-2549): never cache
+            result.update(self.server._modern_fields(ttl=True))
         return result
 
     def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
@@ -1000,7 +1012,7 @@ class Session:
     # --- prompts (apps' protocol v2) ----------------------------------------------------
 
     def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.server.registry.resources.list_prompts()
+        entries = self.resources.list_prompts()
         return self._resource_page("prompts", [e["name"] for e in entries], entries, request, context)
 
     async def _get_prompt(
@@ -1016,13 +1028,17 @@ class Session:
             raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get "arguments" maps names to strings')
         started = trio.current_time()
         label = "?"
+        logged = name  # the call log's row: the agent-facing name, in a one-app scope too
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
         try:
             timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
-            with trio.move_on_after(timeout):  # an app in its reconnect grace period: wait for it
-                if await self.server.registry.resources.wait_for_prompt(name):
+            # An app in its reconnect grace period: wait for it (the directory knows agent-facing names).
+            waited = name if self.app is None else prompt_name(self.app, name)
+            with trio.move_on_after(timeout):
+                if await self.server.registry.resources.wait_for_prompt(waited):
                     timeout = max(started + timeout - trio.current_time(), 0.001)  # what is left
-            label, port, spec = self.server.registry.resources.resolve_prompt(name)
+            label, port, spec = self.resources.resolve_prompt(name)
+            logged = prompt_name(label, spec.name)
             declared = {arg.name for arg in spec.arguments}
             missing = sorted(arg.name for arg in spec.arguments if arg.required and arg.name not in arguments)
             unknown = sorted(set(arguments) - declared)
@@ -1034,12 +1050,14 @@ class Session:
                     + f" (it takes: {', '.join(sorted(declared)) or 'no arguments'})",
                     code=INVALID_PARAMS, kind="invalid_arguments")
             result = await port.get_prompt(spec.name, arguments, timeout)
+            if isinstance(self.resources, ScopedResources):  # embedded resources under own URIs
+                result = self.resources.own_prompt(label, result)
             outcome = CallOutcome(OutcomeKind.OK)
         except ResourceError as exc:
             outcome = CallOutcome(exc.kind, exc.message)
             raise RpcError(exc.code, exc.message) from None
         finally:
-            self._audit_request("prompt_get", {"name": name[:256]}, label, context, outcome, started)
+            self._audit_request("prompt_get", {"name": logged[:256]}, label, context, outcome, started)
         if context.modern:
             result.update(self.server._modern_fields(ttl=False))
         return result
@@ -1111,7 +1129,7 @@ class Session:
 
     async def watch_prompts(self) -> None:
         """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
-        directory = self.server.registry.resources
+        directory = self.resources
         await self._watch_list(lambda: directory.prompts_version, directory.wait_prompts_changed,
                                PROMPTS_LIST_CHANGED)
 
@@ -1131,7 +1149,7 @@ class Session:
                 self.notify_outbox.send_nowait(notification)
 
     async def _listen_prompts(self, outbox: Outbox, meta: dict[str, Any]) -> None:
-        directory = self.server.registry.resources
+        directory = self.resources
         seen = directory.prompts_version
         while True:
             seen = await directory.wait_prompts_changed(seen)
@@ -1144,7 +1162,7 @@ class Session:
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
         try:
-            self.server.registry.resources.resolve(uri)
+            self.resources.resolve(uri)
         except ResourceError as exc:
             raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
         if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
@@ -1162,13 +1180,13 @@ class Session:
 
     async def watch_resources(self) -> None:
         """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
-        directory = self.server.registry.resources
+        directory = self.resources
         await self._watch_list(lambda: directory.version, directory.wait_changed, RESOURCES_LIST_CHANGED)
 
     async def _listen_resources(self, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
                                 uris: frozenset[str]) -> None:
         """The resource part of a ``subscriptions/listen`` stream (runs beside the tools' part)."""
-        directory = self.server.registry.resources
+        directory = self.resources
 
         def updated(uri: str) -> None:
             if uri in uris:
@@ -1211,13 +1229,12 @@ class Session:
         honored: dict[str, Any] = (
             {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
         # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for
-        # (not in a one-app scope, which offers no resources or prompts yet).
-        everything = self.app is None
-        resources_changed = everything and wanted.get("resourcesListChanged") is True
-        prompts_changed = everything and wanted.get("promptsListChanged") is True
+        # (in a one-app scope: its app's, by their own URIs; see ``scope``).
+        resources_changed = wanted.get("resourcesListChanged") is True
+        prompts_changed = wanted.get("promptsListChanged") is True
         if prompts_changed:
             honored["promptsListChanged"] = True
-        asked = wanted.get("resourceSubscriptions") if everything else None
+        asked = wanted.get("resourceSubscriptions")
         uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
         if resources_changed:
             honored["resourcesListChanged"] = True
@@ -1284,24 +1301,6 @@ class _ToolsCall:
 
 
 _TOOLS_CALL: Final = _ToolsCall()
-#: Methods a one-app scope does not offer (yet): they would reach every app's resources and prompts.
-_NOT_IN_APP_SCOPE: Final = frozenset({
-    "resources/list", "resources/templates/list", "resources/read", "resources/subscribe",
-    "resources/unsubscribe", "prompts/list", "prompts/get",
-})
-
-
-def _reads_result_link(request: Request) -> bool:
-    """A ``resources/read`` of a large result's link: allowed in a one-app scope too (the link
-    came from a call in that scope, and only its own principal can read it; ``bigresults``)."""
-    return request.method == "resources/read" and is_result_uri(request.params.get("uri"))
-
-
-def _scope_capabilities(capabilities: dict[str, Any]) -> dict[str, Any]:
-    """A one-app scope's capabilities: tools only (see ``_NOT_IN_APP_SCOPE``)."""
-    return {key: value for key, value in capabilities.items() if key not in ("resources", "prompts")}
-
-
 _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "initialize": _Inline(Session._initialize),
     "ping": _Inline(Session._ping),
@@ -1389,9 +1388,8 @@ async def open_session(
         session.notify_outbox = notify
         if stateful:
             nursery.start_soon(session.watch_tools)
-            if app is None:  # a one-app scope offers no resources or prompts (yet)
-                nursery.start_soon(session.watch_resources)
-                nursery.start_soon(session.watch_prompts)
+            nursery.start_soon(session.watch_resources)
+            nursery.start_soon(session.watch_prompts)
             server.open_sessions.add(session)
         try:
             yield session
