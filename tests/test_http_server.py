@@ -188,6 +188,40 @@ async def test_the_body_arrives_in_pieces_and_a_chunked_body_too() -> None:
         assert (await client.response())[2] == b"POST /c abcde"
 
 
+class RefusingApp(EchoApp):
+    """Answers ``/refuse`` with a 403 before reading the request's body (as the token and Host
+    checks do); everything else as EchoApp."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["path"] != "/refuse":
+            return await super().__call__(scope, receive, send)
+        await send({"type": "http.response.start", "status": 403, "headers": []})
+        await send({"type": "http.response.body", "body": b"no"})
+
+
+async def test_a_body_sent_after_an_early_answer_is_dropped_and_the_connection_reused() -> None:
+    # Node's fetch writes the head and the body separately: the answer can come between them.
+    # The body must be read and dropped, not the connection closed under the next request.
+    async with connection(RefusingApp()) as client:
+        request = post("/refuse", b"0123456789")
+        head, body = request[:-10], request[-10:]
+        await client.send(head)
+        assert (await client.response())[:1] == (403,)
+        await client.send(body + post("/a", b"next"))
+        assert (await client.response())[2] == b"POST /a next"
+
+
+async def test_a_huge_unread_body_closes_the_connection() -> None:
+    async with connection(RefusingApp()) as client:
+        size = 4 * 1024 * 1024  # over what the server drops to keep a connection
+        await client.send(f"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode())
+        assert (await client.response())[:1] == (403,)
+        with pytest.raises(trio.BrokenResourceError):
+            for _ in range(size // 65536):
+                await client.send(b"x" * 65536)
+        assert await client.closed()
+
+
 async def test_a_streamed_response_is_chunked() -> None:
     async with connection(EchoApp()) as client:
         await client.send(GET.replace(b"/page", b"/stream"))

@@ -68,6 +68,9 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 _RECEIVE_SIZE: Final = 65536
 #: Read-ahead of a pipelined next request while the application waits for a disconnect.
 _MAX_PIPELINED: Final = 65536
+#: The most of an unread request body read and dropped after its response so the connection can
+#: be reused (a larger rest closes the connection instead).
+_MAX_DRAIN: Final = 1024 * 1024
 _DISCONNECT: Final = {"type": "http.disconnect"}
 _REASONS: Final = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
                    500: b"Internal Server Error"}
@@ -282,17 +285,30 @@ class _Connection:
         elif not self.response_done:
             self.broken = True  # a response cut short: the connection cannot be reused
         else:
-            self._skip_read_body()
+            await self._drain_body()
 
-    def _skip_read_body(self) -> None:
-        """Consume the end of a request the app did not read (a GET's), if it is already here,
-        so the connection can be reused; a body still on its way closes the connection."""
+    async def _drain_body(self) -> None:
+        """Read and drop the rest of a request body the app did not read (it answered first: a
+        403, a 404), so the connection can be reused: a client that wrote its head and body in
+        separate writes (Node's fetch does) would otherwise find its kept-alive connection
+        closed under its next request. At most ``_MAX_DRAIN`` bytes, within the body deadline;
+        past either the connection closes."""
+        drained = 0
         try:
-            while self.h11.their_state is h11.SEND_BODY:
-                event = self.h11.next_event()
-                if not isinstance(event, h11.Data | h11.EndOfMessage):
-                    return
+            with trio.move_on_at(self.body_deadline):
+                while self.h11.their_state is h11.SEND_BODY:
+                    event = self.h11.next_event()
+                    if isinstance(event, h11.Data):
+                        drained += len(event.data)
+                        if drained > _MAX_DRAIN:
+                            break
+                    elif event is h11.NEED_DATA and not self.eof:
+                        await self._receive()
+                    elif not isinstance(event, h11.EndOfMessage):
+                        break
         except h11.RemoteProtocolError:
+            pass
+        if self.h11.their_state is h11.SEND_BODY:
             self.broken = True
 
     # --- writing ---------------------------------------------------------------------------
