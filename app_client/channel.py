@@ -28,20 +28,37 @@ about to queue go in the same write. If a write cannot finish within ``write_tim
 stopped reading), or the stream breaks, the channel is aborted: ``closed_reason`` is set and
 ``scope`` (the cancel scope its owner runs the connection in) is cancelled. Before the writer
 runs (handshakes), :meth:`~LineChannel.send_direct` writes straight to the stream.
+
+Fewer wake-ups per message (performance round 4): over a plain socket (``trio.SocketStream``
+without TLS) or a pipe (``trio.lowlevel.FdStream``), both non-blocking, the reader waits for
+the stream to be readable and then reads without a second scheduler pass, and the writer sends
+what it took from the queue at once, falling back to the stream's own ``send_all`` (with the
+write timeout) only for what did not fit. trio's stream methods make a scheduler pass before
+or after every successful call, and a read that finds nothing first fails with ``EAGAIN``; with
+one message at a time (an app answering one call at a time, an agent at concurrency 1) those
+passes and syscalls were most of each process's CPU per message. Every read still makes at
+least one scheduler pass (it waits for readiness, or checkpoints when the last read filled its
+buffer), so a peer that floods cannot starve the loop. Other streams (TLS, memory streams in
+tests, Windows pipes) use the stream's own methods, as before.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
-from typing import Final
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, Final
 
 import structlog
 import trio
 
 from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
-__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter"]
+__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter", "write_through"]
 
 #: Bytes asked of the stream per read.
 READ_SIZE: Final = 64 * 1024
@@ -55,6 +72,83 @@ _log = structlog.get_logger("toolbridge.connection")
 #: BrokenResourceError; a file read in a worker thread, as a relay's stdin, raises OSError).
 _BROKEN: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
+_FdStream: Any = getattr(trio.lowlevel, "FdStream", None)  # POSIX only
+
+
+
+class _RawIO:
+    """Non-blocking reads and writes straight on the OS handle under a trio stream.
+
+    ``handle`` is what ``trio.lowlevel.wait_readable`` takes (the socket, or the pipe's stream);
+    ``recv(n)`` and ``send(data)`` raise BlockingIOError when the handle is not ready and
+    OSError when it is broken or closed.
+    """
+
+    __slots__ = ("handle", "recv", "send")
+
+    def __init__(self, handle: Any, recv: Callable[[int], bytes], send: Callable[[Any], int]) -> None:
+        self.handle = handle
+        self.recv = recv
+        self.send = send
+
+
+def _raw_io(stream: object) -> _RawIO | None:
+    """The raw handle under a plain socket or pipe stream; None for anything else (TLS, memory).
+
+    trio keeps both non-blocking (it sets ``O_NONBLOCK`` / ``setblocking(False)`` itself). For a
+    socket this reads ``trio.SocketStream.socket``'s wrapped standard-library socket, which
+    trio does not document: if that ever changes, the check below fails and the stream's own
+    methods are used.
+    """
+    if type(stream) is trio.SocketStream:
+        sock = getattr(stream.socket, "_sock", None)
+        if isinstance(sock, socket.socket) and sock.type == socket.SOCK_STREAM:
+            return _RawIO(sock, sock.recv, sock.send)
+        return None
+    if _FdStream is not None and type(stream) is _FdStream:
+        fd_stream = stream
+
+        def read(size: int) -> bytes:
+            return os.read(fd_stream.fileno(), size)
+
+        def write(data: Any) -> int:
+            return os.write(fd_stream.fileno(), data)
+
+        return _RawIO(fd_stream, read, write)  # its fileno() is read at each wait (-1 once closed)
+    return None
+
+
+class _Through(threading.local):
+    #: The task inside :func:`write_through` in this thread's trio run, if any.
+    task: trio.lowlevel.Task | None = None
+
+
+_through: Final = _Through()
+
+
+@contextlib.contextmanager
+def write_through(on: bool = True) -> Iterator[None]:
+    """While the body runs, lines this task queues for an idle writer are written at once.
+
+    For a reader handling the last line one read brought (``LineReader.read_drained``): what
+    it answers cannot be joined by lines of the same read any more, so each line goes out in
+    this step, without a wake-up of its writer (the daemon's reply to the agent and the next
+    invocation to an app answering one call at a time; the invocation of a call at concurrency
+    1). Only ``send_bytes_nowait`` and ``send_bytes_reliable_nowait`` do it, only while their
+    writer waits with nothing queued (order is kept), and only in the task that entered: a
+    body that awaits does not lend the mode to the tasks that run meanwhile. ``on=False``:
+    does nothing (so a caller can say ``with write_through(drained):``).
+    """
+    if not on:
+        yield
+        return
+    outer = _through.task
+    _through.task = trio.lowlevel.current_task()
+    try:
+        yield
+    finally:
+        _through.task = outer
+
 
 class LineReader:
     """Lines from one trio receive stream (see the module docstring): the one read loop."""
@@ -63,6 +157,10 @@ class LineReader:
         self._source = source
         self._framer = LineFramer(max_line_bytes)
         self._at_eof = False
+        #: Reads straight on the socket or pipe (see the module docstring), or None.
+        self._raw_in = _raw_io(source)
+        #: The last read filled its buffer: more is probably waiting, read before waiting.
+        self._read_full = False
         self.last_received = trio.current_time()
         #: Bytes read so far.
         self.bytes_received = 0
@@ -73,6 +171,12 @@ class LineReader:
         Raises RemoteProtocolError (``line_too_long``) as :meth:`receive_line` does.
         """
         return self._framer.next_line()
+
+    @property
+    def read_drained(self) -> bool:
+        """Nothing is left of what was read: the line just taken was the last one (see
+        :func:`write_through`)."""
+        return self._framer.buffered == 0
 
     @property
     def framer(self) -> LineFramer:
@@ -120,7 +224,10 @@ class LineReader:
 
     async def _read(self) -> None:
         try:
-            data = await self._source.receive_some(READ_SIZE)
+            if self._raw_in is not None:
+                data = await self._read_raw(self._raw_in)
+            else:
+                data = await self._source.receive_some(READ_SIZE)
         except _BROKEN as exc:
             raise ConnectionClosed("connection broken") from exc
         if not data:
@@ -128,6 +235,25 @@ class LineReader:
         self.last_received = trio.current_time()
         self.bytes_received += len(data)
         self._framer.receive_data(data)
+
+    async def _read_raw(self, raw: _RawIO) -> bytes:
+        """One read straight on the handle: wait until it is readable, then read (one
+        scheduler pass, no ``EAGAIN`` first); after a full buffer, read first (a checkpoint
+        still comes first, so a flooding peer cannot starve the loop)."""
+        if raw.handle.fileno() < 0:
+            raise trio.ClosedResourceError("the stream was closed")
+        if self._read_full:
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.wait_readable(raw.handle)
+        while True:
+            try:
+                data = raw.recv(READ_SIZE)
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(raw.handle)
+                continue
+            self._read_full = len(data) == READ_SIZE
+            return data
 
 
 class LineWriter:
@@ -146,6 +272,8 @@ class LineWriter:
         write_timeout: float | None = None,
     ) -> None:
         self._sink = sink
+        #: Writes straight on the socket or pipe (see the module docstring), or None.
+        self._raw_out = _raw_io(sink)
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
         #: Bytes written so far (``bytes_received``: see LineReader).
@@ -166,9 +294,19 @@ class LineWriter:
         Raises ConnectionClosed if the stream is broken.
         """
         try:
-            await self._sink.send_all(data)
+            sent = 0
+            if self._raw_out is not None:  # what fits goes now, without a scheduler pass
+                try:
+                    sent = self._raw_out.send(data)
+                except BlockingIOError:
+                    pass
+                if sent == len(data):
+                    self.bytes_sent += sent
+                    return
+            await self._sink.send_all(memoryview(data)[sent:] if sent else data)
         except _BROKEN as exc:
             raise ConnectionClosed("connection broken while writing") from exc
+        self.bytes_sent += len(data)
 
     async def send_bytes(self, data: bytes) -> None:
         """Queue ``data`` for the writer, waiting while the queue is full."""
@@ -187,10 +325,54 @@ class LineWriter:
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
             raise ConnectionClosed("connection closed") from exc
 
+    def write_nowait(self, data: bytes) -> None:
+        """Write ``data`` now when the writer is idle, else queue it (as :meth:`queue_nowait`).
+
+        For a caller that knows nothing else is about to be queued (the one call in flight
+        answering, a relay forwarding what one read brought): the bytes go out in this step,
+        without waking the writer for a scheduler pass of its own. "Idle" means the writer
+        waits for a line with nothing queued (the stream is not being written, nothing is
+        ahead of ``data``); it stays the one writer whenever anything is queued. Over a stream
+        without straight writes (TLS, memory), or when the socket takes only part, the rest
+        is queued; a broken stream is left for the writer to find (it aborts as usual).
+
+        Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
+        """
+        rest = self._write_if_idle(data)
+        if rest is not None:
+            self.queue_nowait(rest)
+
+    def _write_if_idle(self, data: bytes) -> bytes | None:
+        """Write ``data`` now if the writer is idle (see :meth:`write_nowait`): None when all
+        of it went out, else what is left to queue (all of it when the writer is not idle)."""
+        raw = self._raw_out
+        if raw is None or self._overflow or self.closed_reason is not None:
+            return data
+        stats = self._outbound.statistics()
+        if not stats.tasks_waiting_receive or stats.current_buffer_used:
+            return data
+        try:
+            sent = raw.send(data)
+        except OSError:  # BlockingIOError included: the writer sends it (or finds the error)
+            return data
+        self.bytes_sent += sent
+        return None if sent == len(data) else data[sent:]
+
+    def _written_through(self, data: bytes) -> bytes | None:
+        """Inside :func:`write_through` (this thread, this task): :meth:`_write_if_idle`;
+        elsewhere ``data`` unchanged (it is queued)."""
+        task = _through.task
+        if task is None or task is not trio.lowlevel.current_task():
+            return data
+        return self._write_if_idle(data)
+
     def send_bytes_nowait(self, data: bytes) -> bool:
         """Queue ``data`` if there is room; False (dropped) if the peer is not keeping up."""
+        rest = self._written_through(data)
+        if rest is None:
+            return True
         try:
-            self._send.send_nowait(data)
+            self._send.send_nowait(rest)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             return False
         return True
@@ -203,6 +385,10 @@ class LineWriter:
         writer sends ahead of its next batch (the writer is busy then, so it comes round soon).
         False if the channel is closed, or that side queue is full too.
         """
+        rest = self._written_through(data)
+        if rest is None:
+            return True
+        data = rest
         try:
             self._send.send_nowait(data)
             return True
@@ -265,9 +451,23 @@ class LineWriter:
                         break
                     chunks.append(more)
                     size += len(more)
+                data = b"".join(chunks) if len(chunks) > 1 else first
+                sent = 0
+                if self._raw_out is not None:
+                    # What fits goes now, without send_all's scheduler passes; the rest below.
+                    try:
+                        sent = self._raw_out.send(data)
+                    except BlockingIOError:
+                        pass
+                    except OSError as exc:
+                        self._write_failed(exc)
+                        return
+                    if sent == size:
+                        self.bytes_sent += size
+                        continue
                 with trio.move_on_after(self._write_timeout) as timeout:
                     try:
-                        await self._sink.send_all(b"".join(chunks) if len(chunks) > 1 else first)
+                        await self._sink.send_all(memoryview(data)[sent:] if sent else data)
                     except _BROKEN as exc:
                         self._write_failed(exc)
                         return

@@ -20,6 +20,11 @@ subscribed sessions; :meth:`AppLink.read_resource` / :meth:`AppLink.get_prompt` 
 with an id from the calls' sequence and wait for its answer in ``AppLink.reads`` (removed in a
 ``finally``; a late answer is ``unknown_correlation_id``).
 
+The reader handles the last line of each read inside ``app_client.channel.write_through``: an
+app answering one call at a time sends one answer per read, and the reply to the agent and the
+next queued invocation for the app then go out in the reader's own step, without waking either
+connection's writer (lines of a read that brought several still go through the writers, joined).
+
 When the link ends, for whatever reason, every call in flight on it fails at once with
 ``app_disconnected`` (and every resource read or prompt request with it; the instance's
 resources and prompts are withdrawn) and the instance enters its reconnect grace period — unless the app said
@@ -43,6 +48,7 @@ import attrs
 import structlog
 import trio
 
+from app_client.channel import write_through
 from app_client.protocol import (
     PROTOCOL_VERSION,
     AddTools,
@@ -444,7 +450,10 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
             if isinstance(event, AddTools):
                 await _add_tools(link, links, event)
             else:
-                _handle(link, links, event)
+                # The read's last line (an app answering one call at a time sends one per
+                # read): the reply to the agent and the next invocation go out in this step.
+                with write_through(conn.read_drained):
+                    _handle(link, links, event)
         except RegistrationError as exc:
             conn.send_nowait(Error(exc.code, exc.message))
 
