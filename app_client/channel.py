@@ -45,12 +45,11 @@ tests, Windows pipes) use the stream's own methods, as before.
 from __future__ import annotations
 
 import collections
-import contextlib
 import math
 import os
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
@@ -106,7 +105,7 @@ def _raw_io(stream: object) -> _RawIO | None:
             return _RawIO(sock, sock.recv, sock.send)
         return None
     if _FdStream is not None and type(stream) is _FdStream:
-        fd_stream = stream
+        fd_stream: Any = stream
 
         def read(size: int) -> bytes:
             return os.read(fd_stream.fileno(), size)
@@ -126,8 +125,7 @@ class _Through(threading.local):
 _through: Final = _Through()
 
 
-@contextlib.contextmanager
-def write_through(on: bool = True) -> Iterator[None]:
+class write_through:  # noqa: N801 - used like a function: ``with write_through(drained):``
     """While the body runs, lines this task queues for an idle writer are written at once.
 
     For a reader handling the last line one read brought (``LineReader.read_drained``): what
@@ -139,15 +137,21 @@ def write_through(on: bool = True) -> Iterator[None]:
     body that awaits does not lend the mode to the tasks that run meanwhile. ``on=False``:
     does nothing (so a caller can say ``with write_through(drained):``).
     """
-    if not on:
-        yield
-        return
-    outer = _through.task
-    _through.task = trio.lowlevel.current_task()
-    try:
-        yield
-    finally:
-        _through.task = outer
+
+    __slots__ = ("_on", "_outer")
+
+    def __init__(self, on: bool = True) -> None:
+        self._on = on
+        self._outer: trio.lowlevel.Task | None = None
+
+    def __enter__(self) -> None:
+        if self._on:
+            self._outer = _through.task
+            _through.task = trio.lowlevel.current_task()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._on:
+            _through.task = self._outer
 
 
 class LineReader:
@@ -223,6 +227,7 @@ class LineReader:
                     self._framer.receive_data(b"\n")
 
     async def _read(self) -> None:
+        data: bytes | bytearray
         try:
             if self._raw_in is not None:
                 data = await self._read_raw(self._raw_in)
@@ -274,6 +279,8 @@ class LineWriter:
         self._sink = sink
         #: Writes straight on the socket or pipe (see the module docstring), or None.
         self._raw_out = _raw_io(sink)
+        #: The writer waits for a line with nothing queued or handed to it (see _write_if_idle).
+        self._writer_waiting = False
         self._send, self._outbound = trio.open_memory_channel[bytes](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
         #: Bytes written so far (``bytes_received``: see LineReader).
@@ -310,6 +317,7 @@ class LineWriter:
 
     async def send_bytes(self, data: bytes) -> None:
         """Queue ``data`` for the writer, waiting while the queue is full."""
+        self._writer_waiting = False  # before the line is handed over (see _write_if_idle)
         try:
             await self._send.send(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
@@ -320,6 +328,7 @@ class LineWriter:
 
         Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
         """
+        self._writer_waiting = False
         try:
             self._send.send_nowait(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
@@ -348,8 +357,7 @@ class LineWriter:
         raw = self._raw_out
         if raw is None or self._overflow or self.closed_reason is not None:
             return data
-        stats = self._outbound.statistics()
-        if not stats.tasks_waiting_receive or stats.current_buffer_used:
+        if not self._writer_waiting:
             return data
         try:
             sent = raw.send(data)
@@ -371,6 +379,7 @@ class LineWriter:
         rest = self._written_through(data)
         if rest is None:
             return True
+        self._writer_waiting = False
         try:
             self._send.send_nowait(rest)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
@@ -389,6 +398,7 @@ class LineWriter:
         if rest is None:
             return True
         data = rest
+        self._writer_waiting = False
         try:
             self._send.send_nowait(data)
             return True
@@ -409,6 +419,7 @@ class LineWriter:
 
     def finish_sending(self) -> None:
         """No more lines: the writer sends what is queued, then exits."""
+        self._writer_waiting = False
         self._send.close()
 
     def close_after_flush(self, reason: str) -> None:
@@ -416,6 +427,7 @@ class LineWriter:
         if self.closed_reason is None:
             self.closed_reason = reason
         self._end_when_flushed = True
+        self._writer_waiting = False
         self._send.close()
 
     def close_queue(self) -> None:
@@ -424,6 +436,7 @@ class LineWriter:
         What is still queued is not sent; a writer waiting for a line raises
         ``trio.ClosedResourceError``.
         """
+        self._writer_waiting = False
         self._outbound.close()
 
     def abort(self, reason: str) -> None:
@@ -435,7 +448,23 @@ class LineWriter:
     async def run_writer(self) -> None:
         """The one writer: sends queued lines until :meth:`finish_sending` and the queue is empty."""
         async with self._outbound:
-            async for first in self._outbound:
+            while True:
+                try:
+                    first = self._outbound.receive_nowait()
+                except trio.WouldBlock:
+                    # Nothing queued: wait, marked as waiting until a line is put in the
+                    # channel (every path that does clears the mark first: _write_if_idle).
+                    self._writer_waiting = True
+                    try:
+                        first = await self._outbound.receive()
+                    except trio.EndOfChannel:
+                        break
+                    finally:
+                        self._writer_waiting = False
+                except trio.EndOfChannel:
+                    break
+                else:
+                    await trio.lowlevel.checkpoint()  # as receive() would: one pass per batch
                 chunks = [*self._take_overflow(), first]
                 size = sum(map(len, chunks))
                 if (self._outbound.statistics().current_buffer_used == 0
