@@ -138,20 +138,21 @@ class write_through:  # noqa: N801 - used like a function: ``with write_through(
     does nothing (so a caller can say ``with write_through(drained):``).
     """
 
-    __slots__ = ("_on", "_outer")
+    __slots__ = ("_task",)
 
     def __init__(self, on: bool = True) -> None:
-        self._on = on
-        self._outer: trio.lowlevel.Task | None = None
+        self._task = trio.lowlevel.current_task() if on else None
 
     def __enter__(self) -> None:
-        if self._on:
-            self._outer = _through.task
-            _through.task = trio.lowlevel.current_task()
+        if self._task is not None:
+            _through.task = self._task
 
     def __exit__(self, *exc_info: object) -> None:
-        if self._on:
-            _through.task = self._outer
+        # Cleared only if still ours: blocks of two tasks may interleave across an await, and
+        # the mode must never outlive the block that set it (the later one may lose it early:
+        # lines then only take the usual way through the writer).
+        if self._task is not None and _through.task is self._task:
+            _through.task = None
 
 
 class LineReader:

@@ -564,3 +564,27 @@ async def test_read_drained_says_whether_the_line_taken_was_the_last_of_the_read
     assert await channel.receive_line() == b"b" and channel.read_drained
     await left.send_all(b"c\nd")  # a partial line is still to come: not drained
     assert await channel.receive_line() == b"c" and not channel.read_drained
+
+
+async def test_write_through_blocks_of_two_tasks_interleaving_never_leave_the_mode_set() -> None:
+    from app_client.channel import _through  # noqa: PLC0415 - the mode's holder, to check it is cleared
+
+    first_in, second_in, first_out = trio.Event(), trio.Event(), trio.Event()
+
+    async def first() -> None:
+        with write_through():
+            first_in.set()
+            await second_in.wait()
+        first_out.set()
+
+    async def second() -> None:
+        await first_in.wait()
+        with write_through():
+            second_in.set()
+            await first_out.wait()
+            assert _through.task is trio.lowlevel.current_task()  # the first's exit left it alone
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first)
+        nursery.start_soon(second)
+    assert _through.task is None
