@@ -30,16 +30,15 @@ stopped reading), or the stream breaks, the channel is aborted: ``closed_reason`
 runs (handshakes), :meth:`~LineChannel.send_direct` writes straight to the stream.
 
 Fewer wake-ups per message (performance round 4): over a plain socket (``trio.SocketStream``
-without TLS) or a pipe (``trio.lowlevel.FdStream``), both non-blocking, the reader waits for
-the stream to be readable and then reads without a second scheduler pass, and the writer sends
-what it took from the queue at once, falling back to the stream's own ``send_all`` (with the
-write timeout) only for what did not fit. trio's stream methods make a scheduler pass before
-or after every successful call, and a read that finds nothing first fails with ``EAGAIN``; with
-one message at a time (an app answering one call at a time, an agent at concurrency 1) those
-passes and syscalls were most of each process's CPU per message. Every read still makes at
-least one scheduler pass (it waits for readiness, or checkpoints when the last read filled its
-buffer), so a peer that floods cannot starve the loop. Other streams (TLS, memory streams in
-tests, Windows pipes) use the stream's own methods, as before.
+without TLS) or a pipe (``trio.lowlevel.FdStream``), both non-blocking, the writer sends what
+it took from the queue at once, falling back to the stream's own ``send_all`` (with the write
+timeout) only for what did not fit, and the reader reads straight from the handle. trio's
+``send_all`` makes a scheduler pass after every successful send, and a pipe's
+``receive_some`` one before every read; with one message at a time (an app answering one call
+at a time, an agent at concurrency 1) those passes were a large part of each process's CPU
+per message. Every read still makes exactly one pass (after a read that found data, or the
+wait for data), so a peer that floods cannot starve the loop. Other streams (TLS, memory
+streams in tests, Windows pipes) use the stream's own methods, as before.
 """
 
 from __future__ import annotations
@@ -164,8 +163,6 @@ class LineReader:
         self._at_eof = False
         #: Reads straight on the socket or pipe (see the module docstring), or None.
         self._raw_in = _raw_io(source)
-        #: The last read filled its buffer: more is probably waiting, read before waiting.
-        self._read_full = False
         self.last_received = trio.current_time()
         #: Bytes read so far.
         self.bytes_received = 0
@@ -243,23 +240,26 @@ class LineReader:
         self._framer.receive_data(data)
 
     async def _read_raw(self, raw: _RawIO) -> bytes:
-        """One read straight on the handle: wait until it is readable, then read (one
-        scheduler pass, no ``EAGAIN`` first); after a full buffer, read first (a checkpoint
-        still comes first, so a flooding peer cannot starve the loop)."""
+        """One read straight on the handle: at once if something is there (then one scheduler
+        pass, as trio's own read makes, so a flooding peer cannot starve the loop; a cancelled
+        reader stops before it reads), else wait until the handle is readable (that wait is
+        the pass)."""
         if raw.handle.fileno() < 0:
             raise trio.ClosedResourceError("the stream was closed")
-        if self._read_full:
-            await trio.lowlevel.checkpoint()
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            data = raw.recv(READ_SIZE)
+        except BlockingIOError:
+            pass
         else:
-            await trio.lowlevel.wait_readable(raw.handle)
-        while True:
-            try:
-                data = raw.recv(READ_SIZE)
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(raw.handle)
-                continue
-            self._read_full = len(data) == READ_SIZE
+            await trio.lowlevel.cancel_shielded_checkpoint()  # what was read is never lost
             return data
+        while True:
+            await trio.lowlevel.wait_readable(raw.handle)
+            try:
+                return raw.recv(READ_SIZE)
+            except BlockingIOError:
+                continue
 
 
 class LineWriter:

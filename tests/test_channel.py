@@ -307,10 +307,9 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes:
 
 
 async def test_one_line_each_way_over_a_socket_is_one_task_step() -> None:
-    """Over a plain socket, the writer sends a line in the step it wakes in and the reader takes
-    one in the step it wakes in: trio's send_all / receive_some make a second scheduler pass
-    each (and a read that finds nothing first fails with EAGAIN). One call at a time pays
-    those passes on every message, in every process of the relay."""
+    """Over a plain socket, the writer sends a line in the step it wakes in (trio's send_all
+    makes a second scheduler pass after its send: one call at a time pays it on every message,
+    in every process of the relay), and the reader takes one in the step it wakes in."""
     stream, peer = _socket_stream_pair()
     channel = LineChannel(stream)
     counter = _StepCounter()
