@@ -34,21 +34,35 @@ the memory map the framer collected it in (no copy), and a line to send may be a
 large one a view of the buffer it arrived in) are written in order as one line, never
 interleaved with other lines, and never joined into a new buffer: a result relayed from one
 connection to another exists once in memory.
+
+Fewer wake-ups per message (performance round 4): over a plain socket (``trio.SocketStream``
+without TLS) or a pipe (``trio.lowlevel.FdStream``), both non-blocking, the writer sends what
+it took from the queue at once, falling back to the stream's own ``send_all`` (with the write
+timeout) only for what did not fit, and the reader reads straight from the handle. trio's
+``send_all`` makes a scheduler pass after every successful send, and a pipe's
+``receive_some`` one before every read; with one message at a time (an app answering one call
+at a time, an agent at concurrency 1) those passes were a large part of each process's CPU
+per message. Every read still makes exactly one pass (after a read that found data, or the
+wait for data), so a peer that floods cannot starve the loop. Other streams (TLS, memory
+streams in tests, Windows pipes) use the stream's own methods, as before.
 """
 
 from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Iterable
-from typing import Final, TypeAlias
+import os
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any, Final, TypeAlias, cast
 
 import structlog
 import trio
 
 from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
-__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter", "SplitLine"]
+__all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter", "SplitLine", "write_through"]
 
 #: Bytes asked of the stream per read.
 READ_SIZE: Final = 64 * 1024
@@ -105,6 +119,89 @@ def _segments(lines: list[Line]) -> list[Part]:
 #: BrokenResourceError; a file read in a worker thread, as a relay's stdin, raises OSError).
 _BROKEN: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
+_FdStream: Any = getattr(trio.lowlevel, "FdStream", None)  # POSIX only
+
+
+
+class _RawIO:
+    """Non-blocking reads and writes straight on the OS handle under a trio stream.
+
+    ``handle`` is what ``trio.lowlevel.wait_readable`` takes (the socket, or the pipe's stream);
+    ``recv(n)`` and ``send(data)`` raise BlockingIOError when the handle is not ready and
+    OSError when it is broken or closed.
+    """
+
+    __slots__ = ("handle", "recv", "send")
+
+    def __init__(self, handle: Any, recv: Callable[[int], bytes], send: Callable[[Any], int]) -> None:
+        self.handle = handle
+        self.recv = recv
+        self.send = send
+
+
+def _raw_io(stream: object) -> _RawIO | None:
+    """The raw handle under a plain socket or pipe stream; None for anything else (TLS, memory).
+
+    trio keeps both non-blocking (it sets ``O_NONBLOCK`` / ``setblocking(False)`` itself). For a
+    socket this reads ``trio.SocketStream.socket``'s wrapped standard-library socket, which
+    trio does not document: if that ever changes, the check below fails and the stream's own
+    methods are used.
+    """
+    if type(stream) is trio.SocketStream:
+        sock = getattr(stream.socket, "_sock", None)
+        if isinstance(sock, socket.socket) and sock.type == socket.SOCK_STREAM:
+            return _RawIO(sock, sock.recv, sock.send)
+        return None
+    if _FdStream is not None and type(stream) is _FdStream:
+        fd_stream: Any = stream
+
+        def read(size: int) -> bytes:
+            return os.read(fd_stream.fileno(), size)
+
+        def write(data: Any) -> int:
+            return os.write(fd_stream.fileno(), data)
+
+        return _RawIO(fd_stream, read, write)  # its fileno() is read at each wait (-1 once closed)
+    return None
+
+
+class _Through(threading.local):
+    #: The task inside :func:`write_through` in this thread's trio run, if any.
+    task: trio.lowlevel.Task | None = None
+
+
+_through: Final = _Through()
+
+
+class write_through:  # noqa: N801 - used like a function: ``with write_through(drained):``
+    """While the body runs, lines this task queues for an idle writer are written at once.
+
+    For a reader handling the last line one read brought (``LineReader.read_drained``): what
+    it answers cannot be joined by lines of the same read any more, so each line goes out in
+    this step, without a wake-up of its writer (the daemon's reply to the agent and the next
+    invocation to an app answering one call at a time; the invocation of a call at concurrency
+    1). Only ``send_bytes_nowait`` and ``send_bytes_reliable_nowait`` do it, only while their
+    writer waits with nothing queued (order is kept), and only in the task that entered: a
+    body that awaits does not lend the mode to the tasks that run meanwhile. ``on=False``:
+    does nothing (so a caller can say ``with write_through(drained):``).
+    """
+
+    __slots__ = ("_task",)
+
+    def __init__(self, on: bool = True) -> None:
+        self._task = trio.lowlevel.current_task() if on else None
+
+    def __enter__(self) -> None:
+        if self._task is not None:
+            _through.task = self._task
+
+    def __exit__(self, *exc_info: object) -> None:
+        # Cleared only if still ours: blocks of two tasks may interleave across an await, and
+        # the mode must never outlive the block that set it (the later one may lose it early:
+        # lines then only take the usual way through the writer).
+        if self._task is not None and _through.task is self._task:
+            _through.task = None
+
 
 class LineReader:
     """Lines from one trio receive stream (see the module docstring): the one read loop."""
@@ -113,6 +210,8 @@ class LineReader:
         self._source = source
         self._framer = LineFramer(max_line_bytes)
         self._at_eof = False
+        #: Reads straight on the socket or pipe (see the module docstring), or None.
+        self._raw_in = _raw_io(source)
         self.last_received = trio.current_time()
         #: Bytes read so far.
         self.bytes_received = 0
@@ -123,6 +222,12 @@ class LineReader:
         Raises RemoteProtocolError (``line_too_long``) as :meth:`receive_line` does.
         """
         return self._framer.next_line()
+
+    @property
+    def read_drained(self) -> bool:
+        """Nothing is left of what was read: the line just taken was the last one (see
+        :func:`write_through`)."""
+        return self._framer.buffered == 0
 
     @property
     def framer(self) -> LineFramer:
@@ -178,8 +283,12 @@ class LineReader:
                     self._framer.receive_data(b"\n")
 
     async def _read(self) -> None:
+        data: bytes | bytearray
         try:
-            data = await self._source.receive_some(READ_SIZE)
+            if self._raw_in is not None:
+                data = await self._read_raw(self._raw_in)
+            else:
+                data = await self._source.receive_some(READ_SIZE)
         except _BROKEN as exc:
             raise ConnectionClosed("connection broken") from exc
         if not data:
@@ -187,6 +296,28 @@ class LineReader:
         self.last_received = trio.current_time()
         self.bytes_received += len(data)
         self._framer.receive_data(data)
+
+    async def _read_raw(self, raw: _RawIO) -> bytes:
+        """One read straight on the handle: at once if something is there (then one scheduler
+        pass, as trio's own read makes, so a flooding peer cannot starve the loop; a cancelled
+        reader stops before it reads), else wait until the handle is readable (that wait is
+        the pass)."""
+        if raw.handle.fileno() < 0:
+            raise trio.ClosedResourceError("the stream was closed")
+        await trio.lowlevel.checkpoint_if_cancelled()
+        try:
+            data = raw.recv(READ_SIZE)
+        except BlockingIOError:
+            pass
+        else:
+            await trio.lowlevel.cancel_shielded_checkpoint()  # what was read is never lost
+            return data
+        while True:
+            await trio.lowlevel.wait_readable(raw.handle)
+            try:
+                return raw.recv(READ_SIZE)
+            except BlockingIOError:
+                continue
 
 
 class LineWriter:
@@ -205,6 +336,10 @@ class LineWriter:
         write_timeout: float | None = None,
     ) -> None:
         self._sink = sink
+        #: Writes straight on the socket or pipe (see the module docstring), or None.
+        self._raw_out = _raw_io(sink)
+        #: The writer waits for a line with nothing queued or handed to it (see _write_if_idle).
+        self._writer_waiting = False
         self._send, self._outbound = trio.open_memory_channel[Line](outbound_queue)
         self._write_timeout = math.inf if write_timeout is None else write_timeout
         #: Bytes written so far (``bytes_received``: see LineReader).
@@ -225,12 +360,23 @@ class LineWriter:
         Raises ConnectionClosed if the stream is broken.
         """
         try:
-            await self._sink.send_all(data)
+            sent = 0
+            if self._raw_out is not None:  # what fits goes now, without a scheduler pass
+                try:
+                    sent = self._raw_out.send(data)
+                except BlockingIOError:
+                    pass
+                if sent == len(data):
+                    self.bytes_sent += sent
+                    return
+            await self._sink.send_all(memoryview(data)[sent:] if sent else data)
         except _BROKEN as exc:
             raise ConnectionClosed("connection broken while writing") from exc
+        self.bytes_sent += len(data)
 
     async def send_bytes(self, data: Line) -> None:
         """Queue ``data`` for the writer, waiting while the queue is full."""
+        self._writer_waiting = False  # before the line is handed over (see _write_if_idle)
         try:
             await self._send.send(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
@@ -241,15 +387,60 @@ class LineWriter:
 
         Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
         """
+        self._writer_waiting = False
         try:
             self._send.send_nowait(data)
         except (trio.ClosedResourceError, trio.BrokenResourceError) as exc:
             raise ConnectionClosed("connection closed") from exc
 
+    def write_nowait(self, data: bytes) -> None:
+        """Write ``data`` now when the writer is idle, else queue it (as :meth:`queue_nowait`).
+
+        For a caller that knows nothing else is about to be queued (the one call in flight
+        answering, a relay forwarding what one read brought): the bytes go out in this step,
+        without waking the writer for a scheduler pass of its own. "Idle" means the writer
+        waits for a line with nothing queued (the stream is not being written, nothing is
+        ahead of ``data``); it stays the one writer whenever anything is queued. Over a stream
+        without straight writes (TLS, memory), or when the socket takes only part, the rest
+        is queued; a broken stream is left for the writer to find (it aborts as usual).
+
+        Raises trio.WouldBlock if the queue is full, ConnectionClosed if it is closed.
+        """
+        rest = self._write_if_idle(data)
+        if rest is not None:
+            self.queue_nowait(rest)
+
+    def _write_if_idle(self, data: Line) -> Line | None:
+        """Write ``data`` now if the writer is idle (see :meth:`write_nowait`): None when all
+        of it went out, else what is left to queue (all of it when the writer is not idle)."""
+        raw = self._raw_out
+        if raw is None or type(data) is not bytes or self._overflow or self.closed_reason is not None:
+            return data  # (a line in parts is the writer's: its large parts go from their buffers)
+        if not self._writer_waiting:
+            return data
+        try:
+            sent = raw.send(data)
+        except OSError:  # BlockingIOError included: the writer sends it (or finds the error)
+            return data
+        self.bytes_sent += sent
+        return None if sent == len(data) else data[sent:]
+
+    def _written_through(self, data: Line) -> Line | None:
+        """Inside :func:`write_through` (this thread, this task): :meth:`_write_if_idle`;
+        elsewhere ``data`` unchanged (it is queued)."""
+        task = _through.task
+        if task is None or task is not trio.lowlevel.current_task():
+            return data
+        return self._write_if_idle(data)
+
     def send_bytes_nowait(self, data: Line) -> bool:
         """Queue ``data`` if there is room; False (dropped) if the peer is not keeping up."""
+        rest = self._written_through(data)
+        if rest is None:
+            return True
+        self._writer_waiting = False
         try:
-            self._send.send_nowait(data)
+            self._send.send_nowait(rest)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             return False
         return True
@@ -262,6 +453,11 @@ class LineWriter:
         writer sends ahead of its next batch (the writer is busy then, so it comes round soon).
         False if the channel is closed, or that side queue is full too.
         """
+        rest = self._written_through(data)
+        if rest is None:
+            return True
+        data = rest
+        self._writer_waiting = False
         try:
             self._send.send_nowait(data)
             return True
@@ -282,6 +478,7 @@ class LineWriter:
 
     def finish_sending(self) -> None:
         """No more lines: the writer sends what is queued, then exits."""
+        self._writer_waiting = False
         self._send.close()
 
     def close_after_flush(self, reason: str) -> None:
@@ -289,6 +486,7 @@ class LineWriter:
         if self.closed_reason is None:
             self.closed_reason = reason
         self._end_when_flushed = True
+        self._writer_waiting = False
         self._send.close()
 
     def close_queue(self) -> None:
@@ -297,6 +495,7 @@ class LineWriter:
         What is still queued is not sent; a writer waiting for a line raises
         ``trio.ClosedResourceError``.
         """
+        self._writer_waiting = False
         self._outbound.close()
 
     def abort(self, reason: str) -> None:
@@ -308,7 +507,23 @@ class LineWriter:
     async def run_writer(self) -> None:
         """The one writer: sends queued lines until :meth:`finish_sending` and the queue is empty."""
         async with self._outbound:
-            async for first in self._outbound:
+            while True:
+                try:
+                    first = self._outbound.receive_nowait()
+                except trio.WouldBlock:
+                    # Nothing queued: wait, marked as waiting until a line is put in the
+                    # channel (every path that does clears the mark first: _write_if_idle).
+                    self._writer_waiting = True
+                    try:
+                        first = await self._outbound.receive()
+                    except trio.EndOfChannel:
+                        break
+                    finally:
+                        self._writer_waiting = False
+                except trio.EndOfChannel:
+                    break
+                else:
+                    await trio.lowlevel.checkpoint()  # as receive() would: one pass per batch
                 chunks = [*self._take_overflow(), first]
                 size = sum(map(len, chunks))  # (a SplitLine's len is its bytes)
                 if (self._outbound.statistics().current_buffer_used == 0
@@ -324,15 +539,31 @@ class LineWriter:
                         break
                     chunks.append(more)
                     size += len(more)
+                segments: list[bytes | bytearray | memoryview]
+                if all(type(chunk) is bytes for chunk in chunks):
+                    data = cast(bytes, b"".join(chunks) if len(chunks) > 1 else first)  # type: ignore[arg-type]
+                    sent = 0
+                    if self._raw_out is not None:
+                        # What fits goes now, without send_all's scheduler passes; the rest below.
+                        try:
+                            sent = self._raw_out.send(data)
+                        except BlockingIOError:
+                            pass
+                        except OSError as exc:
+                            self._write_failed(exc)
+                            return
+                        if sent == size:
+                            self.bytes_sent += size
+                            chunks.clear()
+                            first = data = b""
+                            continue
+                    segments = [memoryview(data)[sent:] if sent else data]
+                else:  # a line in parts: its large parts straight from their buffers, never joined
+                    segments = _segments(chunks)
                 with trio.move_on_after(self._write_timeout) as timeout:
                     try:
-                        if type(first) is bytes and len(chunks) == 1:
-                            await self._sink.send_all(first)
-                        elif all(type(chunk) is bytes for chunk in chunks):
-                            await self._sink.send_all(b"".join(chunks))  # type: ignore[arg-type]
-                        else:  # a line in parts: its large parts straight from their buffers
-                            for segment in _segments(chunks):
-                                await self._sink.send_all(segment)
+                        for segment in segments:
+                            await self._sink.send_all(segment)
                     except _BROKEN as exc:
                         self._write_failed(exc)
                         return
@@ -340,7 +571,8 @@ class LineWriter:
                 # What was sent is not kept alive while the writer waits for the next line (a
                 # large result would stay in memory until then).
                 chunks.clear()
-                first = b""
+                segments.clear()
+                first = data = b""
                 if timeout.cancelled_caught:
                     _log.warning("peer_not_reading", conn_id=self.id, seconds=self._write_timeout)
                     self.abort(f"the peer did not read for {self._write_timeout:g} s")

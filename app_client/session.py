@@ -16,7 +16,10 @@ runs a nursery that owns every task of the connection:
   If nothing at all arrives for three heartbeat intervals the link is declared dead.
 * **the writer** is the only task that writes to the stream. Everyone else puts encoded
   lines in a bounded in-memory queue, so a cancelled sender can never leave half a line on
-  the wire, and messages go out in the order they were queued.
+  the wire, and messages go out in the order they were queued. One exception, for an app
+  answering one call at a time: the response of the only call in flight is written by its
+  call task at once when the writer waits with nothing queued (``LineChannel.write_nowait``:
+  a synchronous write, so never half a line, and never ahead of a queued one).
 * **call tasks**, one per invocation, run :func:`app_client.invoke.run_tool` inside a
   cancel scope that ``toolCancel`` cancels, then queue the ``toolResponse``.
 
@@ -296,6 +299,16 @@ class Session:
                 channel.queue_nowait(data)
             except trio.WouldBlock:
                 await channel.send_bytes(data)
+        except ConnectionClosed as exc:
+            raise ConnectionClosed(self._reason or "the connection is closed") from exc.__cause__
+
+    async def _send_now(self, message: Message) -> None:
+        """Like :meth:`_send`, but written at once if the writer is idle (``write_nowait``)."""
+        data = self._conn.encode(message)
+        try:
+            self._conn.channel.write_nowait(data)
+        except trio.WouldBlock:
+            await self._queue(data)  # a full queue: it waits for room like any other line
         except ConnectionClosed as exc:
             raise ConnectionClosed(self._reason or "the connection is closed") from exc.__cause__
 
@@ -581,7 +594,13 @@ class Session:
     async def _respond(self, tool: str, cid: int, result: ToolResult) -> None:
         try:
             try:
-                await self._send(ToolResponse(correlation_id=cid, result=result))
+                if not self._calls:
+                    # The only call in flight (an app answering one at a time): nothing else
+                    # is about to be queued to join it, so it goes out now when the writer is
+                    # idle, without a wake-up of the writer.
+                    await self._send_now(ToolResponse(correlation_id=cid, result=result))
+                else:
+                    await self._send(ToolResponse(correlation_id=cid, result=result))
             except LocalProtocolError as exc:
                 self._log.error("tool result cannot be sent", tool=tool, correlation_id=cid, error=exc.message)
                 reason = "too large" if exc.code == "line_too_long" else "not encodable"

@@ -30,6 +30,12 @@ nobody reads stdout any more (the agent is gone), so the daemon cancels those ca
 
 stdin and stdout are trio streams: ``FdStream`` over pipes on POSIX; threads elsewhere
 (Windows consoles and pipes, regular files), which works everywhere.
+
+Per message the relay makes as few scheduler passes as it can (an agent at concurrency 1
+waits for every one): a pipe or socket is read once it is readable and written at once
+(``app_client.channel``'s straight reads and writes); what one read of stdin brought goes to
+the daemon in one write from the reading task, and what one read from the daemon brought goes
+to stdout at once when stdout's writer is idle (``LineWriter.write_nowait``), else through it.
 """
 
 from __future__ import annotations
@@ -166,7 +172,7 @@ class _Link:
 
     def __init__(self, channel: LineChannel) -> None:
         self.id = next(self._ids)
-        #: Read with ``channel.receive_batch``; written with ``stream.send_all`` under ``lock``
+        #: Read with ``channel.receive_batch``; written with ``channel.send_direct`` under ``lock``
         #: (the relay's writers batch on their own, so the channel's writer task is not used).
         self.channel = channel
         self.stream = channel.stream
@@ -324,9 +330,17 @@ class Relay:
     async def _send(self, link: _Link, lines: list[bytes]) -> None:
         lines.append(b"")  # each line ends with a newline
         try:
-            async with link.lock:
-                await link.stream.send_all(b"\n".join(lines))
-        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            # A free lock is taken without the scheduler pass ``async with`` makes, and what
+            # fits in the socket goes at once (send_direct): one call at a time, fewer wake-ups.
+            try:
+                link.lock.acquire_nowait()
+            except trio.WouldBlock:
+                await link.lock.acquire()
+            try:
+                await link.channel.send_direct(b"\n".join(lines))
+            finally:
+                link.lock.release()
+        except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             # Lines noted as pending before the loss get their errors from _lost.
             await self._lost(link)
 
@@ -396,7 +410,11 @@ class Relay:
     async def _output(self, data: bytes) -> None:
         assert self._stdout is not None, "only while run() relays"
         try:
-            await self._stdout.send_bytes(data)
+            try:
+                # What one read brought, in one write: at once when the writer is idle.
+                self._stdout.write_nowait(data)
+            except trio.WouldBlock:
+                await self._stdout.send_bytes(data)
         except ConnectionClosed:
             pass  # stdout is gone
 

@@ -24,6 +24,11 @@ passes the registry's flood bound (``AppLogHub.admit``) and goes to the MCP requ
 the call it names (``correlationId``, through the call's origin) or, without one, to every
 session that asked for app-wide log messages; its data is never written to the daemon's log.
 
+The reader handles the last line of each read inside ``app_client.channel.write_through``: an
+app answering one call at a time sends one answer per read, and the reply to the agent and the
+next queued invocation for the app then go out in the reader's own step, without waking either
+connection's writer (lines of a read that brought several still go through the writers, joined).
+
 When the link ends, for whatever reason, every call in flight on it fails at once with
 ``app_disconnected`` (and every resource read or prompt request with it; the instance's
 resources and prompts are withdrawn) and the instance enters its reconnect grace period — unless the app said
@@ -47,6 +52,7 @@ import attrs
 import structlog
 import trio
 
+from app_client.channel import write_through
 from app_client.protocol import (
     PROTOCOL_VERSION,
     AddTools,
@@ -498,7 +504,10 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
             if isinstance(event, AddTools):
                 await _add_tools(link, links, event)
             else:
-                _handle(link, links, event)
+                # The read's last line (an app answering one call at a time sends one per
+                # read): the reply to the agent and the next invocation go out in this step.
+                with write_through(conn.read_drained):
+                    _handle(link, links, event)
                 if isinstance(event, ToolResponse) and isinstance(event.result, PassthroughResult):
                     last_large = freed(event.result)
         except RegistrationError as exc:

@@ -32,7 +32,7 @@ import msgspec
 import structlog
 import trio
 
-from app_client.channel import SplitLine
+from app_client.channel import SplitLine, write_through
 from app_client.protocol import (
     AdminRequest, AgentConnect, AgentConnected, ConnectionClosed, Error, Message, RemoteProtocolError,
 )
@@ -76,6 +76,9 @@ class AgentConnection(Protocol):
     async def send(self, message: Message) -> None: ...
 
     async def receive_line(self) -> bytes: ...
+
+    @property
+    def read_drained(self) -> bool: ...
 
     async def send_bytes(self, data: bytes) -> None: ...
 
@@ -159,7 +162,10 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
             except jsonrpc.RpcError as exc:
                 await outbox.send(exc.encode())
                 continue
-            await session.handle(message, outbox)
+            # The read's last request (an agent at concurrency 1): its invocation goes to the
+            # app in this step (app_client.channel.write_through).
+            with write_through(conn.read_drained):
+                await session.handle(message, outbox)
     log.info("agent_disconnected", conn_id=conn.id, session=label)
 
 
