@@ -273,7 +273,11 @@ def main() -> None:
     runs = []
     for _ in range(args.repeats):
         with h.temp_home() as home:
-            env = {"BENCH_TRACEMALLOC": "1"} if args.tracemalloc else {}
+            # All apps share the bench's one token: lift the per-token cap on app instances
+            # (``max_apps_per_token``, 64 by default since issue 14) above the app count.
+            env = {"TOOLBRIDGE_MAX_APPS_PER_TOKEN": str(args.apps + 1)}
+            if args.tracemalloc:
+                env["BENCH_TRACEMALLOC"] = "1"
             with h.Daemon(home / "home", env=env) as daemon:
                 runs.append(trio.run(run, args, daemon))
 
