@@ -21,15 +21,15 @@ BENCH = Path(__file__).resolve().parent.parent / "bench"
 SCENARIOS = {
     "relay_stdio": ["--calls", "50", "--concurrency", "1,4", "--repeats", "1", "--warmup", "10"],
     "relay_http": ["--calls", "30", "--concurrency", "1,4", "--repeats", "1", "--warmup", "5"],
-    "scale": ["--apps", "20", "--tools", "10", "--in-flight", "200", "--repeats", "1", "--list-repeats", "2"],
+    "scale": ["--apps", "70", "--tools", "10", "--in-flight", "200", "--repeats", "1", "--list-repeats", "2"],
     "pipeline": ["--iterations", "200", "--repeats", "3", "--calls", "50", "--repeats-relay", "1", "--warmup", "10"],
     "large_result": ["--image-bytes", "262144", "--calls", "2", "--repeats", "1"],
 }
 
 
-def run_scenario(name: str) -> dict[str, Any]:
+def run_scenario(name: str, *extra: str) -> dict[str, Any]:
     completed = subprocess.run(
-        [sys.executable, str(BENCH / f"{name}.py"), *SCENARIOS[name], "--json"],
+        [sys.executable, str(BENCH / f"{name}.py"), *SCENARIOS[name], *extra, "--json"],
         capture_output=True, timeout=120, cwd=BENCH.parent,
     )
     assert completed.returncode == 0, completed.stderr.decode(errors="replace")[-3000:]
@@ -68,6 +68,14 @@ def test_relay_stdio() -> None:
     assert positive(result["daemon_memory"]["after"]["hwm_kib"])
 
 
+def test_relay_stdio_with_an_app_answering_one_call_at_a_time() -> None:
+    # Performance round 4's row: the app_client app with max_concurrency 1 (a GUI thread).
+    result = run_scenario("relay_stdio", "--targets", "app_client", "--app-concurrency", "1")
+    for level in (1, 4):
+        check_load(result["summary"][f"app_client@{level}"], calls=50)
+        assert result["summary"][f"app_client@{level}"]["tool_errors"] == 0
+
+
 def test_relay_http() -> None:
     result = run_scenario("relay_http")
     for target in ("app_client", "raw_app", "raw_app_modern", "sdk"):
@@ -85,7 +93,7 @@ def test_scale() -> None:
     for key in ("all_registered_s", "tools_list_whole_ms", "tools_list_first_page_ms",
                 "tools_list_whole_via_stdio_ms", "resolve_all_s", "daemon_peak_kib"):
         assert positive(summary[key]), (key, summary)
-    assert summary["calls_resolved"] == 200
+    assert summary["calls_resolved"] == 200  # (70 apps: more than one token's default cap of 64)
     assert summary["calls_failed"] == 0
     assert summary["tools_list_pages"] >= 1
     if sys.platform.startswith("linux"):  # VmRSS comes from /proc
@@ -113,6 +121,14 @@ def test_large_result() -> None:
     assert positive(result["p50_ratio_toolbridge_to_one_hop"])
     if sys.platform.startswith("linux"):
         assert non_negative(result["daemon_memory"]["peak_growth_kib"])
+
+
+def test_large_result_in_flight_and_as_links() -> None:
+    # Performance round 4's rows: several large results at once, and the link mode (issue 17).
+    for extra in (("--in-flight", "2", "--calls", "4"), ("--links",)):
+        result = run_scenario("large_result", *extra)
+        assert positive(result["summary"]["toolbridge"]["mib_per_s"]), extra
+        assert result["summary"]["toolbridge"]["errors"] == 0, extra
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
