@@ -9,10 +9,16 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pytest
 import trio
+
+from fedkit import Daemon, start_daemon
+
+if TYPE_CHECKING:
+    from broker.federation.nats_link import NatsFederation
 
 
 def nats_server_binary() -> str:
@@ -128,3 +134,24 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
         finally:
             for node in nodes:
                 node.kill()
+
+
+#: Brokers announce every 0.3 s in these tests, so they see each other quickly.
+INTERVAL = 0.3
+
+
+def nats_of(daemon: Daemon) -> NatsFederation:
+    """The daemon's NATS federation (it was started with ``nats_url``)."""
+    from broker.federation.nats_link import NatsFederation  # nats-py: imported by tests that have it
+
+    federation = daemon.info.nats
+    assert isinstance(federation, NatsFederation)
+    return federation
+
+
+async def start_broker(nursery: trio.Nursery, tmp_path: Path, name: str, server: Node | str,
+                       **settings: Any) -> Daemon:
+    """A daemon named ``name`` joining NATS at ``server`` (a node of :func:`nats_cluster`, or a URL)."""
+    url = server.url if isinstance(server, Node) else server
+    return await start_daemon(nursery, tmp_path / name, nats_url=url, broker_name=name,
+                              nats_announce_interval=INTERVAL, **settings)

@@ -8,7 +8,6 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
-from typing import Any
 
 import mcp_types as types
 import pytest
@@ -23,16 +22,15 @@ from broker.config.settings import Settings  # noqa: E402
 from broker.errors import ConfigError, StartupError  # noqa: E402
 from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
 from broker.federation.nats_catalog import Catalog  # noqa: E402
-from broker.federation.nats_link import NatsFederation, check_broker_name, encode_announcement, nats_options  # noqa: E402
+from broker.federation.nats_link import check_broker_name, encode_announcement, nats_options  # noqa: E402
 from faultkit import DaemonProcess  # noqa: E402
 from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url  # noqa: E402
-from natskit import Node, free_port, nats_cluster  # noqa: E402
+from natskit import INTERVAL, free_port, nats_cluster, nats_of, start_broker  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
 #: Fast announcements, so a silent broker is dropped within ~1 s in tests.
-INTERVAL = 0.3
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -44,15 +42,6 @@ def announcement(broker: str, interval_ms: int, tools: list[ToolSpec], *, inline
     return encode_announcement(Catalog.build(broker, tools, 1 << 20), f"{broker}-id", interval_ms, inline=inline)
 
 
-def nats_of(daemon: Daemon) -> NatsFederation:
-    federation = daemon.info.nats
-    assert isinstance(federation, NatsFederation)
-    return federation
-
-
-async def start_broker(nursery: trio.Nursery, tmp_path: Path, name: str, node: Node, **settings: Any) -> Daemon:
-    return await start_daemon(nursery, tmp_path / name, nats_url=node.url, broker_name=name,
-                              nats_announce_interval=INTERVAL, **settings)
 
 
 @asynccontextmanager

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -13,24 +12,14 @@ import trio
 pytest.importorskip("nats")
 pytest.importorskip("nkeys")
 
-from broker.federation.nats_link import NatsFederation, broker_permissions  # noqa: E402
-from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
+from broker.federation.nats_link import broker_permissions  # noqa: E402
+from fedkit import tool_names, wait_until  # noqa: E402
 from mcp_testkit import ScriptedApp  # noqa: E402
 from natsauth import Operator  # noqa: E402
-from natskit import free_port, nats_cluster  # noqa: E402
-
-INTERVAL = 0.3
+from natskit import free_port, nats_cluster, nats_of, start_broker  # noqa: E402
 
 
-def nats_of(daemon: Daemon) -> NatsFederation:
-    federation = daemon.info.nats
-    assert isinstance(federation, NatsFederation)
-    return federation
 
-
-async def start_broker(nursery: trio.Nursery, tmp_path: Path, name: str, url: str, **settings: Any) -> Daemon:
-    return await start_daemon(nursery, tmp_path / name, nats_url=url, broker_name=name,
-                              nats_announce_interval=INTERVAL, **settings)
 
 
 async def test_brokers_join_with_operator_issued_jwt_credentials_and_others_are_refused(tmp_path: Path) -> None:

@@ -19,23 +19,13 @@ pytest.importorskip("nats")
 from app_client.protocol import ToolSpec  # noqa: E402
 from broker.federation.nats_bridge import AsyncioThread, open_asyncio_thread  # noqa: E402
 from broker.federation.nats_catalog import Catalog  # noqa: E402
-from broker.federation.nats_link import NatsFederation, broker_permissions, encode_announcement  # noqa: E402
-from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
+from broker.federation.nats_link import broker_permissions, encode_announcement  # noqa: E402
+from fedkit import tool_names, wait_until  # noqa: E402
 from mcp_testkit import DEMO_TOOLS, ScriptedApp  # noqa: E402
-from natskit import Node, nats_cluster  # noqa: E402
-
-INTERVAL = 0.3
+from natskit import nats_cluster, nats_of, start_broker  # noqa: E402
 
 
-def nats_of(daemon: Daemon) -> NatsFederation:
-    federation = daemon.info.nats
-    assert isinstance(federation, NatsFederation)
-    return federation
 
-
-async def start_broker(nursery: trio.Nursery, tmp_path: Path, name: str, url: str, **settings: Any) -> Daemon:
-    return await start_daemon(nursery, tmp_path / name, nats_url=url, broker_name=name,
-                              nats_announce_interval=INTERVAL, **settings)
 
 
 class PlainClient:
