@@ -61,13 +61,14 @@ cancellation reaches them (a run's sandbox is killed, its calls cancelled at the
 
 Completions and log messages (apps' protocol v2, section 12): ``completion/complete`` runs as a
 task like ``prompts/get``: the directory maps its reference back to the owning app
-(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names),
+(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names,
+resolved as for tools: a restarted copy serves the scope during the old one's grace),
 the app's link asks the app (an app that registered no ``completions`` is answered empty here),
 and a call-log row ``completion`` is written (the prompt or template and the argument's name,
 never the value). An app's log messages reach agents as ``notifications/message``, filtered by
 level and never outside the rules of each era: handshake era, a session that sent
 ``logging/setLevel`` gets the app-wide messages (``_app_log``, on ``notify_outbox``; a one-app
-scope only its app's) and those of its own tool calls (on the call's stream); 2026-07-28, a
+scope only those of the instance it serves now) and those of its own tool calls (on the call's stream); 2026-07-28, a
 request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
 call it made, on its own response stream, before its response — and nothing else, ever
 (``_ToolRequest.app_log``).
@@ -1088,7 +1089,9 @@ class Session:
                    "argument": name[:128]}  # never the value: it is what the user typed
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
         try:
-            target = self.server.registry.resources.resolve_completion(ref, self.app)
+            # A one-app scope: the instance it serves now (a restarted copy during the old one's grace).
+            scope = self.resources.serving() if isinstance(self.resources, ScopedResources) else None
+            target = self.server.registry.resources.resolve_completion(ref, scope)
             label = target.label
             known = target.check(name, argument["value"], chosen)
             if target.port.completions:
@@ -1122,8 +1125,8 @@ class Session:
     def _app_log(self, record: AppLogRecord) -> None:
         """An app-wide log message: to this handshake-era session if it asked for the level (a
         one-app scope: only its app's)."""
-        if self.app is not None and record.label != self.app:
-            return
+        if isinstance(self.resources, ScopedResources) and record.label != self.resources.serving():
+            return  # another app's (the scope follows its app to a restarted copy, as for tools)
         if wants(self.log_level, record) and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(record.encoded(own_names=self.app is not None, encode=_log_notification))
 
