@@ -264,6 +264,9 @@ class _ToolRequest:
     def call_elicit(self, call: Call, pending: PendingElicitation) -> None:
         """The app asks the user (``broker.core.elicitation``): ask this request's agent."""
         elicitation.ask(self, call, pending)
+
+    #: 2026-07-28: answers the ``tools/call`` carried up front (``inputResponses``, by key).
+    input_responses: dict[str, Any] | None = None
     #: Large results (``bigresults.prepare``): who called (a link is theirs alone), and whether
     #: the call asked for its result inline rather than as a link.
     principal: str | None = None
@@ -281,6 +284,12 @@ class _ToolRequest:
         assert call.request_id is not None
         core_elicitation.call_ended(call.elicitation)
         self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
+
+
+def _up_front(context: RequestContext, params: dict[str, Any]) -> dict[str, Any] | None:
+    """2026-07-28: a new ``tools/call``'s ``inputResponses`` (a copy: they are used up)."""
+    responses = params.get("inputResponses") if context.modern else None
+    return dict(responses) if isinstance(responses, dict) else None
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
@@ -811,8 +820,9 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
-        if context.modern and ("requestState" in params or "inputResponses" in params):
-            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``).
+        if context.modern and "requestState" in params:
+            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``). With
+            # inputResponses but no requestState it is a new call, which asks again (mrtr).
             elicitation.resume(self, request, context, outbox, name)
             return None
         if self.app is not None:
@@ -838,7 +848,8 @@ class Session:
                 return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
-                              log_level=context.log_level, capabilities=context.capabilities)
+                              log_level=context.log_level, capabilities=context.capabilities,
+                              input_responses=_up_front(context, params))
         bigresults.prepare(origin, params)
         call = self.server.router.start_call(
             name,
@@ -866,7 +877,8 @@ class Session:
         if tool is None:
             raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
-                              log_level=context.log_level, capabilities=context.capabilities)
+                              log_level=context.log_level, capabilities=context.capabilities,
+                              input_responses=_up_front(context, request.params))
         bigresults.prepare(origin, request.params)
         call = self.server.router.start_call(
             tool.agent_name,
