@@ -439,6 +439,31 @@ async def test_app_client_tools_ask_with_ctx_elicit(tmp_path: Path, mode: str) -
     assert unasked_result == {"code": "elicitation_unsupported"}
 
 
+async def test_app_client_names_its_question_with_key(tmp_path: Path) -> None:
+    """ctx.elicit(key=...) and elicit_sync(key=...): the inputRequests key a 2026-07-28 client
+    sees, and answers up front."""
+    app = App("Files", home=tmp_path / "home", elicitation=True, max_concurrency=4)
+
+    @app.tool
+    async def save(ctx: ToolContext) -> dict:
+        answer = await ctx.elicit("Overwrite it?", FORM, key="overwrite_q")
+        return {"action": answer.action, "content": answer.content}
+
+    @app.tool
+    def export(ctx: ToolContext) -> dict:  # a worker thread: the blocking form
+        return {"action": ctx.elicit_sync("Overwrite it?", FORM, key="export_q").action}
+
+    home = tmp_path / "home"
+    accept = {"action": "accept", "content": {"overwrite": True}}
+    async with running_daemon(home) as info, app.connected(timeout=10), http_client(info) as http:
+        asked = (await _modern_call(http, info, 1, name="Files__save"))["result"]
+        assert list(asked["inputRequests"]) == ["overwrite_q"]
+        done = (await _modern_call(http, info, 2, name="Files__save", inputResponses={"overwrite_q": accept}))
+        assert done["result"]["structuredContent"] == {"action": "accept", "content": {"overwrite": True}}
+        exported = await _modern_call(http, info, 3, name="Files__export", inputResponses={"export_q": accept})
+        assert exported["result"]["structuredContent"] == {"action": "accept"}
+
+
 async def test_a_stdio_session_that_ends_cancels_its_paused_calls_at_once(tmp_path: Path) -> None:
     """2026-07-28 over an agent link (what `toolbridge stdio` speaks): only that session could
     resume its paused call, so when it ends the app hears toolCancel at once, not at expiry."""
