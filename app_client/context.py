@@ -74,13 +74,13 @@ class Elicitation:
         return self.action == "accept"
 
 
-#: ``(correlation_id, message, schema, url) -> answer``: the session's way to ask (raises
+#: ``(correlation_id, message, schema, url, key) -> answer``: the session's way to ask (raises
 #: ElicitationError).
-ElicitSink = Callable[[int, str, "dict[str, Any] | None", "str | None"], Awaitable[Elicitation]]
+ElicitSink = Callable[[int, str, "dict[str, Any] | None", "str | None", "str | None"], Awaitable[Elicitation]]
 
 
 async def _cannot_elicit(correlation_id: int, message: str, schema: dict[str, Any] | None,
-                         url: str | None) -> Elicitation:
+                         url: str | None, key: str | None) -> Elicitation:
     raise ElicitationError("elicitation_unsupported", "this context is not connected to a broker")
 
 AsyncProgressSink = Callable[[ToolProgress], Awaitable[None]]
@@ -235,7 +235,7 @@ class ToolContext:
         if self.active:
             self._send_log(message)
     async def elicit(self, message: str, schema: dict[str, Any] | None = None, *,
-                     url: str | None = None) -> Elicitation:
+                     url: str | None = None, key: str | None = None) -> Elicitation:
         """Ask the agent's user, inside this call, and wait for the answer (section 13).
 
         ``schema`` is the form: ``{"type": "object", "properties": {...}, "required": [...]}``
@@ -243,15 +243,19 @@ class ToolContext:
         restricted subset). Or give ``url`` (and no schema) to send the user to a page
         (MCP's URL mode, for anything sensitive: never ask for passwords or keys in a form).
 
+        ``key`` (optional, 1-64 of ``A-Z a-z 0-9 _ - .``) names the question for MCP
+        2026-07-28 clients: the key of its ``inputRequests`` entry, under which a client may
+        also answer it up front in the ``tools/call`` (the broker names it otherwise).
+
         Raises ElicitationError when the user cannot be asked (see its ``code``); the call
         goes on either way. Cancelling the call (or its deadline) interrupts the wait.
         """
         if url is None and schema is None:
             raise ValueError("elicit needs a schema (a form) or a url")
-        return await self._elicit(self.correlation_id, message, schema, url)
+        return await self._elicit(self.correlation_id, message, schema, url, key)
 
     def elicit_sync(self, message: str, schema: dict[str, Any] | None = None, *,
-                    url: str | None = None) -> Elicitation:
+                    url: str | None = None, key: str | None = None) -> Elicitation:
         """:meth:`elicit` for sync handlers (a worker thread or the GUI thread): blocks this
         thread until the user answers. Not from the trio thread (``await ctx.elicit`` there)."""
         if _in_trio():
@@ -260,7 +264,8 @@ class ToolContext:
         if token is None:
             raise ElicitationError("elicitation_unsupported", "this context is not connected to a broker")
         try:
-            return trio.from_thread.run(functools.partial(self.elicit, message, schema, url=url), trio_token=token)
+            return trio.from_thread.run(functools.partial(self.elicit, message, schema, url=url, key=key),
+                                        trio_token=token)
         except trio.RunFinishedError:
             raise ElicitationError("call_not_running", "the app stopped before the user answered") from None
 

@@ -663,7 +663,8 @@ class Session:
 
     # --- elicitation (protocol.md section 13) ---------------------------------------------
 
-    async def _elicit(self, cid: int, message: str, schema: dict[str, Any] | None, url: str | None) -> Elicitation:
+    async def _elicit(self, cid: int, message: str, schema: dict[str, Any] | None, url: str | None,
+                      input_key: str | None = None) -> Elicitation:
         """Send an ``elicit`` for call ``cid`` and wait for its ``elicitResult`` (ElicitationError)."""
         if self._conn.protocol.version < 2:
             raise ElicitationError("elicitation_unsupported", "this link speaks wire protocol 1, which has no "
@@ -674,7 +675,7 @@ class Session:
         pending = self._elicits[key] = _PendingElicit()
         try:
             request = Elicit(cid, key[1], message, mode="url" if url is not None else "form",
-                             requested_schema=schema if url is None else None, url=url)
+                             requested_schema=schema if url is None else None, url=url, input_key=input_key)
             try:
                 await self._send(request)
             except LocalProtocolError as exc:

@@ -18,9 +18,13 @@ make it register differently (protocol 2) and break the kit's vectors. The two f
 different sides: that one the app client library against the wire protocol, this one the
 daemon's MCP face against the MCP specification.
 
-Not here yet (so the suite's scenarios for them fail; README lists each with its reason):
-elicitation and sampling — app_client cannot express them yet. (Completions need nothing
-from the app: the suite only checks that ``completion/complete`` answers.)
+Elicitation (``ctx.elicit``) works in both eras: the handshake era's ``elicitation/create``
+and 2026-07-28's input-required results, whose retries resume the same call here. Not here
+(so the suite's scenarios for them fail; README "Official MCP conformance" and
+``EXPECTED_FAILURES`` in the test list each with its reason): sampling and roots requests,
+which toolbridge does not relay from apps, and the diagnostic tools that need them
+(``test_missing_capability``, ``test_input_required_result_capabilities``). (Completions
+need nothing from the app: the suite only checks that ``completion/complete`` answers.)
 
 It finds the daemon as every app does (TOOLBRIDGE_HOME / TOOLBRIDGE_PORT / TOOLBRIDGE_TOKEN,
 else runtime.json and token), and exits 0 after a clean shutdown on SIGTERM or SIGINT, or when
@@ -38,7 +42,7 @@ from typing import Any
 
 import trio
 
-from app_client import App, Content, RegistrationRejected, ToolContext, ToolError
+from app_client import App, Content, Elicitation, ElicitationError, RegistrationRejected, ToolContext, ToolError
 from app_client.wire import ToolSpec
 
 #: A 1x1 PNG (the suite checks only that image data and a MIME type are there).
@@ -48,7 +52,10 @@ WAV_B64 = base64.b64encode(
     b"RIFF$\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x40\x1f\x00\x00\x80\x3e\x00\x00\x02\x00\x10\x00"
     b"data\x00\x00\x00\x00").decode("ascii")
 
-app = App("Conformance", instance_id=os.environ.get("TOOLBRIDGE_INSTANCE_ID") or None)
+#: A 2026-07-28 call paused for the user's answer keeps its admission slot until the client
+#: retries (or elicitation_timeout): the suite leaves several paused, so room for many at once.
+app = App("Conformance", instance_id=os.environ.get("TOOLBRIDGE_INSTANCE_ID") or None, elicitation=True,
+          max_concurrency=32)
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -115,6 +122,173 @@ async def test_tool_with_logging(ctx: ToolContext) -> str:
 async def test_error_handling() -> None:
     """Tests error response handling"""
     raise ToolError("This tool intentionally returns an error for testing")
+
+
+# --- elicitation (protocol.md section 13): both eras, through ctx.elicit -----------------------
+# In the handshake era the broker asks the agent with elicitation/create; in 2026-07-28 the call
+# is answered with an input-required result and the client's retry resumes the same call here.
+
+
+def _answered(answer: Elicitation) -> str:
+    return f"action={answer.action}, content={json.dumps(answer.content, sort_keys=True)}"
+
+
+async def _ask(ctx: ToolContext, message: str, schema: dict[str, Any], key: str | None = None) -> Elicitation:
+    try:
+        return await ctx.elicit(message, schema, key=key)
+    except ElicitationError as exc:  # the client cannot ask its user (no capability, timeout, ...)
+        raise ToolError(f"could not ask the user: {exc}") from None
+
+
+@app.tool
+async def test_elicitation(message: str, ctx: ToolContext) -> str:
+    """Tests elicitation: asks the user for a username and an email"""
+    answer = await _ask(ctx, message, {
+        "type": "object",
+        "properties": {"username": {"type": "string", "description": "User's response"},
+                       "email": {"type": "string", "description": "User's email address"}},
+        "required": ["username", "email"]})
+    return f"User response: <{_answered(answer)}>"
+
+
+#: SEP-1034: a default for every primitive type.
+SEP1034_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "description": "User name", "default": "John Doe"},
+        "age": {"type": "integer", "description": "User age", "default": 30},
+        "score": {"type": "number", "description": "User score", "default": 95.5},
+        "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+                   "default": "active"},
+        "verified": {"type": "boolean", "description": "Verification status", "default": True},
+    },
+    "required": [],
+}
+
+
+@app.tool
+async def test_elicitation_sep1034_defaults(ctx: ToolContext) -> str:
+    """Tests elicitation with default values for every primitive type (SEP-1034)"""
+    answer = await _ask(ctx, "Please review and confirm these values", SEP1034_SCHEMA)
+    return f"Elicitation completed: {_answered(answer)}"
+
+
+#: SEP-1330: the five enum forms (untitled, titled, legacy enumNames; untitled and titled multi-select).
+SEP1330_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "untitledSingle": {"type": "string", "description": "Pick one", "enum": ["option1", "option2", "option3"]},
+        "titledSingle": {"type": "string", "description": "Pick one", "oneOf": [
+            {"const": "value1", "title": "First Option"}, {"const": "value2", "title": "Second Option"},
+            {"const": "value3", "title": "Third Option"}]},
+        "legacyEnum": {"type": "string", "description": "Pick one", "enum": ["opt1", "opt2", "opt3"],
+                       "enumNames": ["Option One", "Option Two", "Option Three"]},
+        "untitledMulti": {"type": "array", "description": "Pick some", "minItems": 1, "maxItems": 3,
+                          "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+        "titledMulti": {"type": "array", "description": "Pick some", "minItems": 1, "maxItems": 3,
+                        "items": {"anyOf": [{"const": "value1", "title": "First Choice"},
+                                            {"const": "value2", "title": "Second Choice"},
+                                            {"const": "value3", "title": "Third Choice"}]}},
+    },
+    "required": [],
+}
+
+
+@app.tool
+async def test_elicitation_sep1330_enums(ctx: ToolContext) -> str:
+    """Tests elicitation with the enum schema forms of SEP-1330"""
+    answer = await _ask(ctx, "Please pick your options", SEP1330_SCHEMA)
+    return f"Elicitation completed: {_answered(answer)}"
+
+
+def _form(**properties: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {name: {"type": kind} for name, kind in properties.items()},
+            "required": list(properties)}
+
+
+# 2026-07-28 multi round-trip requests (SEP-2322): the input-required results come from the
+# broker; each tool just asks, naming its question (``key``: the inputRequests key the suite
+# expects, under which a client may also answer up front). The broker seals the requestState.
+
+
+@app.tool
+async def test_input_required_result_elicitation(ctx: ToolContext) -> str:
+    """Tests an input-required result with one elicitation (SEP-2322)"""
+    answer = await _ask(ctx, "What is your name?", _form(name="string"), key="user_name")
+    return f"Hello, {answer.content.get('name')}!" if answer.accepted else f"No name given ({answer.action})"
+
+
+@app.tool
+async def test_input_required_result_request_state(ctx: ToolContext) -> str:
+    """Tests that requestState round-trips: the retry resumes this very call (SEP-2322)"""
+    answer = await _ask(ctx, "Please confirm", _form(ok="boolean"), key="confirm")
+    return f"state-ok: {_answered(answer)}"
+
+
+@app.tool
+async def test_input_required_result_multi_round(ctx: ToolContext) -> str:
+    """Tests two rounds of input-required results in one call (SEP-2322)"""
+    name = await _ask(ctx, "Step 1: What is your name?", _form(name="string"), key="step1")
+    color = await _ask(ctx, "Step 2: What is your favorite color?", _form(color="string"), key="step2")
+    return f"{name.content.get('name')} likes {color.content.get('color')}"
+
+
+@app.tool
+async def test_input_required_result_tampered_state(ctx: ToolContext) -> str:
+    """Tests that a tampered requestState is refused (the broker seals it)"""
+    answer = await _ask(ctx, "Please confirm", _form(ok="boolean"))
+    return f"confirmed: {_answered(answer)}"
+
+
+# --- server-stateless's diagnostic tools (2026-07-28) -----------------------------------------
+
+
+@app.tool
+async def test_logging_tool(ctx: ToolContext) -> str:
+    """Logs while it runs (only a request that set a log level hears it)"""
+    ctx.log("info", "test_logging_tool ran")
+    return "logged"
+
+
+@app.tool
+async def test_streaming_elicitation(ctx: ToolContext) -> str:
+    """Asks the user: in 2026-07-28 an input-required result, never a request on the stream"""
+    answer = await _ask(ctx, "Continue?", _form(ok="boolean"))
+    return _answered(answer)
+
+
+async def _dynamic_tool() -> str:
+    """A tool test_trigger_tool_change adds and removes"""
+    return "dynamic"
+
+
+def _dynamic_prompt() -> str:
+    return "A prompt test_trigger_prompt_change adds and removes."
+
+
+@app.tool
+async def test_trigger_tool_change() -> str:
+    """Changes the app's tool list (adds or removes test_dynamic_tool): agents hear list_changed"""
+    if "test_dynamic_tool" in app.tools:
+        await app.remove_tool("test_dynamic_tool")
+        return "removed test_dynamic_tool"
+    await app.add_tool(_dynamic_tool, name="test_dynamic_tool")
+    return "added test_dynamic_tool"
+
+
+_dynamic_prompts: set[str] = set()
+
+
+@app.tool
+async def test_trigger_prompt_change() -> str:
+    """Changes the app's prompt list (adds or removes test_dynamic_prompt): agents hear list_changed"""
+    if _dynamic_prompts:
+        app.remove_prompt("test_dynamic_prompt")
+        _dynamic_prompts.clear()
+        return "removed test_dynamic_prompt"
+    app.add_prompt(_dynamic_prompt, name="test_dynamic_prompt", description="Added at runtime")
+    _dynamic_prompts.add("test_dynamic_prompt")
+    return "added test_dynamic_prompt"
 
 
 #: SEP-1613 / SEP-2106: the whole JSON Schema 2020-12 vocabulary, which the daemon must list as

@@ -33,7 +33,8 @@ FORM = {"type": "object", "properties": {"overwrite": {"type": "boolean", "title
                                          "name": {"type": "string", "minLength": 1}},
         "required": ["overwrite"]}
 OBJECT = {"type": "object"}
-TOOLS = [ToolSpec(name, "", OBJECT) for name in ("ask", "ask_url", "ask_twice", "ask_huge", "ask_stranger")]
+TOOLS = [ToolSpec(name, "", OBJECT) for name in ("ask", "ask_url", "ask_twice", "ask_huge", "ask_stranger",
+                                                   "ask_named", "ask_badkey")]
 MODERN_HEADERS = {"Mcp-Method": "tools/call", "MCP-Protocol-Version": "2026-07-28"}
 
 
@@ -65,6 +66,9 @@ class Asker(ScriptedApp):
         cid = call.correlation_id
         if call.tool == "ask":
             await self.send(Elicit(cid, 1, "Overwrite report.txt?", requested_schema=FORM))
+        elif call.tool in ("ask_named", "ask_badkey"):
+            key = "overwrite_q" if call.tool == "ask_named" else "has space"
+            await self.send(Elicit(cid, 1, "Overwrite report.txt?", requested_schema=FORM, input_key=key))
         elif call.tool == "ask_url":
             await self.send(Elicit(cid, 1, "Sign in to the print service", mode="url",
                                    url="https://print.example.com/login"))
@@ -239,6 +243,16 @@ def test_the_schema_is_mcps_flat_subset() -> None:
         "color": {"type": "string", "oneOf": [{"const": "#f00", "title": "Red"}]},
         "colors": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "minItems": 1},
         "n": {"type": "integer", "minimum": 0}, "when": {"type": "string", "format": "date"}}}) is None
+    # SEP-1034 defaults and SEP-1330's five enum forms (the official suite's fixtures ask them).
+    assert check_schema({"type": "object", "required": [], "properties": {
+        "name": {"type": "string", "default": "John Doe"}, "age": {"type": "integer", "default": 30},
+        "score": {"type": "number", "default": 95.5}, "verified": {"type": "boolean", "default": True},
+        "status": {"type": "string", "enum": ["active", "inactive"], "default": "active"},
+        "legacy": {"type": "string", "enum": ["a", "b"], "enumNames": ["A", "B"]},
+        "titled": {"type": "string", "oneOf": [{"const": "v1", "title": "First"}]},
+        "multi": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "maxItems": 2},
+        "titled_multi": {"type": "array", "items": {"anyOf": [{"const": "v1", "title": "First"}]},
+                         "default": ["v1"]}}}) is None
     nested = {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}
     assert "nested objects are not allowed" in (check_schema(nested) or "")
     assert "$ref" in (check_schema({"type": "object", "properties": {"a": {"type": "string"}}, "$ref": "#"}) or "")
@@ -349,6 +363,40 @@ async def test_a_retry_without_the_answer_is_asked_again(tmp_path: Path) -> None
         assert done["structuredContent"]["action"] == "decline"
 
 
+async def test_input_responses_without_a_request_state_start_a_new_call_that_asks_again(tmp_path: Path) -> None:
+    """Answers with no requestState answer nothing toolbridge asked: a new call, asked afresh
+    (an input-required result, not an error; mrtr "Error Handling"); bad ones change nothing."""
+    async with daemon_and_app(tmp_path) as (home, info, app), http_client(info) as http:
+        for rpc_id, responses in enumerate(({"wrong_key": {"action": "accept", "content": {"data": "x"}}},
+                                            {"toolbridge_elicit_1": 12345}, None), start=1):
+            asked = (await _modern_call(http, info, rpc_id, inputResponses=responses))["result"]
+            assert asked["resultType"] == "input_required", asked
+            assert asked["inputRequests"]["toolbridge_elicit_1"]["method"] == "elicitation/create"
+        assert [i.tool for i in app.invocations] == ["ask"] * 3
+        refused = await _modern_call(http, info, 9, requestState=None, inputResponses={})
+        assert refused["error"]["code"] == -32602 and "requestState must be" in refused["error"]["message"]
+
+
+async def test_an_app_names_its_question_and_a_client_may_answer_it_up_front(tmp_path: Path) -> None:
+    """2026-07-28: the app's inputKey is the inputRequests key; a tools/call that carries the
+    answer under it is answered at once (mrtr's ephemeral pattern). Generated keys are never
+    answered up front, a malformed up-front answer is not used, and a bad key is refused."""
+    accept = {"action": "accept", "content": {"overwrite": True}}
+    async with daemon_and_app(tmp_path) as (home, info, app), http_client(info) as http:
+        asked = (await _modern_call(http, info, 1, name="Asker__ask_named"))["result"]
+        assert list(asked["inputRequests"]) == ["overwrite_q"]
+        done = (await _modern_call(http, info, 2, name="Asker__ask_named",
+                                   inputResponses={"overwrite_q": accept, "extra": {"action": "cancel"}}))["result"]
+        assert done["resultType"] == "complete" and done["structuredContent"]["action"] == "accept"
+        malformed = (await _modern_call(http, info, 3, name="Asker__ask_named",
+                                        inputResponses={"overwrite_q": 12345}))["result"]
+        assert malformed["resultType"] == "input_required"
+        generated = (await _modern_call(http, info, 4, inputResponses={"toolbridge_elicit_1": accept}))["result"]
+        assert generated["resultType"] == "input_required"
+        bad = (await _modern_call(http, info, 5, name="Asker__ask_badkey"))["result"]
+        assert bad["structuredContent"]["errorCode"] == "invalid_elicit"
+
+
 # --- app_client: ctx.elicit and ctx.elicit_sync ----------------------------------------------------
 
 
@@ -389,6 +437,31 @@ async def test_app_client_tools_ask_with_ctx_elicit(tmp_path: Path, mode: str) -
     assert saved == {"action": "accept", "content": {"overwrite": False, "name": "b.txt"}}
     assert exported == {"action": "decline"}
     assert unasked_result == {"code": "elicitation_unsupported"}
+
+
+async def test_app_client_names_its_question_with_key(tmp_path: Path) -> None:
+    """ctx.elicit(key=...) and elicit_sync(key=...): the inputRequests key a 2026-07-28 client
+    sees, and answers up front."""
+    app = App("Files", home=tmp_path / "home", elicitation=True, max_concurrency=4)
+
+    @app.tool
+    async def save(ctx: ToolContext) -> dict:
+        answer = await ctx.elicit("Overwrite it?", FORM, key="overwrite_q")
+        return {"action": answer.action, "content": answer.content}
+
+    @app.tool
+    def export(ctx: ToolContext) -> dict:  # a worker thread: the blocking form
+        return {"action": ctx.elicit_sync("Overwrite it?", FORM, key="export_q").action}
+
+    home = tmp_path / "home"
+    accept = {"action": "accept", "content": {"overwrite": True}}
+    async with running_daemon(home) as info, app.connected(timeout=10), http_client(info) as http:
+        asked = (await _modern_call(http, info, 1, name="Files__save"))["result"]
+        assert list(asked["inputRequests"]) == ["overwrite_q"]
+        done = (await _modern_call(http, info, 2, name="Files__save", inputResponses={"overwrite_q": accept}))
+        assert done["result"]["structuredContent"] == {"action": "accept", "content": {"overwrite": True}}
+        exported = await _modern_call(http, info, 3, name="Files__export", inputResponses={"export_q": accept})
+        assert exported["result"]["structuredContent"] == {"action": "accept"}
 
 
 async def test_a_stdio_session_that_ends_cancels_its_paused_calls_at_once(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import mcp_types as types
+import msgspec
 import pytest
 import structlog
 import trio
@@ -22,6 +23,7 @@ from app_client.protocol import (
     Complete,
     CompleteResponse,
     Error,
+    LogMessage,
     PromptArgument,
     PromptSpec,
     Register,
@@ -298,6 +300,54 @@ async def test_a_scope_completes_and_hears_only_its_own_app(tmp_path: Path, tran
                 await settle(client)
                 # Within its scope an app's logger keeps its own name (no label prefix).
                 assert bag(sink.got) == bag([("info", "bg", "from Desk"), ("info", None, "sentinel")])
+
+
+class RestartingDesk(ScriptedApp):
+    """A raw app "Desk" (it quits without goodbye, as a crash does) whose completions answer
+    with its ``tag`` and which can send app-wide log messages."""
+
+    def __init__(self, port: int, token: str, tag: str) -> None:
+        super().__init__(port, token, "Desk", tools=[])
+        self.tag = tag
+
+    def _register(self) -> Register:
+        return Register(app_name="Desk", token=self.token, protocol_version=2, completions=True,
+                        prompts=[PromptSpec("greet", arguments=[PromptArgument("who")])],
+                        resource_templates=[ResourceTemplateSpec("mail://{folder}", "folder")])
+
+    async def _handle(self, message: Any) -> bool:
+        if isinstance(message, Complete):
+            await self.send(CompleteResponse(message.correlation_id, values=[f"{self.tag}-{message.value}"]))
+            return True
+        return False
+
+    async def log(self, data: str) -> None:
+        await self.send(LogMessage(level="info", data=msgspec.Raw(json.dumps(data).encode())))
+
+
+async def test_a_scope_completes_and_logs_through_a_restarted_copy_of_its_app(tmp_path: Path) -> None:
+    """A new process of the app (Desk_2 while Desk waits out its grace) serves the scope Desk's
+    completions, and its app-wide log messages reach the scope (issue 17 review)."""
+    home = tmp_path / "home"
+    sink = LogSink()
+    async with running_daemon(home, reconnect_grace=30) as info, trio.open_nursery() as nursery:
+        async with scoped_agent("http", "legacy", info, home, "Desk", logging_callback=sink) as client:
+            await client.set_logging_level("info")
+            old = await RestartingDesk(info.port, info.token, "old").start(nursery)
+            await old.log("from old")
+            await sink.until("from old")
+            await old.close()  # no goodbye: its instance waits out the grace
+            new = await RestartingDesk(info.port, info.token, "new").start(nursery)
+            assert new.registered is not None and new.registered.app_label == "Desk_2"
+            assert any(i.label == "Desk" and i.link is None for i in info.core.registry.instances())
+            prompt = (await client.complete(types.PromptReference(name="greet"), {"name": "who", "value": "a"}))
+            assert prompt.completion.values == ["new-a"]
+            folder = (await client.complete(types.ResourceTemplateReference(uri="mail://{folder}"),
+                                            {"name": "folder", "value": "in"}))
+            assert folder.completion.values == ["new-in"]
+            await new.log("from new")
+            await sink.until("from new")
+            await new.close()
 
 
 # --- log messages ---------------------------------------------------------------------------

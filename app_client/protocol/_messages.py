@@ -247,6 +247,10 @@ class Elicit(_Base, tag="elicit"):
     mode: str = "form"
     requested_schema: dict[str, Any] | None = None
     url: str | None = None
+    #: The app's own name for this question (1-64 of ``A-Z a-z 0-9 _ - .``): in MCP 2026-07-28
+    #: the key of its entry in the input-required result's ``inputRequests``, under which the
+    #: client answers (also up front, in the ``tools/call`` itself). None: the broker names it.
+    input_key: str | None = None
 
 
 class Goodbye(_Base, tag="goodbye"):

@@ -92,6 +92,8 @@ class PendingElicitation:
     #: The MCP ``elicitation/create`` params (``mode``, ``message``, ``requestedSchema`` or ``url``).
     params: dict[str, Any]
     call_log: CallLog | None
+    #: The app's own name for the question (``Elicit.inputKey``; None: the origin names it).
+    key: str | None = None
     started: float = attrs.Factory(time.perf_counter)
     done: bool = False
     #: Told when it ends (answered, failed, or its call ended): the origin's clean-up.
@@ -223,6 +225,8 @@ def params_of(message: Elicit) -> dict[str, Any]:
     """The MCP ``elicitation/create`` params for an app's ``elicit``; ElicitError ``invalid_elicit``."""
     if not message.message or len(message.message) > MAX_MESSAGE_CHARS:
         raise ElicitError("invalid_elicit", f"an elicitation needs a message of 1-{MAX_MESSAGE_CHARS} characters")
+    if message.input_key is not None and not _NAME.match(message.input_key):
+        raise ElicitError("invalid_elicit", "inputKey is 1-64 letters, digits, '_', '-' or '.'")
     if message.mode == "form":
         problem = check_schema(message.requested_schema)
         if problem is not None:
@@ -249,6 +253,7 @@ def start(call: Call, message: Elicit, call_log: CallLog | None) -> None:
         return
     try:
         pending.params = params_of(message)
+        pending.key = message.input_key
         ask = getattr(call.origin, "call_elicit", None)
         if ask is None:
             raise ElicitError("elicitation_unsupported", "this call did not come from an MCP agent that can ask its "

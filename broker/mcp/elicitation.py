@@ -29,7 +29,9 @@ daemon-wide :class:`PausedCalls`, which is now the call's origin. The client ask
 and retries the same ``tools/call`` (a new request id) with ``inputResponses[key]`` and the
 ``requestState`` echoed; :func:`resume` finds the entry and attaches the retry as the call's
 new origin, and the app gets the answer: the *same* app call goes on, and its result (or its
-next elicitation) answers the retry.
+next elicitation) answers the retry. ``inputResponses`` without a ``requestState`` answer
+nothing toolbridge asked: such a ``tools/call`` is a new call (its app asks again, so the
+client gets a fresh input-required result: mrtr, "Error Handling").
 
 ``requestState`` is the server's own memory held by the client, so it is attacker-controlled
 input (mrtr, "Server Requirements" 4-5): it is sealed with HMAC-SHA256 under a per-daemon
@@ -144,6 +146,9 @@ class ToolRequest(Protocol):
     @property
     def capabilities(self) -> Any: ...
 
+    @property
+    def input_responses(self) -> dict[str, Any] | None: ...
+
 
 def supports(capabilities: Any, mode: str) -> bool:
     """Whether a client's capabilities declare elicitation in ``mode`` (``{}``: form only)."""
@@ -164,9 +169,25 @@ def ask(request: ToolRequest, call: Call, pending: PendingElicitation) -> None:
                           f"the agent's MCP client did not declare {pending.mode}-mode elicitation "
                           f"(capabilities.elicitation): go on without the user's answer")
     if request.modern:
-        session.server.paused.pause(request, call, pending)
+        if not _answered_up_front(request, pending):
+            session.server.paused.pause(request, call, pending)
     else:
         _ask_legacy(request, call, pending)
+
+
+def _answered_up_front(request: ToolRequest, pending: PendingElicitation) -> bool:
+    """2026-07-28: the ``tools/call`` itself carried the answer, under the key the app chose
+    (mrtr's ephemeral pattern: a client may answer what it knows the tool will ask). Only an
+    app-chosen key (never a generated one, which names one question of one call); each answer
+    is used once; a malformed one is not used (the client is asked instead)."""
+    responses = request.input_responses
+    if pending.key is None or not isinstance(responses, dict) or pending.key not in responses:
+        return False
+    problem, action, content = _read_answer(pending, responses.pop(pending.key))
+    if problem is not None:
+        return False
+    core.answer(pending, action, content)
+    return True
 
 
 # --- the handshake era ---------------------------------------------------------------------
@@ -301,7 +322,8 @@ class PausedCalls:
         assert call.request_id is not None
         name = CALL_TOOL if request.via_meta else (request.own_name or call.name)
         wait = core.seconds_left(call, self._settings.elicitation_timeout)
-        entry = _Paused(secrets.token_urlsafe(16), call, pending, f"toolbridge_elicit_{pending.elicit_id}",
+        key = pending.key or f"toolbridge_elicit_{pending.elicit_id}"  # the app's own name, if it chose one
+        entry = _Paused(secrets.token_urlsafe(16), call, pending, key,
                         session.principal, session.app, name, request.via_meta, request.own_name,
                         trio.current_time() + wait)
         self._add(entry)
@@ -392,8 +414,8 @@ def resume(session: Session, request: Request, context: Any, outbox: Any, name: 
     params = request.params
     state = params.get("requestState")
     if not isinstance(state, str):
-        raise RpcError(INVALID_PARAMS, "Invalid params: inputResponses came without a string requestState; call "
-                       "the tool again without inputResponses")
+        raise RpcError(INVALID_PARAMS, "Invalid params: requestState must be the string toolbridge returned; "
+                       "call the tool again without it")
     paused = session.server.paused
     entry = paused.open(state, session.principal, session.app, name)
     responses = params.get("inputResponses")

@@ -261,6 +261,11 @@ class ScopedResources:
         instance = self._scopes.view(self.label).instance
         return None if instance is None else instance.label
 
+    def serving(self) -> str:
+        """The label of the instance the scope serves now — a restarted copy's (``Demo_2``)
+        while the old one waits out its grace — else the scope's own name (no app has it)."""
+        return self._instance_label() or self.label
+
     def _offer(self) -> AppResources | None:
         label = self._instance_label()
         return None if label is None else self._directory.offer_of(label)

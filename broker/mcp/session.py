@@ -61,13 +61,14 @@ cancellation reaches them (a run's sandbox is killed, its calls cancelled at the
 
 Completions and log messages (apps' protocol v2, section 12): ``completion/complete`` runs as a
 task like ``prompts/get``: the directory maps its reference back to the owning app
-(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names),
+(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names,
+resolved as for tools: a restarted copy serves the scope during the old one's grace),
 the app's link asks the app (an app that registered no ``completions`` is answered empty here),
 and a call-log row ``completion`` is written (the prompt or template and the argument's name,
 never the value). An app's log messages reach agents as ``notifications/message``, filtered by
 level and never outside the rules of each era: handshake era, a session that sent
 ``logging/setLevel`` gets the app-wide messages (``_app_log``, on ``notify_outbox``; a one-app
-scope only its app's) and those of its own tool calls (on the call's stream); 2026-07-28, a
+scope only those of the instance it serves now) and those of its own tool calls (on the call's stream); 2026-07-28, a
 request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
 call it made, on its own response stream, before its response — and nothing else, ever
 (``_ToolRequest.app_log``).
@@ -263,6 +264,9 @@ class _ToolRequest:
     def call_elicit(self, call: Call, pending: PendingElicitation) -> None:
         """The app asks the user (``broker.core.elicitation``): ask this request's agent."""
         elicitation.ask(self, call, pending)
+
+    #: 2026-07-28: answers the ``tools/call`` carried up front (``inputResponses``, by key).
+    input_responses: dict[str, Any] | None = None
     #: Large results (``bigresults.prepare``): who called (a link is theirs alone), and whether
     #: the call asked for its result inline rather than as a link.
     principal: str | None = None
@@ -280,6 +284,12 @@ class _ToolRequest:
         assert call.request_id is not None
         core_elicitation.call_ended(call.elicitation)
         self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
+
+
+def _up_front(context: RequestContext, params: dict[str, Any]) -> dict[str, Any] | None:
+    """2026-07-28: a new ``tools/call``'s ``inputResponses`` (a copy: they are used up)."""
+    responses = params.get("inputResponses") if context.modern else None
+    return dict(responses) if isinstance(responses, dict) else None
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
@@ -810,8 +820,9 @@ class Session:
         if not isinstance(name, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
         arguments = params.get("arguments")
-        if context.modern and ("requestState" in params or "inputResponses" in params):
-            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``).
+        if context.modern and "requestState" in params:
+            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``). With
+            # inputResponses but no requestState it is a new call, which asks again (mrtr).
             elicitation.resume(self, request, context, outbox, name)
             return None
         if self.app is not None:
@@ -837,7 +848,8 @@ class Session:
                 return _completed(unwrapped, context.modern)
             name, arguments = unwrapped
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
-                              log_level=context.log_level, capabilities=context.capabilities)
+                              log_level=context.log_level, capabilities=context.capabilities,
+                              input_responses=_up_front(context, params))
         bigresults.prepare(origin, params)
         call = self.server.router.start_call(
             name,
@@ -865,7 +877,8 @@ class Session:
         if tool is None:
             raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
-                              log_level=context.log_level, capabilities=context.capabilities)
+                              log_level=context.log_level, capabilities=context.capabilities,
+                              input_responses=_up_front(context, request.params))
         bigresults.prepare(origin, request.params)
         call = self.server.router.start_call(
             tool.agent_name,
@@ -1082,7 +1095,9 @@ class Session:
                    "argument": name[:128]}  # never the value: it is what the user typed
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
         try:
-            target = self.server.registry.resources.resolve_completion(ref, self.app)
+            # A one-app scope: the instance it serves now (a restarted copy during the old one's grace).
+            scope = self.resources.serving() if isinstance(self.resources, ScopedResources) else None
+            target = self.server.registry.resources.resolve_completion(ref, scope)
             label = target.label
             known = target.check(name, argument["value"], chosen)
             if target.port.completions:
@@ -1116,8 +1131,8 @@ class Session:
     def _app_log(self, record: AppLogRecord) -> None:
         """An app-wide log message: to this handshake-era session if it asked for the level (a
         one-app scope: only its app's)."""
-        if self.app is not None and record.label != self.app:
-            return
+        if isinstance(self.resources, ScopedResources) and record.label != self.resources.serving():
+            return  # another app's (the scope follows its app to a restarted copy, as for tools)
         if wants(self.log_level, record) and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(record.encoded(own_names=self.app is not None, encode=_log_notification))
 
