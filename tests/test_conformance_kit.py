@@ -47,7 +47,7 @@ def test_every_vector_loads_and_every_step_is_checked() -> None:
 
 def test_vectors_send_only_lines_the_wire_module_decodes() -> None:
     """What the scripted broker sends is a valid wire message (or malformed on purpose)."""
-    env = {"token": "t", "captures": {"instanceId": "i-1"}}
+    env = {"token": "t", "captures": {"instanceId": "i-1", "elicitId": 1}}
     sent = 0
     for scenario in load_scenarios():
         for step in scenario.steps:
