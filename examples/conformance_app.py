@@ -18,12 +18,12 @@ import base64
 import os
 import signal
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import trio
 
-from app_client import App, RegistrationRejected, ToolContext, ToolError, ToolResult, image, text
+from app_client import App, ElicitationError, RegistrationRejected, ToolContext, ToolError, ToolResult, image, text
 
 PIXEL_PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
@@ -95,18 +95,28 @@ def _offer_v2() -> None:
     async def big_resource() -> str:
         return "x" * 100_000
 
-    @app.resource_template("conformance://pages/{name}", name="page", mime_type="text/markdown")
+    def page_names(value: str) -> dict[str, Any]:
+        if value == "fail":
+            raise ToolError(f"no suggestions for {value!r}")
+        return {"values": [f"{value}-notes", f"{value}-plan"], "total": 5, "hasMore": True}
+
+    async def slow_names(value: str) -> list[str]:
+        await trio.sleep(int(value) / 1000)
+        return ["finished"]
+
+    @app.resource_template("conformance://pages/{name}", name="page", mime_type="text/markdown",
+                           complete={"name": page_names})
     async def page(name: str) -> str:
         if name == "private":
             raise ToolError(f"the page {name!r} is private")
         return f"# {name}"
 
-    @app.resource_template("conformance://slow/{ms}", name="slow")
+    @app.resource_template("conformance://slow/{ms}", name="slow", complete={"ms": slow_names})
     async def slow_resource(ms: str) -> str:
         await trio.sleep(int(ms) / 1000)
         return "finished"
 
-    @app.prompt(name="greet", description="Greet someone")
+    @app.prompt(name="greet", description="Greet someone", complete={"name": ["Alice", "Alfred", "Bob"]})
     async def greet(name: str) -> str:
         return f"Say hello to {name}."
 
@@ -152,6 +162,31 @@ def _offer_v2() -> None:
 
         app.add_prompt(offered, name=name)
         return "offered"
+
+    @app.tool(name="log")
+    async def log_tool(level: str, ctx: ToolContext) -> str:
+        """Send an app-wide log message and one tied to this call."""
+        app.log(level, "app-wide message", logger="conformance")
+        ctx.log(level, {"call": "log"})
+        return "logged"
+
+    @app.tool
+    async def ask(ctx: ToolContext, mode: str = "form", delayMs: int = 0) -> dict[str, Any]:  # noqa: N803
+        """Ask the user (a form, or a URL), after delayMs (not cancellable), and answer what came back."""
+        if delayMs > 0:
+            with trio.CancelScope(shield=True):  # deliberately deaf to the cancel
+                await trio.sleep(delayMs / 1000)
+        try:
+            if mode == "url":
+                answer = await ctx.elicit("Sign in to the print service", url="https://print.example.com/login")
+            else:
+                answer = await ctx.elicit("Overwrite report.txt?", {
+                    "type": "object", "properties": {"overwrite": {"type": "boolean"}}, "required": ["overwrite"]})
+        except ElicitationError as exc:
+            if exc.code == "call_not_running":
+                raise
+            return {"errorCode": exc.code}
+        return {"action": answer.action, "content": answer.content}
 
     @app.tool
     async def withdraw_prompt(name: str) -> str:

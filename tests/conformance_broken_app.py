@@ -6,6 +6,7 @@
 * ``no-resource-updated``: ``app.resource_updated`` sends nothing (protocol v2);
 * ``blob-as-text``: a resource read answers bytes as text instead of a base64 blob (protocol v2);
 * ``no-goodbye``: the app closes without sending ``goodbye``;
+* ``log-without-call``: ``ctx.log`` leaves out the call's ``correlationId`` (protocol v2, section 12);
 * ``ignore-term PIDFILE``: SIGTERM is ignored (the runner must kill it); the pid goes to PIDFILE.
 
 The conformance tests check that the kit names the scenario that catches each fault.
@@ -48,6 +49,13 @@ elif fault == "blob-as-text":
 
     original = resources._content
     resources._content = as_text  # type: ignore[assignment]
+elif fault == "log-without-call":
+    from app_client import applog, context
+
+    def untied(level: str, data: object, logger: str | None = None, correlation_id: int | None = None) -> object:
+        return applog.log_message(level, data, logger)  # as if app-wide: the agent that asked never hears it
+
+    context.log_message = untied  # type: ignore[assignment]
 elif fault == "no-goodbye":
     session.Session.say_goodbye = lambda self: trio.lowlevel.checkpoint()  # type: ignore[method-assign, attr-defined]
 elif fault == "ignore-term":

@@ -47,7 +47,7 @@ def test_every_vector_loads_and_every_step_is_checked() -> None:
 
 def test_vectors_send_only_lines_the_wire_module_decodes() -> None:
     """What the scripted broker sends is a valid wire message (or malformed on purpose)."""
-    env = {"token": "t", "captures": {"instanceId": "i-1"}}
+    env = {"token": "t", "captures": {"instanceId": "i-1", "elicitId": 1}}
     sent = 0
     for scenario in load_scenarios():
         for step in scenario.steps:
@@ -162,6 +162,26 @@ def test_a_fixture_that_sends_bytes_as_text_fails_the_blob_scenario() -> None:
     [failure] = [line for line in lines if line.startswith("FAIL")]
     assert failure.startswith("FAIL: resource-read-blob: step 5: expected ")
     assert "blob" in failure
+
+
+def test_a_fixture_that_ignores_the_cancel_of_a_completion_fails_the_complete_cancel_scenario() -> None:
+    done = conformance("--only", "complete-cancel", "--only", "complete-prompt", "--", *BROKEN, "ignore-cancel")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "pass: complete-prompt" in lines
+    [failure] = [line for line in lines if line.startswith("FAIL")]
+    assert failure.startswith("FAIL: complete-cancel: step 7: expected nothing for 1500 ms, got ")
+    assert '"type":"completeResponse","correlationId":1' in failure and "finished" in failure
+
+
+def test_a_fixture_whose_call_log_loses_its_call_fails_the_log_scenario() -> None:
+    done = conformance("--only", "log", "--only", "elicit-form", "--", *BROKEN, "log-without-call")
+    assert done.returncode == 1, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "pass: elicit-form" in lines
+    [failure] = [line for line in lines if line.startswith("FAIL")]
+    assert failure.startswith("FAIL: log: step 6: expected ")
+    assert "correlationId" in failure
 
 
 def test_max_version_1_leaves_out_the_version_2_scenarios() -> None:

@@ -82,6 +82,8 @@ def _builtins(value: Any) -> Any:
         for field in msgspec.structs.fields(value):
             out[field.encode_name] = _builtins(getattr(value, field.name))
         return out
+    if isinstance(value, msgspec.Raw):  # a payload the broker forwards unread (a log's data)
+        return msgspec.json.decode(value)
     if isinstance(value, dict):
         return {key: _builtins(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

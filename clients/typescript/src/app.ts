@@ -39,6 +39,13 @@
  * before connecting to change the set live. {@link App.resourceUpdated} tells subscribed
  * agents a resource changed.
  *
+ * Completions, log messages and elicitation (protocol v2, §12 and §13): a prompt argument's or
+ * template variable's `complete` (options or a function) answers the daemon's `complete`
+ * requests (the app then registers `completions: true`); {@link App.log} and `ctx.log` send log
+ * messages; `ctx.elicit` asks the agent's user inside a call. As in Python's `app_client`, an
+ * app registers version 2 when it offers a resource, template or prompt, or is created with
+ * `logs: true` or `elicitation: true` (a tools-only app that logs or asks says so).
+ *
  * Events: `state` (new state, last error), `connected` (the `registered` message),
  * `disconnected` (reason), `toolsUpdated` (agent-facing names), `error` (a
  * {@link ToolbridgeError}: garbage from the daemon, a fatal refusal). `error` is emitted only
@@ -54,6 +61,7 @@ import {
   ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
   RegistrationRejected, ToolDefinitionError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
+import { logMessage } from "./applog.js";
 import { Limiter, Session, type Logger } from "./session.js";
 import {
   MAX_TOOLS, checkAppName, defineTool, type ToJsonSchema, type ToolDefinition, type ToolHandler, type ToolOptions,
@@ -110,6 +118,13 @@ export interface AppOptions {
   goodbye?: boolean;
   /** The environment to read TOOLBRIDGE_* from (default process.env). */
   env?: Record<string, string | undefined>;
+  /**
+   * The app sends log messages to agents ({@link App.log}, `ctx.log`): it then registers with
+   * protocol version 2 even when it offers only tools (protocol.md §12).
+   */
+  logs?: boolean;
+  /** The app's tools ask the agent's user (`ctx.elicit`, protocol.md §13): register version 2. */
+  elicitation?: boolean;
 }
 
 export interface ToolDeclaration extends ToolOptions {
@@ -170,7 +185,7 @@ export class App extends EventEmitter<AppEvents> {
   readonly maxConcurrency: number;
   readonly appVersion: string | undefined;
   private readonly options: AppOptions;
-  private readonly log: Logger;
+  private readonly logger: Logger;
   private readonly backoff: Backoff;
   private readonly table = new Map<string, ToolDefinition>();
   /** Protocol v2: resources and templates by URI / URI template, prompts by name. */
@@ -205,7 +220,7 @@ export class App extends EventEmitter<AppEvents> {
     this.maxConcurrency = concurrency;
     this.appVersion = options.appVersion;
     this.options = options;
-    this.log = { ...defaultLogger, ...(options.logger ?? {}) };
+    this.logger = { ...defaultLogger, ...(options.logger ?? {}) };
     this.backoff = options.backoff instanceof Backoff ? options.backoff : new Backoff(options.backoff);
   }
 
@@ -413,6 +428,20 @@ export class App extends EventEmitter<AppEvents> {
   }
 
   /**
+   * Send a log message to the agents that asked for `level` or a less severe one (protocol.md
+   * §12). `level` is one of MCP's: `debug`, `info`, `notice`, `warning`, `error`, `critical`,
+   * `alert`, `emergency` (RangeError otherwise); `data` any JSON value (at most 64 KiB as JSON;
+   * longer is cut); `logger` names the part of the app it comes from (agents see
+   * `<label>.<logger>`). Never waits; dropped while not connected or over the daemon's rate
+   * (100 at once, then 20 per second). Needs `logs: true` in an app that offers only tools.
+   * Inside a tool, `ctx.log` reaches only the agent that made the call. Never put secrets in it.
+   */
+  log(level: string, data: unknown, logger?: string): void {
+    const message = logMessage(level, data, logger);
+    this.session?.log(message);
+  }
+
+  /**
    * Tell subscribed agents that the resource `uri` (this app's own URI, listed or matching a
    * template) changed. Never throws and never waits; dropped when not connected, or when the
    * connection speaks protocol version 1.
@@ -420,6 +449,11 @@ export class App extends EventEmitter<AppEvents> {
   resourceUpdated(uri: string): void {
     if (typeof uri !== "string" || uri.length === 0) throw new TypeError("resourceUpdated() takes the resource's URI");
     this.session?.sendV2({ type: "resourceUpdated", uri });
+  }
+
+  private hasCompleters(): boolean {
+    return [...this.resourceTable.values()].some((d) => d.completers.size > 0)
+      || [...this.promptTable.values()].some((d) => d.completers.size > 0);
   }
 
   private resourceSets(): { resources: JsonObject[]; resourceTemplates: JsonObject[] } {
@@ -450,7 +484,7 @@ export class App extends EventEmitter<AppEvents> {
 
   private noteV1(what: string): void {
     if (this.session?.protocolVersion === 1) {
-      this.log.info(`toolbridge: this connection speaks protocol version 1, so the new ${what} reach the daemon when the app next registers`
+      this.logger.info(`toolbridge: this connection speaks protocol version 1, so the new ${what} reach the daemon when the app next registers`
         + " (declare one before connecting to change them live)");
     }
   }
@@ -555,7 +589,7 @@ export class App extends EventEmitter<AppEvents> {
         resources: this.resourceTable,
         prompts: this.promptTable,
         limiter,
-        log: this.log,
+        log: this.logger,
         onNames: (names) => {
           this.names = { ...names };
           this.safeEmit("toolsUpdated", { ...names });
@@ -576,7 +610,8 @@ export class App extends EventEmitter<AppEvents> {
           if (sent.resources !== this.resourceGeneration) current.sendV2({ type: "setResources", ...this.resourceSets() });
           if (sent.prompts !== this.promptGeneration) current.sendV2({ type: "setPrompts", prompts: this.promptSet() });
           if (answer.protocolVersion < asked) {
-            this.log.warn("toolbridge: the daemon speaks protocol version 1, so this app's resources and prompts are not offered (update toolbridge)");
+            this.logger.warn("toolbridge: the daemon speaks protocol version 1, so this app's resources, prompts, log messages "
+              + "and questions to the user are not offered (update toolbridge)");
           }
           return answer;
         });
@@ -588,7 +623,7 @@ export class App extends EventEmitter<AppEvents> {
       if (stop.aborted) return;
       if (err instanceof RegistrationRejected) {
         if (FATAL_REGISTRATION_CODES.has(err.code)) {
-          this.log.error("toolbridge: the daemon refused the registration", { code: err.code, error: err.message });
+          this.logger.error("toolbridge: the daemon refused the registration", { code: err.code, error: err.message });
           throw err;
         }
         if (err.code === "unauthorized") {
@@ -613,7 +648,7 @@ export class App extends EventEmitter<AppEvents> {
     this.names = { ...registered.toolNames };
     this.lastErrorValue = undefined;
     this.backoff.reset();
-    this.log.info("toolbridge: connected", { via, label: registered.appLabel, tools: Object.keys(registered.toolNames).length });
+    this.logger.info("toolbridge: connected", { via, label: registered.appLabel, tools: Object.keys(registered.toolNames).length });
     this.setState("connected");
     if (this.firstConnect !== undefined) {
       this.firstConnect.resolve(registered);
@@ -627,15 +662,17 @@ export class App extends EventEmitter<AppEvents> {
     if (ended.replaced) throw new InstanceReplaced("another process registered with this app's instance id; not reconnecting");
     this.lastErrorValue = ended.reason;
     if (!stop.aborted) {
-      this.log.warn("toolbridge: disconnected; reconnecting", { reason: ended.reason });
+      this.logger.warn("toolbridge: disconnected; reconnecting", { reason: ended.reason });
       this.setState("reconnecting");
     }
     this.safeEmit("disconnected", ended.reason);
   }
 
   private registerMessage(token: string): Record<string, unknown> {
-    // Version 2 only when it is needed (protocol.md §11): a tools-only app stays a v1 app.
-    const v2 = this.resourceTable.size > 0 || this.promptTable.size > 0;
+    // Version 2 only when it is needed (protocol.md §11-13): a tools-only app stays a v1 app
+    // unless it says it logs or asks the user.
+    const v2 = this.resourceTable.size > 0 || this.promptTable.size > 0 || this.options.logs === true
+      || this.options.elicitation === true;
     const message: Record<string, unknown> = {
       type: "register",
       appName: this.name,
@@ -646,6 +683,7 @@ export class App extends EventEmitter<AppEvents> {
       maxConcurrency: this.maxConcurrency,
     };
     if (v2) Object.assign(message, this.resourceSets(), { prompts: this.promptSet() });
+    if (v2 && this.hasCompleters()) message.completions = true;
     if (this.appVersion !== undefined) message.appVersion = this.appVersion;
     return message;
   }
@@ -659,8 +697,8 @@ export class App extends EventEmitter<AppEvents> {
   }
 
   private noteFailure(message: string, state: ConnectionState = "reconnecting"): void {
-    if (message !== this.lastErrorValue) this.log.warn("toolbridge: connection attempt failed", { error: message });
-    else this.log.debug("toolbridge: connection attempt failed again", { error: message });
+    if (message !== this.lastErrorValue) this.logger.warn("toolbridge: connection attempt failed", { error: message });
+    else this.logger.debug("toolbridge: connection attempt failed again", { error: message });
     this.lastErrorValue = message;
     this.setState(this.stateValue === "connecting" && state === "reconnecting" ? "connecting" : state);
   }
@@ -668,7 +706,7 @@ export class App extends EventEmitter<AppEvents> {
   /** Emit `error` if anyone listens (never Node's unhandled-'error' throw); log it otherwise. */
   private emitError(error: ToolbridgeError): void {
     if (this.listenerCount("error") > 0) this.safeEmit("error", error);
-    else this.log.warn(`toolbridge: ${error.message}`, { error: error.name });
+    else this.logger.warn(`toolbridge: ${error.message}`, { error: error.name });
   }
 
   /** Emit without letting a throwing listener break the connection loop. */
@@ -676,7 +714,7 @@ export class App extends EventEmitter<AppEvents> {
     try {
       (this.emit as (e: K, ...a: AppEvents[K]) => boolean)(event, ...args);
     } catch (err) {
-      this.log.error(`toolbridge: a '${String(event)}' listener threw`, { error: String(err) });
+      this.logger.error(`toolbridge: a '${String(event)}' listener threw`, { error: String(err) });
     }
   }
 }

@@ -10,8 +10,26 @@
  * `reportProgress` does nothing once the call is finished or cancelled and never throws when
  * the connection has gone; `progress` should grow from update to update (the daemon drops
  * updates that do not).
+ *
+ * Protocol v2: `log` (§12) sends a log message tied to this call (only the agent request that
+ * made it hears it; never waits; nothing once the call is over). `elicit` (§13) asks the
+ * agent's user while the call runs and resolves with the answer, or rejects with an
+ * {@link ElicitationError} whose `code` says why the user could not be asked; the call's
+ * deadline keeps running meanwhile.
  */
-import type { CallCancelled, CallTimeout, ConnectionClosed } from "./errors.js";
+import type { CallCancelled, CallTimeout, ConnectionClosed, ElicitationError } from "./errors.js";
+import type { JsonObject } from "./wire.js";
+
+/** The user's answer to `ctx.elicit`. */
+export interface Elicitation {
+  /** `accept` (submitted; for a URL: agreed to open it), `decline` (said no) or `cancel` (dismissed it). */
+  readonly action: "accept" | "decline" | "cancel" | string;
+  /** With `accept` in form mode: the values by property name; otherwise empty. */
+  readonly content: JsonObject;
+}
+
+/** The form (MCP's restricted flat JSON Schema), or `{url}` to send the user to a page. */
+export type ElicitRequest = JsonObject | { url: string };
 
 export interface ToolContext {
   /** The daemon's id of this call. */
@@ -30,7 +48,21 @@ export interface ToolContext {
   timeRemaining(): number;
   /** Send a `toolProgress` for this call; resolves when it is handed to the socket. */
   reportProgress(progress: number, total?: number, message?: string): Promise<void>;
+  /**
+   * Protocol v2: a log message about this call, for the agent that made it (if it asked for
+   * `level`). Levels, bounds and rate as `app.log`; RangeError for an unknown level. Never
+   * waits; does nothing once the call is over.
+   */
+  log(level: string, data: unknown, logger?: string): void;
+  /**
+   * Protocol v2: ask the agent's user (`schema`: a form, MCP's flat subset of JSON Schema; or
+   * `{url}`: send the user to a page, for anything sensitive). Resolves with the answer; rejects
+   * with {@link ElicitationError} (see its codes) when the user could not be asked.
+   */
+  elicit(message: string, request: ElicitRequest): Promise<Elicitation>;
 }
+
+export type { ElicitationError };
 
 /** The reasons `ctx.signal` may be aborted with. */
 export type AbortReason = CallCancelled | CallTimeout | ConnectionClosed;
@@ -55,6 +87,15 @@ export interface RequestContext {
 /** A read's context: the URI asked for, exactly as the app declared or expanded it. */
 export interface ResourceContext extends RequestContext {
   readonly uri: string;
+}
+
+/** A completion request's context (protocol v2, §12): the prompt or template and the argument. */
+export interface CompleteContext extends RequestContext {
+  /** The prompt's name, when the completion is for a prompt's argument. */
+  readonly prompt: string | undefined;
+  /** The template, when the completion is for a template's variable. */
+  readonly uriTemplate: string | undefined;
+  readonly argument: string;
 }
 
 /** A prompt get's context: the prompt's name. */

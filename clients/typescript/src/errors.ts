@@ -81,3 +81,20 @@ export class CallCancelled extends ToolbridgeError {}
 
 /** The reason a call's `ctx.signal` is aborted with when the call's deadline passed. */
 export class CallTimeout extends ToolbridgeError {}
+
+/**
+ * `ctx.elicit(...)` could not ask the user (protocol.md §13); `code` says why:
+ * `elicitation_unsupported` (the agent's client cannot ask, the call did not come from an MCP
+ * agent, or the link speaks protocol 1), `elicitation_timeout` (nobody answered in time),
+ * `invalid_elicit` (the schema, message or URL is not allowed), `elicitation_pending` (one
+ * question at a time per call), `agent_error`, `elicitation_busy`, `call_not_running` (the call
+ * was cancelled, timed out or already answered). The call itself goes on: carry on without the
+ * answer, or fail it with a {@link ToolError}.
+ */
+export class ElicitationError extends ToolbridgeError {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(`${message} (${code})`);
+    this.code = code;
+  }
+}

@@ -16,30 +16,35 @@ export { App, CONNECT_TIMEOUT_MS, ENV_INSTANCE_ID, FATAL_REGISTRATION_CODES } fr
 export type { AppEvents, AppOptions, ConnectionState, ToolDeclaration } from "./app.js";
 export { Backoff } from "./backoff.js";
 export type { BackoffOptions } from "./backoff.js";
-export type { PromptContext, RequestContext, ResourceContext, ToolContext } from "./context.js";
+export type {
+  CompleteContext, ElicitRequest, Elicitation, PromptContext, RequestContext, ResourceContext, ToolContext,
+} from "./context.js";
+export { LOG_BURST, LOG_RATE, LogBucket, logMessage } from "./applog.js";
 export {
   DEFAULT_HOST, ENV_HOME, ENV_HOST, ENV_PORT, ENV_TLS, ENV_TLS_CA, ENV_TOKEN, RUNTIME_FILE, TOKEN_FILE,
   defaultHome, findDaemon, readRuntime, readToken, resolveHome,
 } from "./discovery.js";
 export type { DaemonAddress, DiscoveryOptions, RuntimeInfo } from "./discovery.js";
 export {
-  CallCancelled, CallTimeout, ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced,
+  CallCancelled, CallTimeout, ConnectTimeout, ConnectionClosed, DaemonNotFound, ElicitationError, InstanceReplaced,
   LocalProtocolError, ProtocolError, RegistrationRejected, RemoteProtocolError, ToolDefinitionError,
   ToolError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
 export { failure, image, result, text, toToolResult } from "./results.js";
 export type { ContentBlock, ResultInit } from "./results.js";
 export type { Logger } from "./session.js";
-export { MAX_PROMPT_ARGUMENTS, MAX_RESOURCES, definePrompt, defineResource, defineTemplate, findResource } from "./resources.js";
+export {
+  MAX_COMPLETION_VALUES, MAX_PROMPT_ARGUMENTS, MAX_RESOURCES, definePrompt, defineResource, defineTemplate, findResource, runCompleter,
+} from "./resources.js";
 export type {
-  PromptArgument, PromptHandler, PromptOptions, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions,
+  CompleteFunction, CompleteSpec, CompletionAnswer, PromptArgument, PromptHandler, PromptOptions, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions,
 } from "./resources.js";
 export { APP_NAME_PATTERN, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
 export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike } from "./tools.js";
 export {
-  DEFAULT_MAX_LINE_BYTES, LineFramer, PROTOCOL_VERSION, RESOURCES_VERSION, decodeMessage, encodeMessage,
+  DEFAULT_MAX_LINE_BYTES, LOG_LEVELS, LineFramer, MAX_LOG_DATA_BYTES, PROTOCOL_VERSION, RESOURCES_VERSION, decodeMessage, encodeMessage,
 } from "./wire.js";
 export type {
-  Json, JsonObject, PromptArgumentSpec, PromptGet, PromptSpec, Registered, ResourceRead, ResourceSpec, ResourceTemplateSpec,
+  Complete, ElicitResult, Json, JsonObject, LogLevel, PromptArgumentSpec, PromptGet, PromptSpec, Registered, ResourceRead, ResourceSpec, ResourceTemplateSpec,
   ToolResult, ToolSpec,
 } from "./wire.js";

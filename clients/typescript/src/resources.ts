@@ -21,14 +21,30 @@
  * {@link toPromptAnswer} does the same for prompts: a string is one user text message; an
  * array holds strings or MCP messages (`{role, content}`); `{messages, description?}` is the
  * whole answer.
+ *
+ * Completions (protocol v2, §12): a prompt argument's `complete` and a template's
+ * `complete: {variable: ...}` give the values to suggest: a list of strings (those starting
+ * with what the user typed are offered, ignoring case) or a function `(value, arguments, ctx)`
+ * returning (or resolving to) a list of strings or `{values, total?, hasMore?}`.
+ * {@link runCompleter} runs one; at most 100 values go back (`total` and `hasMore` say how many
+ * there were). An app with any of them registers `completions: true`.
  */
 import { ToolDefinitionError } from "./errors.js";
-import type { PromptContext, ResourceContext } from "./context.js";
+import type { CompleteContext, PromptContext, ResourceContext } from "./context.js";
 import type { Json, JsonObject, PromptArgumentSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec } from "./wire.js";
 
 /** At most this many resources, and as many templates and prompts, per app (the daemon's limit). */
 export const MAX_RESOURCES = 1000;
 export const MAX_PROMPT_ARGUMENTS = 64;
+/** MCP's bound on the values of one completion answer. */
+export const MAX_COMPLETION_VALUES = 100;
+
+/** What a completion function returns (or resolves to). */
+export type CompletionAnswer = readonly string[] | { values: readonly string[]; total?: number; hasMore?: boolean };
+/** A completion function: what the user typed, the arguments already chosen, the request's context. */
+export type CompleteFunction = (value: string, args: Record<string, string>, ctx: CompleteContext) => CompletionAnswer | Promise<CompletionAnswer>;
+/** A prompt argument's or template variable's completion: fixed options, or a function. */
+export type CompleteSpec = readonly string[] | CompleteFunction;
 
 /** What a read handler may return (see the module doc). */
 export type ResourceValue = string | Uint8Array | JsonObject | Array<string | Uint8Array | JsonObject>;
@@ -49,13 +65,18 @@ export interface ResourceOptions {
   annotations?: JsonObject;
 }
 
-export type TemplateOptions = Omit<ResourceOptions, "size">;
+export interface TemplateOptions extends Omit<ResourceOptions, "size"> {
+  /** Completions of the template's variables (protocol v2, §12), by variable name. */
+  complete?: Record<string, CompleteSpec>;
+}
 
 export interface PromptArgument {
   name: string;
   title?: string;
   description?: string;
   required?: boolean;
+  /** Completion of this argument's value (protocol v2, §12): options, or a function. */
+  complete?: CompleteSpec;
 }
 
 export interface PromptOptions {
@@ -75,12 +96,55 @@ export interface ResourceDefinition {
   readonly variables?: string[];
   readonly mimeType: string | undefined;
   readonly handler: TemplateHandler;
+  /** A template's completion functions by variable (empty for none). */
+  readonly completers: ReadonlyMap<string, CompleteFunction>;
 }
 
 export interface PromptDefinition {
   readonly name: string;
   readonly spec: PromptSpec;
   readonly handler: PromptHandler;
+  /** Completion functions by argument (empty for none). */
+  readonly completers: ReadonlyMap<string, CompleteFunction>;
+}
+
+/** Check a completion spec and make it a function. Throws ToolDefinitionError. */
+export function makeCompleter(owner: string, name: string, spec: unknown): CompleteFunction {
+  if (typeof spec === "function") return spec as CompleteFunction;
+  if (!Array.isArray(spec) || !spec.every((option) => typeof option === "string")) {
+    throw new ToolDefinitionError(`${owner}: complete for ${JSON.stringify(name)} must be a list of strings or a function`);
+  }
+  const options = [...(spec as string[])];
+  return (value) => {
+    const typed = value.toLowerCase();
+    return options.filter((option) => option.toLowerCase().startsWith(typed));
+  };
+}
+
+/**
+ * Run a completion function: `{values, total, hasMore}`, at most {@link MAX_COMPLETION_VALUES}
+ * values. Throws what the function threw, TypeError for an answer that is not strings.
+ */
+export async function runCompleter(fn: CompleteFunction, value: string, args: Record<string, string>, ctx: CompleteContext):
+  Promise<{ values: string[]; total: number; hasMore: boolean }> {
+  const answer: unknown = await fn(value, { ...args }, ctx);
+  let list: unknown = answer;
+  let total: number | undefined;
+  let hasMore = false;
+  if (isPlainObject(answer)) {
+    list = answer.values ?? [];
+    if (Number.isSafeInteger(answer.total) && (answer.total as number) >= 0) total = answer.total as number;
+    hasMore = answer.hasMore === true;
+  }
+  if (!Array.isArray(list) || !list.every((item) => typeof item === "string")) {
+    throw new TypeError("a completion function returns a list of strings or {values: [...]}");
+  }
+  const values = list as string[];
+  return {
+    values: values.slice(0, MAX_COMPLETION_VALUES),
+    total: total ?? values.length,
+    hasMore: hasMore || values.length > MAX_COMPLETION_VALUES,
+  };
 }
 
 const EXPRESSION = /\{([A-Za-z0-9_]+)\}/g;
@@ -132,7 +196,7 @@ export function defineResource(uri: string, options: ResourceOptions, handler: R
     if (!Number.isSafeInteger(options.size) || options.size < 0) throw new ToolDefinitionError(`${uri}: size must be a non-negative integer (bytes)`);
     spec.size = options.size;
   }
-  return { key: uri, spec, mimeType: spec.mimeType, handler: (_variables, ctx) => handler(ctx) };
+  return { key: uri, spec, mimeType: spec.mimeType, handler: (_variables, ctx) => handler(ctx), completers: new Map() };
 }
 
 /** Check a template (RFC 6570 level 1) and build its spec and pattern. Throws ToolDefinitionError. */
@@ -157,7 +221,18 @@ export function defineTemplate(uriTemplate: string, options: TemplateOptions, ha
   const name = nameFor(options ?? {}, handler, uriTemplate);
   checkString(`${uriTemplate}: name`, name, 256);
   const template: ResourceTemplateSpec = { uriTemplate, name, ...common(uriTemplate, options ?? {}) };
-  return { key: uriTemplate, template, pattern: new RegExp(`^${source}$`, "s"), variables, mimeType: template.mimeType, handler };
+  const completers = new Map<string, CompleteFunction>();
+  const complete: unknown = options?.complete;
+  if (complete !== undefined) {
+    if (!isPlainObject(complete)) throw new ToolDefinitionError(`${uriTemplate}: complete must map variables to completions`);
+    for (const [variable, spec] of Object.entries(complete)) {
+      if (!variables.includes(variable)) {
+        throw new ToolDefinitionError(`${uriTemplate}: complete names ${JSON.stringify(variable)}, which is not one of its variables (${variables.join(", ")})`);
+      }
+      completers.set(variable, makeCompleter(uriTemplate, variable, spec));
+    }
+  }
+  return { key: uriTemplate, template, pattern: new RegExp(`^${source}$`, "s"), variables, mimeType: template.mimeType, handler, completers };
 }
 
 /** Check a prompt and build its spec. Throws ToolDefinitionError. */
@@ -173,6 +248,7 @@ export function definePrompt(name: string, options: PromptOptions, handler: Prom
     throw new ToolDefinitionError(`${name}: arguments must be an array of at most ${MAX_PROMPT_ARGUMENTS}`);
   }
   const seen = new Set<string>();
+  const completers = new Map<string, CompleteFunction>();
   spec.arguments = args.map((arg) => {
     if (!isPlainObject(arg)) throw new ToolDefinitionError(`${name}: each argument must be an object`);
     checkString(`${name}: an argument's name`, arg.name, 128);
@@ -187,9 +263,10 @@ export function definePrompt(name: string, options: PromptOptions, handler: Prom
       if (typeof arg.required !== "boolean") throw new ToolDefinitionError(`${name}: an argument's required must be a boolean`);
       if (arg.required) out.required = true;
     }
+    if (arg.complete !== undefined) completers.set(arg.name, makeCompleter(name, arg.name, arg.complete));
     return out;
   });
-  return { name, spec, handler };
+  return { name, spec, handler, completers };
 }
 
 /** The definition that serves `uri` and the template's variables (percent-decoded), or undefined. */

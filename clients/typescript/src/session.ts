@@ -26,6 +26,16 @@
  * and the app's v2 messages are not sent. A handler's thrown {@link ToolError} message reaches
  * the agent; any other error only its type name, as for tools.
  *
+ * Version 2, §12 and §13: `complete` is a request like `resourceRead` (answered by
+ * `completeResponse` from the prompt's or template's completion function; empty values for an
+ * argument without one). {@link Session.log} sends a `log` at once, never waiting, within the
+ * daemon's rate ({@link LogBucket}; the excess is dropped and counted, with a warning in the
+ * app's own log at most once a minute, without the data); one tied to a call goes only while
+ * that call runs. `ctx.elicit` sends an `elicit` for its call (never for a call that is not
+ * running: answered, cancelled, timed out) and waits for the `elicitResult`; when the call ends
+ * first, the wait rejects with {@link ElicitationError} `call_not_running`. An `elicitResult`
+ * for no question waiting is dropped.
+ *
  * Calls: each invocation gets an AbortController and a deadline timer, waits for one of the
  * app's `maxConcurrency` slots, then runs its handler. The slot is held until the handler
  * really settles (JavaScript cannot stop a handler that ignores its signal), so the app never
@@ -42,17 +52,22 @@
  * bytes are queued, so a flood of progress cannot grow memory without bound.
  */
 import type { Socket } from "node:net";
+import { LogBucket, logMessage } from "./applog.js";
 import {
-  CallCancelled, CallTimeout, ConnectionClosed, LocalProtocolError, RegistrationRejected,
+  CallCancelled, CallTimeout, ConnectionClosed, ElicitationError, LocalProtocolError, RegistrationRejected,
   RemoteProtocolError, ToolError, ToolUpdateRejected,
 } from "./errors.js";
-import type { PromptContext, RequestContext, ResourceContext, ToolContext } from "./context.js";
-import { findResource, toContents, toPromptAnswer, type PromptDefinition, type ResourceDefinition } from "./resources.js";
+import type {
+  CompleteContext, ElicitRequest, Elicitation, PromptContext, RequestContext, ResourceContext, ToolContext,
+} from "./context.js";
+import {
+  findResource, runCompleter, toContents, toPromptAnswer, type CompleteFunction, type PromptDefinition, type ResourceDefinition,
+} from "./resources.js";
 import { describeError, failure, toToolResult } from "./results.js";
 import type { ToolDefinition } from "./tools.js";
 import {
   DEFAULT_MAX_LINE_BYTES, LineFramer, RESOURCES_VERSION, decodeMessage, encodeMessage,
-  type Incoming, type JsonObject, type PromptGet, type Registered, type ResourceRead, type ToolInvocation,
+  type Complete, type ElicitResult, type Incoming, type JsonObject, type PromptGet, type Registered, type ResourceRead, type ToolInvocation,
   type ToolResult, type ToolSpec,
 } from "./wire.js";
 
@@ -60,6 +75,8 @@ import {
 export const HEARTBEAT_MISSES = 3;
 /** Bytes queued on the socket above which progress waits for it to drain. */
 export const PROGRESS_HIGH_WATER = 1024 * 1024;
+/** While log messages are being dropped, at most one warning per this many ms. */
+export const LOG_DROP_WARNING_MS = 60_000;
 
 export interface Logger {
   debug(message: string, fields?: Record<string, unknown>): void;
@@ -137,7 +154,14 @@ interface Request {
   timer: NodeJS.Timeout | undefined;
 }
 
-type RequestAnswer = { type: "resourceResponse" | "promptResponse"; correlationId: number } & JsonObject;
+type RequestAnswer = { type: "resourceResponse" | "promptResponse" | "completeResponse"; correlationId: number } & JsonObject;
+
+/** An `elicit` sent, waiting for its `elicitResult` (§13). */
+interface PendingElicit {
+  readonly correlationId: number;
+  resolve(answer: Elicitation): void;
+  reject(err: ElicitationError): void;
+}
 
 interface PendingUpdate {
   resolve(names: Record<string, string>): void;
@@ -149,6 +173,12 @@ export class Session {
   private peerMaxLineBytes = DEFAULT_MAX_LINE_BYTES;
   private readonly calls = new Map<number, Call>();
   private readonly requests = new Map<number, Request>();
+  /** §13: questions waiting for their answers, by elicit id (unique on the connection). */
+  private readonly elicits = new Map<number, PendingElicit>();
+  private nextElicitId = 1;
+  private readonly logBucket = new LogBucket();
+  private nextDropWarning = 0;
+  private logVersionWarned = false;
   /** The negotiated protocol version (1 until `registered`). */
   private version = 1;
   private askedVersion = 1;
@@ -322,11 +352,20 @@ export class Session {
         break;
       case "resourceRead":
       case "promptGet":
+      case "complete":
         if (this.version < RESOURCES_VERSION) {
           this.trySend({ type: "error", code: "unexpected_message", correlationId: message.correlationId,
             message: `'${message.type}' needs protocol version 2; this connection speaks ${this.version}` });
         } else {
           this.startRequest(message);
+        }
+        break;
+      case "elicitResult":
+        if (this.version < RESOURCES_VERSION) {
+          this.trySend({ type: "error", code: "unexpected_message", correlationId: message.correlationId,
+            message: `'elicitResult' needs protocol version 2; this connection speaks ${this.version}` });
+        } else {
+          this.onElicitResult(message);
         }
         break;
       case "toolCancel":
@@ -423,6 +462,8 @@ export class Session {
       progressRequested: invocation.progress,
       timeRemaining: () => (deadline === undefined ? Infinity : deadline - Date.now()),
       reportProgress: (progress, total, message) => session.progress(call, progress, total, message),
+      log: (level, data, logger) => session.log(logMessage(level, data, logger, cid)),
+      elicit: (message, request) => session.elicit(call, message, request),
     };
     this.runCall(call, ctx, () => {
       started = true;
@@ -493,7 +534,14 @@ export class Session {
   private finish(call: Call): void {
     call.done = true;
     if (call.timer !== undefined) clearTimeout(call.timer);
-    this.calls.delete(call.invocation.correlationId);
+    const cid = call.invocation.correlationId;
+    this.calls.delete(cid);
+    // Its open questions end with it: a late answer is dropped, and the handler hears why.
+    for (const [id, pending] of [...this.elicits]) {
+      if (pending.correlationId !== cid) continue;
+      this.elicits.delete(id);
+      pending.reject(new ElicitationError("call_not_running", `call ${cid} ended before the user answered`));
+    }
   }
 
   private cancelCall(cid: number, reason: string | undefined): void {
@@ -533,7 +581,7 @@ export class Session {
 
   // --- resource reads and prompt gets (protocol v2) ----------------------------------------
 
-  private startRequest(message: ResourceRead | PromptGet): void {
+  private startRequest(message: ResourceRead | PromptGet | Complete): void {
     const cid = message.correlationId;
     if (this.calls.has(cid) || this.requests.has(cid)) {
       this.hooks.log.warn("toolbridge: duplicate correlation id; request ignored", { correlationId: cid });
@@ -542,9 +590,9 @@ export class Session {
     }
     const request: Request = { correlationId: cid, controller: new AbortController(), done: false, timer: undefined };
     this.requests.set(cid, request);
-    const isRead = message.type === "resourceRead";
-    const what = isRead ? `reading '${message.uri}'` : `the prompt '${message.name}'`;
-    const kind = isRead ? "resourceResponse" : "promptResponse";
+    const what = message.type === "resourceRead" ? `reading '${message.uri}'`
+      : message.type === "promptGet" ? `the prompt '${message.name}'` : `completing '${message.argument}'`;
+    const kind = message.type === "resourceRead" ? "resourceResponse" : message.type === "promptGet" ? "promptResponse" : "completeResponse";
     const timeoutMs = message.timeoutMs;
     const deadline = timeoutMs === undefined ? undefined : Date.now() + timeoutMs;
     if (timeoutMs !== undefined) {
@@ -562,8 +610,11 @@ export class Session {
       timeoutMs,
       timeRemaining: () => (deadline === undefined ? Infinity : deadline - Date.now()),
     };
-    const run = isRead ? this.runRead(message, request, { ...base, uri: message.uri })
-      : this.runPrompt(message, request, { ...base, prompt: message.name });
+    const run = message.type === "resourceRead" ? this.runRead(message, request, { ...base, uri: message.uri })
+      : message.type === "promptGet" ? this.runPrompt(message, request, { ...base, prompt: message.name })
+        : this.runComplete(message, request, {
+          ...base, prompt: message.prompt, uriTemplate: message.uriTemplate, argument: message.argument,
+        });
     run.catch((err: unknown) => {
       this.hooks.log.error("toolbridge: answering a request failed", { kind: message.type, error: String(err) });
       this.answer(request, { type: kind, correlationId: cid, error: `${what} failed: internal error in the app's toolbridge client` });
@@ -622,6 +673,40 @@ export class Session {
     this.answer(request, answer);
   }
 
+  private async runComplete(request: Complete, pending: Request, ctx: CompleteContext): Promise<void> {
+    const cid = request.correlationId;
+    let completers: ReadonlyMap<string, CompleteFunction> | undefined;
+    let what: string;
+    if (request.prompt !== undefined) {
+      completers = this.hooks.prompts.get(request.prompt)?.completers;
+      what = `prompt '${request.prompt}'`;
+    } else {
+      const definition = this.hooks.resources.get(request.uriTemplate ?? "");
+      completers = definition?.template !== undefined ? definition.completers : undefined;
+      what = `resource template '${request.uriTemplate}'`;
+    }
+    if (completers === undefined) {
+      this.answer(pending, { type: "completeResponse", correlationId: cid, values: [], error: `this app has no ${what}` });
+      return;
+    }
+    const fn = completers.get(request.argument);
+    if (fn === undefined) {
+      this.answer(pending, { type: "completeResponse", correlationId: cid, values: [] }); // nothing to suggest for it
+      return;
+    }
+    let answer: RequestAnswer;
+    try {
+      const { values, total, hasMore } = await runCompleter(fn, request.value, request.arguments, ctx);
+      if (pending.done) return;
+      answer = { type: "completeResponse", correlationId: cid, values, total, hasMore };
+    } catch (err) {
+      if (pending.done) return;
+      this.logHandlerError("completion", err);
+      answer = { type: "completeResponse", correlationId: cid, values: [], error: describeError(`completing '${request.argument}'`, err) };
+    }
+    this.answer(pending, answer);
+  }
+
   private logHandlerError(kind: string, err: unknown): void {
     if (err instanceof ToolError) this.hooks.log.info(`toolbridge: ${kind} handler reported an error`);
     else this.hooks.log.error(`toolbridge: ${kind} handler threw`, { error: err instanceof Error ? err.stack ?? err.message : String(err) });
@@ -636,7 +721,7 @@ export class Session {
     } catch (err) {
       if (err instanceof LocalProtocolError) {
         this.hooks.log.error("toolbridge: an answer cannot be sent", { kind: answer.type, error: err.message });
-        const what = answer.type === "resourceResponse" ? "the resource" : "the prompt";
+        const what = answer.type === "resourceResponse" ? "the resource" : answer.type === "promptResponse" ? "the prompt" : "the suggestions";
         this.trySend({ type: answer.type, correlationId: request.correlationId, error: `${what} cannot be sent (${err.message})` });
       }
     }
@@ -659,6 +744,87 @@ export class Session {
     for (const request of [...this.requests.values()]) {
       this.finishRequest(request);
       request.controller.abort(new ConnectionClosed(reason));
+    }
+  }
+
+  // --- log messages and elicitation (protocol v2, §12 and §13) ------------------------------
+
+  /**
+   * Send a `log` (made by `logMessage`) now, never waiting: dropped on a version-1 link (with one
+   * warning), when its call is over, or over the daemon's rate (counted; a warning at most once
+   * a minute, without the data).
+   */
+  log(message: JsonObject): void {
+    if (this.phase !== "serving") return;
+    if (this.version < RESOURCES_VERSION) {
+      if (!this.logVersionWarned) {
+        this.logVersionWarned = true;
+        this.hooks.log.warn("toolbridge: log messages are not sent: this connection speaks protocol 1; create the App with "
+          + "`logs: true` (or offer a resource or prompt) to send them");
+      }
+      return;
+    }
+    const cid = message.correlationId;
+    if (typeof cid === "number" && !this.calls.has(cid)) return; // its call is over
+    if (this.logBucket.take()) {
+      this.trySend(message);
+      return;
+    }
+    const now = Date.now();
+    if (now >= this.nextDropWarning) {
+      this.nextDropWarning = now + LOG_DROP_WARNING_MS;
+      this.hooks.log.warn("toolbridge: log messages for agents dropped: over the daemon's rate", { droppedTotal: this.logBucket.dropped });
+    }
+  }
+
+  /** Send an `elicit` for `call` and wait for its `elicitResult` (rejects with ElicitationError). */
+  private elicit(call: Call, message: string, request: ElicitRequest): Promise<Elicitation> {
+    const cid = call.invocation.correlationId;
+    if (typeof message !== "string" || message.length === 0) {
+      return Promise.reject(new TypeError("elicit needs a message (what to ask)"));
+    }
+    const fields = request as Record<string, unknown>;
+    // `{url}` without a `type` is URL mode; anything else that is an object is the form's schema.
+    const url = typeof fields === "object" && fields !== null && typeof fields.url === "string" && fields.type === undefined
+      ? fields.url : undefined;
+    if (url === undefined && (typeof fields !== "object" || fields === null || Array.isArray(fields))) {
+      return Promise.reject(new TypeError("elicit needs a schema (a form) or {url}"));
+    }
+    if (this.version < RESOURCES_VERSION || this.phase !== "serving") {
+      return Promise.reject(new ElicitationError(this.phase !== "serving" ? "call_not_running" : "elicitation_unsupported",
+        this.phase !== "serving" ? "the connection is closed"
+          : "this link speaks wire protocol 1, which has no elicitation: create the App with `elicitation: true`"));
+    }
+    if (call.done || !this.calls.has(cid)) {
+      return Promise.reject(new ElicitationError("call_not_running", `call ${cid} is not running`));
+    }
+    const elicitId = this.nextElicitId++;
+    const line: JsonObject = url !== undefined
+      ? { type: "elicit", correlationId: cid, elicitId, mode: "url", message, url }
+      : { type: "elicit", correlationId: cid, elicitId, mode: "form", message, requestedSchema: request as JsonObject };
+    return new Promise<Elicitation>((resolve, reject) => {
+      try {
+        this.write(line);
+      } catch (err) {
+        if (err instanceof LocalProtocolError) reject(new ElicitationError("invalid_elicit", err.message));
+        else reject(new ElicitationError("call_not_running", err instanceof Error ? err.message : String(err)));
+        return;
+      }
+      this.elicits.set(elicitId, { correlationId: cid, resolve, reject });
+    });
+  }
+
+  private onElicitResult(result: ElicitResult): void {
+    const pending = this.elicits.get(result.elicitId);
+    if (pending === undefined || pending.correlationId !== result.correlationId) {
+      this.hooks.log.debug("toolbridge: elicitResult for no question waiting", { correlationId: result.correlationId });
+      return;
+    }
+    this.elicits.delete(result.elicitId);
+    if (result.errorCode !== undefined) {
+      pending.reject(new ElicitationError(result.errorCode, result.error ?? "the user was not asked"));
+    } else {
+      pending.resolve({ action: result.action, content: { ...(result.content ?? {}) } });
     }
   }
 

@@ -18,7 +18,9 @@
  *
  * Version 2 (protocol.md §11) adds `resourceRead` and `promptGet` from the daemon (decoded
  * here; the session refuses them on a version-1 connection) and `setResources`,
- * `resourceUpdated`, `resourceResponse`, `setPrompts`, `promptResponse` from the app.
+ * `resourceUpdated`, `resourceResponse`, `setPrompts`, `promptResponse` from the app; §12
+ * adds `complete` (answered by `completeResponse`) and the app's `log`; §13 the app's `elicit`
+ * and the daemon's `elicitResult`.
  */
 import { LocalProtocolError, RemoteProtocolError } from "./errors.js";
 
@@ -27,6 +29,11 @@ export const PROTOCOL_VERSION = 2;
 /** The first version with resources and prompts (protocol.md §11). */
 export const RESOURCES_VERSION = 2;
 export const DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024;
+/** MCP's (RFC 5424's) log levels, least severe first (protocol.md §12). */
+export const LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+/** The most bytes a log message's `data` may take as JSON; the daemon drops larger ones. */
+export const MAX_LOG_DATA_BYTES = 64 * 1024;
 
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
@@ -129,12 +136,40 @@ export interface PromptGet {
   timeoutMs?: number;
 }
 
+/**
+ * Protocol v2 (§12): suggest values for one argument of a prompt or one variable of a template
+ * (exactly one of `prompt` / `uriTemplate`); answered by `completeResponse`.
+ */
+export interface Complete {
+  type: "complete";
+  correlationId: number;
+  argument: string;
+  value: string;
+  prompt?: string;
+  uriTemplate?: string;
+  arguments: Record<string, string>;
+  timeoutMs?: number;
+}
+
+/** Protocol v2 (§13): the answer to one of the app's `elicit`s. */
+export interface ElicitResult {
+  type: "elicitResult";
+  correlationId: number;
+  elicitId: number;
+  action: string;
+  content?: JsonObject;
+  errorCode?: string;
+  error?: string;
+}
+
 /** A decoded message from the daemon (only the fields the app uses are typed). */
 export type Incoming =
   | Registered
   | ToolInvocation
   | ResourceRead
   | PromptGet
+  | Complete
+  | ElicitResult
   | { type: "toolCancel"; correlationId: number; reason?: string }
   | { type: "toolsUpdated"; toolNames: Record<string, string> }
   | { type: "ping"; id: Json }
@@ -147,6 +182,7 @@ const APP_SIDE_TYPES = new Set([
   "register", "toolResponse", "toolProgress", "addTools", "removeTools", "goodbye",
   "agentConnect", "agentConnected", "admin", "adminResult",
   "setResources", "resourceUpdated", "resourceResponse", "setPrompts", "promptResponse",
+  "log", "completeResponse", "elicit",
 ]);
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -251,6 +287,42 @@ export function decodeMessage(line: Uint8Array): Incoming {
         arguments: field(kind, value, "arguments", isNameMap, "an object of strings", {}),
         ...optionalTimeout(kind, value),
       };
+    case "complete": {
+      const prompt = value.prompt;
+      const template = value.uriTemplate;
+      if ((typeof prompt === "string") === (typeof template === "string")) {
+        throw new RemoteProtocolError("invalid_message", "invalid 'complete' message: it names exactly one of 'prompt' and 'uriTemplate'",
+          isInt(value.correlationId) ? value.correlationId : undefined);
+      }
+      return {
+        type: "complete",
+        correlationId: field(kind, value, "correlationId", isInt, "an integer"),
+        argument: field(kind, value, "argument", isString, "a string"),
+        value: field(kind, value, "value", isString, "a string", ""),
+        ...(typeof prompt === "string" ? { prompt } : {}),
+        ...(typeof template === "string" ? { uriTemplate: template } : {}),
+        arguments: field(kind, value, "arguments", isNameMap, "an object of strings", {}),
+        ...optionalTimeout(kind, value),
+      };
+    }
+    case "elicitResult": {
+      const content = value.content;
+      if (content !== undefined && content !== null && !isObject(content)) {
+        throw new RemoteProtocolError("invalid_message", "invalid 'elicitResult' message: 'content' must be an object",
+          isInt(value.correlationId) ? value.correlationId : undefined);
+      }
+      const errorCode = value.errorCode;
+      const error = value.error;
+      return {
+        type: "elicitResult",
+        correlationId: field(kind, value, "correlationId", isInt, "an integer"),
+        elicitId: field(kind, value, "elicitId", isInt, "an integer"),
+        action: field(kind, value, "action", isString, "a string", "cancel"),
+        ...(isObject(content) ? { content: content as JsonObject } : {}),
+        ...(typeof errorCode === "string" ? { errorCode } : {}),
+        ...(typeof error === "string" ? { error } : {}),
+      };
+    }
     case "toolCancel": {
       const reason = typeof value.reason === "string" ? { reason: value.reason } : {};
       return { type: "toolCancel", correlationId: field(kind, value, "correlationId", isInt, "an integer"), ...reason };

@@ -108,11 +108,22 @@ export class Agent {
   private readonly waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   readonly notifications: Array<{ method: string; params: Record<string, unknown> }> = [];
   private readonly listeners: Array<() => void> = [];
+  /** Answers the daemon's own requests (`elicitation/create`); the default refuses them. */
+  onRequest: (method: string, params: Record<string, unknown>) => Promise<unknown> = async (method) => {
+    throw new Error(`the test agent does not answer ${method}`);
+  };
 
   private constructor(private readonly socket: net.Socket) {
     onLines(socket, (line) => {
       if (!line.trim()) return;
       const message = JSON.parse(line) as { id?: number; result?: unknown; error?: RpcError; method?: string; params?: Record<string, unknown> };
+      if (message.method !== undefined && message.id !== undefined) {
+        const id = message.id;
+        this.onRequest(message.method, message.params ?? {}).then(
+          (result) => socket.write(JSON.stringify({ jsonrpc: "2.0", id, result }) + "\n"),
+          (err: Error) => socket.write(JSON.stringify({ jsonrpc: "2.0", id, error: { code: -32603, message: err.message } }) + "\n"));
+        return;
+      }
       if (message.method !== undefined && message.id === undefined) {
         this.notifications.push({ method: message.method, params: message.params ?? {} });
         for (const listener of this.listeners.splice(0)) listener();
@@ -130,7 +141,7 @@ export class Agent {
     });
   }
 
-  static async connect(daemon: Daemon): Promise<Agent> {
+  static async connect(daemon: Daemon, capabilities: Record<string, unknown> = {}): Promise<Agent> {
     const socket = net.connect({ host: "127.0.0.1", port: daemon.port });
     await new Promise<void>((resolvePromise, reject) => {
       socket.once("connect", resolvePromise);
@@ -152,7 +163,7 @@ export class Agent {
     });
     if ((JSON.parse(first) as { type?: string }).type !== "agentConnected") throw new Error(`agentConnect refused: ${first}`);
     const agent = new Agent(socket);
-    await agent.request("initialize", { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "ts-tests", version: "0" } });
+    await agent.request("initialize", { protocolVersion: "2025-11-25", capabilities, clientInfo: { name: "ts-tests", version: "0" } });
     agent.notify("notifications/initialized", {});
     return agent;
   }
