@@ -82,8 +82,9 @@ def test_relay_http() -> None:
         for level in (1, 4):
             check_load(result["summary"][f"{target}@{level}"], calls=30)
             assert result["summary"][f"{target}@{level}"]["errors"] == 0
-            if sys.platform.startswith("linux"):  # CPU times come from /proc
-                assert positive(result["summary"][f"{target}@{level}"]["cpu_us_per_call"]["server"])
+            if sys.platform.startswith("linux"):  # CPU times come from /proc, in 10 ms ticks:
+                # 30 calls may well take less than one tick, so 0 is a valid reading.
+                assert non_negative(result["summary"][f"{target}@{level}"]["cpu_us_per_call"]["server"])
     for ratio in result["ratios"].values():
         assert positive(ratio["throughput_ratio"]) and positive(ratio["p50_ratio"])
 
