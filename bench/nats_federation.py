@@ -249,7 +249,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10, help="daemons started at once with --daemons")
     parser.add_argument("--serve-apps", type=Path, help=argparse.SUPPRESS)  # the apps process of --daemons
     args = parser.parse_args()
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    # Warnings of the in-process broker go to stderr: stdout is the result (``--json``).
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+                        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
     if args.serve_apps:
         trio.run(serve_apps, args.serve_apps, args.apps, args.tools)
         return
