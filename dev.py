@@ -96,15 +96,7 @@ def ensure_test_tools() -> None:
                             "--loglevel=error", package], check=True)
             (cache / folder / ".toolbridge-package").write_text(package)
     if sys.platform == "linux" and shutil.which("Xvfb") is None:
-        if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
-            print("installing Xvfb (Debian package xvfb) for the example app's test", file=sys.stderr)
-            env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-            subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-            subprocess.run(["apt-get", "install", "-y", "-qq", "xvfb"], check=True, env=env,
-                           stdout=subprocess.DEVNULL)
-        else:
-            print("Xvfb is missing: install it (e.g. `sudo apt-get install xvfb`) for the example app's test",
-                  file=sys.stderr)
+        _debian_package("Xvfb", "xvfb", "the example app's test")
 
 
 def ensure_chromium() -> None:
@@ -112,15 +104,21 @@ def ensure_chromium() -> None:
     drives it; `playwright install` (a browser download of its own) is never run."""
     if sys.platform != "linux" or shutil.which("chromium") or shutil.which("chromium-browser"):
         return
+    _debian_package("Chromium", "chromium", "the status page's browser test")
+
+
+def _debian_package(name: str, package: str, needed_by: str) -> None:
+    """Install Debian's ``package`` (which provides ``name``) when we may (root, apt-get);
+    otherwise say how to."""
     if shutil.which("apt-get") and hasattr(os, "geteuid") and os.geteuid() == 0:
-        print("installing Chromium (Debian package chromium) for the status page's browser test", file=sys.stderr)
+        print(f"installing {name} (Debian package {package}) for {needed_by}", file=sys.stderr)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", "chromium"], check=True, env=env,
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env,
                        stdout=subprocess.DEVNULL)
     else:
-        print("Chromium is missing: install it (e.g. `sudo apt-get install chromium`) for the status page's "
-              "browser test", file=sys.stderr)
+        print(f"{name} is missing: install it (e.g. `sudo apt-get install {package}`) for {needed_by}",
+              file=sys.stderr)
 
 
 TS_CLIENT = ROOT / "clients" / "typescript"
