@@ -17,7 +17,6 @@ Every run is bounded by ``--calls`` and by ``--max-seconds`` for issuing calls.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 import trio

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import random
-import re
 import shutil
 import subprocess
 import sys

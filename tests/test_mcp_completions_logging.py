@@ -32,7 +32,6 @@ from app_client.protocol import (
     ToolResponse,
     ToolResult,
     ToolSpec,
-    encode_message,
 )
 from broker.daemon.run import DaemonInfo
 from mcp_testkit import HTTPX_STREAM_WARNINGS, OBJECT, ScriptedApp, connect_agent, http_client, mcp_url, running_daemon
