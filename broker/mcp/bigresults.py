@@ -65,7 +65,6 @@ class _Server(Protocol):
 class _Request(Protocol):
     """What this module reads and sets on a ``tools/call`` in flight (``session._ToolRequest``)."""
 
-    principal: str | None
     inline: bool
 
     @property
@@ -108,8 +107,8 @@ _CONTENT_KEY: Final = b'"content":'
 
 
 def prepare(request: _Request, params: dict[str, Any]) -> None:
-    """Note on a starting ``tools/call`` who is calling and whether it wants its result inline."""
-    request.principal = request.session.token
+    """Note on a starting ``tools/call`` whether it wants its result inline (a link is its
+    session's token's alone: ``Session.token``)."""
     meta = params.get("_meta")
     request.inline = isinstance(meta, dict) and meta.get(INLINE_KEY) is True
 
@@ -192,7 +191,7 @@ def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome
     moved = [block for block in blocks if _kind(block) != "resource_link"]
     kept = [block for block in blocks if _kind(block) == "resource_link"]
     store = session.server.result_store
-    entry = store.put(request.principal, tool, moved, size) if moved else None
+    entry = store.put(request.session.token, tool, moved, size) if moved else None
     if entry is None:  # nothing to move, or larger than the whole store: inline, as without links
         return result
     kinds: dict[str, int] = {}
@@ -217,7 +216,7 @@ def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome
     if "structuredContent" in result:  # stays: a client checks it against the outputSchema
         answer["structuredContent"] = result["structuredContent"]
     log.info("RESULT_LINKED", session=session.label, tool=tool, bytes=size, blocks=len(moved),
-             principal=request.principal, held=len(store), held_bytes=store.bytes)
+             principal=request.session.token, held=len(store), held_bytes=store.bytes)
     call_log = session.server.router.call_log
     if call_log is not None:
         call_log.record(tool="result_link", app=None, instance=None, agent=session.client_name,

@@ -267,9 +267,8 @@ class _ToolRequest:
 
     #: 2026-07-28: answers the ``tools/call`` carried up front (``inputResponses``, by key).
     input_responses: dict[str, Any] | None = None
-    #: Large results (``bigresults.prepare``): who called (a link is theirs alone), and whether
-    #: the call asked for its result inline rather than as a link.
-    principal: str | None = None
+    #: Large results (``bigresults.prepare``): the call asked for its result inline rather than
+    #: as a link.
     inline: bool = False
 
     def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
