@@ -10,7 +10,7 @@ Two things happen to a result on its way to the agent, both from
    and the agent gets a short text summary and a ``resource_link`` to it instead (see that
    module). Not when the setting is 0, when the call's ``_meta`` asked for the result inline
    (``toolbridge/inlineResult: true``), or when the result is larger than the store's whole
-   budget. The link's creation is logged (``RESULT_LINKED``) and written to the call log
+   budget. The link's creation is logged (``result_linked``) and written to the call log
    (tool ``result_link``); a read (:func:`read_link`) writes a ``result_read`` row like any
    ``resources/read``.
 
@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import msgspec
 import structlog
+import trio
 
 from ..core.outcome import CallOutcome, OutcomeKind
 from ..core.passthrough import PassthroughResult, content_size
@@ -215,7 +216,7 @@ def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome
     }
     if "structuredContent" in result:  # stays: a client checks it against the outputSchema
         answer["structuredContent"] = result["structuredContent"]
-    log.info("RESULT_LINKED", session=session.label, tool=tool, bytes=size, blocks=len(moved),
+    log.info("result_linked", session=session.label, tool=tool, bytes=size, blocks=len(moved),
              principal=request.session.token, held=len(store), held_bytes=store.bytes)
     call_log = session.server.router.call_log
     if call_log is not None:
@@ -226,9 +227,7 @@ def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome
 
 
 def read_link(session: _Session, uri: str, context: _Context) -> dict[str, Any]:
-    """``resources/read`` of a linked result, for the principal of the current task only."""
-    import trio
-
+    """``resources/read`` of a linked result, for its session's token only."""
     started = trio.current_time()
     outcome = CallOutcome(OutcomeKind.OK)
     try:
