@@ -300,16 +300,19 @@ def relay_command(home: Path, *extra: str) -> list[str]:
 
 @asynccontextmanager
 async def connect_agent(
-    transport: str, mode: str, info: DaemonInfo, home: Path, *, discovery: bool = False, **kwargs: Any
+    transport: str, mode: str, info: DaemonInfo, home: Path, *, discovery: bool = False, app: str | None = None,
+    **kwargs: Any
 ) -> AsyncIterator[Client]:
-    """The SDK client over HTTP (in-process daemon) or stdio (a relay subprocess), in ``mode``."""
+    """The SDK client over HTTP (in-process daemon) or stdio (a relay subprocess), in ``mode``;
+    ``app``: in that app's one-app scope (``/mcp/apps/NAME``, ``toolbridge stdio --app NAME``)."""
     if transport == "http":
-        url = mcp_url(info) + ("/discovery" if discovery else "")
+        url = mcp_url(info) + ("/discovery" if discovery else "") + (f"/apps/{app}" if app is not None else "")
         async with http_client(info) as http:
             async with Client(streamable_http_client(url, http_client=http), mode=mode, **kwargs) as client:
                 yield client
     else:
-        command = relay_command(home, "--no-start", *(["--discovery"] if discovery else []))
+        command = relay_command(home, "--no-start", *(["--discovery"] if discovery else []),
+                                *(["--app", app] if app is not None else []))
         params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
         async with Client(params, mode=mode, **kwargs) as client:
             yield client

@@ -14,8 +14,6 @@ import math
 import sqlite3
 import subprocess
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +21,7 @@ import mcp_types as types
 import pytest
 import trio
 import trio.testing
-from mcp import Client, MCPError, StdioServerParameters
+from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from app_client.protocol import PromptSpec, ResourceRead, ResourceResponse, ResourceSpec
@@ -42,9 +40,9 @@ from mcp_testkit import (
     HTTPX_STREAM_WARNINGS,
     OBJECT,
     ScriptedApp,
+    connect_agent,
     http_client,
     mcp_url,
-    relay_command,
     relay_env,
     running_daemon,
 )
@@ -68,23 +66,6 @@ class NamingApp(ScriptedApp):
 
 def scope_url(info: DaemonInfo, app: str) -> str:
     return f"{mcp_url(info)}/apps/{app}"
-
-
-@asynccontextmanager
-async def scoped_agent(
-    transport: str, mode: str, info: DaemonInfo, home: Path, app: str, **kwargs: Any
-) -> AsyncIterator[Client]:
-    """The SDK client in the one-app scope of ``app`` (HTTP in-process, or a stdio relay)."""
-    if transport == "http":
-        async with http_client(info) as http:
-            async with Client(streamable_http_client(scope_url(info, app), http_client=http), mode=mode,
-                              **kwargs) as client:
-                yield client
-    else:
-        command = relay_command(home, "--no-start", "--app", app)
-        params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
-        async with Client(params, mode=mode, **kwargs) as client:
-            yield client
 
 
 def text_of(result: types.CallToolResult) -> str:
@@ -114,7 +95,7 @@ async def test_one_app_under_its_own_names_through_the_whole_pipeline(
         demo = await ScriptedApp(info.port, info.token).start(nursery)
         other = await ScriptedApp(info.port, info.token, "Other", tools=[ToolSpec("secret", "Not for you", OBJECT)]
                                   ).start(nursery)
-        async with scoped_agent(transport, mode, info, home, "Demo") as client:
+        async with connect_agent(transport, mode, info, home, app="Demo") as client:
             assert client.server_capabilities.tools is not None
             assert client.server_capabilities.tools.list_changed is True
             listed = await client.list_tools()
@@ -178,7 +159,7 @@ async def test_the_scope_follows_its_app_as_it_comes_and_goes(tmp_path: Path, tr
 
     async with running_daemon(home, reconnect_grace=0.05) as info, trio.open_nursery() as nursery:
         await ScriptedApp(info.port, info.token, "Other").start(nursery)
-        async with scoped_agent(transport, mode, info, home, "Late", message_handler=on_message) as client:
+        async with connect_agent(transport, mode, info, home, app="Late", message_handler=on_message) as client:
             assert names_of(await client.list_tools()) == []  # not connected yet: empty, not an error
             with pytest.raises(MCPError) as absent:
                 await client.call_tool("echo", {"text": "x"})
@@ -230,7 +211,7 @@ async def test_own_names_collide_with_nothing_else(tmp_path: Path, transport: st
                                ).start(nursery)
         other = await NamingApp(info.port, info.token, "Other", tools=[ToolSpec("echo", "echo", OBJECT)]
                                 ).start(nursery)
-        async with scoped_agent(transport, mode, info, home, "Demo") as client:
+        async with connect_agent(transport, mode, info, home, app="Demo") as client:
             assert names_of(await client.list_tools()) == sorted(own)
             for name in own:
                 result = await client.call_tool(name, {})
@@ -247,12 +228,12 @@ async def test_a_second_instance_is_addressed_by_its_label(tmp_path: Path) -> No
         first = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("one", "", OBJECT)]).start(nursery)
         second = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("two", "", OBJECT)]).start(nursery)
         assert second.registered is not None and second.registered.app_label == "Demo_2"
-        async with scoped_agent("http", "legacy", info, home, "Demo_2") as client:
+        async with connect_agent("http", "legacy", info, home, app="Demo_2") as client:
             assert names_of(await client.list_tools()) == ["two"]
             assert (await client.call_tool("two", {})).structured_content == {"tool": "two"}
             agents = await admin_request(home, "agents")  # toolbridge status shows the scope
             assert [(a["transport"], a["app"]) for a in agents] == [("http", "Demo_2")]
-        async with scoped_agent("http", "auto", info, home, "demo") as client:  # labels are case-sensitive
+        async with connect_agent("http", "auto", info, home, app="demo") as client:  # labels are case-sensitive
             assert names_of(await client.list_tools()) == []
         assert [i.tool for i in second.invocations] == ["two"] and not first.invocations
         await first.close()
@@ -268,7 +249,7 @@ async def test_a_restarted_app_stays_in_its_scope_while_its_old_copy_waits_out_t
     home = tmp_path / "home"
     async with running_daemon(home, reconnect_grace=0.5) as info, trio.open_nursery() as nursery:
         old = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("one", "", OBJECT)]).start(nursery)
-        async with scoped_agent("http", mode, info, home, "Demo") as client:
+        async with connect_agent("http", mode, info, home, app="Demo") as client:
             assert names_of(await client.list_tools()) == ["one"]
             await old.close()  # the process quits; its instance waits out the grace
             new = await NamingApp(info.port, info.token, "Demo", tools=[ToolSpec("one", "", OBJECT)]).start(nursery)
@@ -581,7 +562,7 @@ async def test_a_scope_offers_its_apps_resources_and_prompts_under_own_names(
     async with running_daemon(home, call_log_flush_interval=0.05) as info:
         demo, vault, asked = resource_apps(info)
         async with vault.connected(timeout=10), demo.connected(timeout=10):
-            async with scoped_agent(transport, mode, info, home, "Demo", message_handler=on_message) as client:
+            async with connect_agent(transport, mode, info, home, app="Demo", message_handler=on_message) as client:
                 capabilities = client.server_capabilities
                 assert capabilities.resources is not None and capabilities.resources.subscribe is True
                 assert capabilities.resources.list_changed is True
@@ -690,7 +671,7 @@ async def test_a_restarted_app_keeps_its_resources_in_its_scope(tmp_path: Path, 
     resources and prompts, under the same own URIs."""
     home = tmp_path / "home"
     async with running_daemon(home, reconnect_grace=30) as info, trio.open_nursery() as nursery:
-        async with scoped_agent("http", mode, info, home, "Demo") as client:
+        async with connect_agent("http", mode, info, home, app="Demo") as client:
             old = await NotesApp(info.port, info.token, "old").start(nursery)
             text = (await client.read_resource("notes://readme")).contents[0]
             assert isinstance(text, types.TextResourceContents) and text.text == "old"

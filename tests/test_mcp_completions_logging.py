@@ -35,7 +35,6 @@ from app_client.protocol import (
 )
 from broker.daemon.run import DaemonInfo
 from mcp_testkit import HTTPX_STREAM_WARNINGS, OBJECT, ScriptedApp, connect_agent, http_client, mcp_url, running_daemon
-from test_app_scope import scoped_agent
 from test_mcp_http import POST_HEADERS, error_code, modern, modern_headers, post, start_session
 from test_pipeline_kinds import logged_kinds
 
@@ -274,7 +273,7 @@ async def test_a_scope_completes_and_hears_only_its_own_app(tmp_path: Path, tran
     async with running_daemon(home) as info:
         other = desk_app(info, "Other")
         async with desk_app(info).connected(timeout=10) as app, other.connected(timeout=10):
-            async with scoped_agent(transport, mode, info, home, "Desk", logging_callback=sink) as client:
+            async with connect_agent(transport, mode, info, home, app="Desk", logging_callback=sink) as client:
                 assert client.server_capabilities.completions is not None
                 # The app's own names: its prompt without a prefix, its own URI template.
                 own = (await client.complete(types.PromptReference(name="code_review"),
@@ -330,7 +329,7 @@ async def test_a_scope_completes_and_logs_through_a_restarted_copy_of_its_app(tm
     home = tmp_path / "home"
     sink = LogSink()
     async with running_daemon(home, reconnect_grace=30) as info, trio.open_nursery() as nursery:
-        async with scoped_agent("http", "legacy", info, home, "Desk", logging_callback=sink) as client:
+        async with connect_agent("http", "legacy", info, home, app="Desk", logging_callback=sink) as client:
             await client.set_logging_level("info")
             old = await RestartingDesk(info.port, info.token, "old").start(nursery)
             await old.log("from old")
