@@ -469,15 +469,20 @@ async def _until_waiting(info: DaemonInfo, count: int = 1) -> None:
             await trio.sleep(0.01)
 
 
-@pytest.mark.parametrize(("transport", "mode"), [("stdio", "legacy"), ("http", "auto")])
-async def test_a_read_waits_for_an_app_in_its_grace_period(tmp_path: Path, transport: str, mode: str) -> None:
+@pytest.mark.parametrize(("transport", "mode", "scoped"),
+                         [("stdio", "legacy", False), ("http", "auto", False), ("http", "legacy", True),
+                          ("stdio", "auto", True)])
+async def test_a_read_waits_for_an_app_in_its_grace_period(tmp_path: Path, transport: str, mode: str,
+                                                          scoped: bool) -> None:
     """A read (and a prompt get) made while the app reconnects waits and goes to the app when it
-    is back, as a tool call does; before, it failed at once ("no connected app")."""
+    is back, as a tool call does; before, it failed at once ("no connected app"). In the app's
+    one-app scope too, by its own URI and prompt name."""
     home = tmp_path / "home"
+    uri, prompt_name = ("notes://readme", "hello") if scoped else (README, "Notes__hello")
     async with running_daemon(home, reconnect_grace=30) as info, trio.open_nursery() as nursery:
         first = await ReturningApp(info.port, info.token).start(nursery)
-        async with connect_agent(transport, mode, info, home) as client:
-            assert (await client.read_resource(README)).contents
+        async with connect_agent(transport, mode, info, home, app="Notes" if scoped else None) as client:
+            assert (await client.read_resource(uri)).contents
             directory = info.core.registry.resources
             seen = directory.version
             await first.close()  # no goodbye: the instance is in its grace period
@@ -487,10 +492,10 @@ async def test_a_read_waits_for_an_app_in_its_grace_period(tmp_path: Path, trans
             got: list[Any] = []
 
             async def read() -> None:
-                got.append(await client.read_resource(README))
+                got.append(await client.read_resource(uri))
 
             async def prompt() -> None:
-                got.append(await client.get_prompt("Notes__hello"))
+                got.append(await client.get_prompt(prompt_name))
 
             async with trio.open_nursery() as waiting:
                 waiting.start_soon(read)

@@ -78,6 +78,7 @@ from ..core.resources import (
     ResourcePort,
     agent_uri,
     prompt_entry,
+    prompt_name,
     resource_entry,
     split_uri,
     template_entry,
@@ -265,6 +266,15 @@ class ScopedResources:
         """The label of the instance the scope serves now — a restarted copy's (``Demo_2``)
         while the old one waits out its grace — else the scope's own name (no app has it)."""
         return self._instance_label() or self.label
+
+    async def wait_for_uri(self, uri: str) -> bool:
+        """The directory's :meth:`~ResourceDirectory.wait_for_uri` for the app's own ``uri``: while
+        the scope's app is away in its reconnect grace period (it comes back under its label)."""
+        return await self._directory.wait_for_uri(agent_uri(self.label, uri))
+
+    async def wait_for_prompt(self, name: str) -> bool:
+        """As :meth:`wait_for_uri`, for the app's own prompt ``name``."""
+        return await self._directory.wait_for_prompt(prompt_name(self.label, name))
 
     def _offer(self) -> AppResources | None:
         label = self._instance_label()

@@ -982,8 +982,7 @@ class Session:
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
         try:
             timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
-            timeout = await _through_grace(self.server.registry.resources.wait_for_uri,
-                                           uri if self.app is None else agent_uri(self.app, uri), started, timeout)
+            timeout = await _through_grace(self.resources.wait_for_uri, uri, started, timeout)
             app, own = self.resources.resolve(uri)
             label = app.label
             logged = agent_uri(label, own)
@@ -1041,8 +1040,7 @@ class Session:
         outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
         try:
             timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
-            timeout = await _through_grace(self.server.registry.resources.wait_for_prompt,
-                                           name if self.app is None else prompt_name(self.app, name), started, timeout)
+            timeout = await _through_grace(self.resources.wait_for_prompt, name, started, timeout)
             label, port, spec = self.resources.resolve_prompt(name)
             logged = prompt_name(label, spec.name)
             declared = {arg.name for arg in spec.arguments}
@@ -1311,13 +1309,13 @@ class _ToolsCall:
 _TOOLS_CALL: Final = _ToolsCall()
 
 
-async def _through_grace(wait: Callable[[str], Awaitable[bool]], agent_facing: str, started: float,
+async def _through_grace(wait: Callable[[str], Awaitable[bool]], name: str, started: float,
                          timeout: float) -> float:
-    """Wait, within ``timeout``, while the app offering ``agent_facing`` (a resource's URI or a
-    prompt's name, as the directory knows them) is in its reconnect grace period; the time left
-    of ``timeout`` (counted from ``started``) once it is back, else ``timeout``."""
+    """Wait, within ``timeout``, while the app offering ``name`` (a resource's URI or a prompt's
+    name, as the session's agent sees them) is in its reconnect grace period; the time left of
+    ``timeout`` (counted from ``started``) once it is back, else ``timeout``."""
     with trio.move_on_after(timeout):
-        if await wait(agent_facing):
+        if await wait(name):
             return max(started + timeout - trio.current_time(), 0.001)
     return timeout
 _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
