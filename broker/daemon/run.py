@@ -168,7 +168,7 @@ async def _run_daemon(
                 nursery.start_soon(nats.run)
             home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION,
                                      tls_cert=settings.tls_cert if ssl_context is not None else None,
-                                     socket=addresses.socket)
+                                     socket=addresses.socket, daemon_instance=core.auth.instance)
             log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
             try:
                 task_status.started(DaemonInfo(settings.host, port, http_port, token, core, nats))
