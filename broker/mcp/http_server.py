@@ -27,7 +27,10 @@ Limits (a client that is slow or hostile costs a connection, never the loop):
   before, counted its 5 s keep-alive the same way); with TLS the handshake falls in it too;
 * a head over ``Limits.max_head_bytes`` is refused with 431; a malformed one with 400;
 * a body must arrive within ``Limits.body_seconds`` of its head (408 otherwise); its size
-  limit is the application's (``max_http_body_bytes``, 413);
+  limit is the application's (``max_http_body_bytes``, 413); a body the application did not
+  read (it answered first) is read and dropped after the answer, up to
+  ``Limits.max_drain_bytes`` within the body deadline, so the client gets to read the answer
+  (see ``_drain_body``);
 * a response the application leaves unfinished, an error in it (500), a body it did not
   read, or ``Connection: close`` end the connection after the exchange.
 
@@ -68,9 +71,6 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 _RECEIVE_SIZE: Final = 65536
 #: Read-ahead of a pipelined next request while the application waits for a disconnect.
 _MAX_PIPELINED: Final = 65536
-#: The most of an unread request body read and dropped after its response so the connection can
-#: be reused (a larger rest closes the connection instead).
-_MAX_DRAIN: Final = 1024 * 1024
 _DISCONNECT: Final = {"type": "http.disconnect"}
 _REASONS: Final = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
                    500: b"Internal Server Error"}
@@ -84,6 +84,12 @@ class Limits:
     body_seconds: float = 60.0
     max_head_bytes: int = 16 * 1024
     drain_seconds: float = 1.0
+    #: The most of an unread request body (the app answered first: a 403, a 413) read and
+    #: dropped after its response. Reading it is what lets the client see that response:
+    #: closing a socket with unread bytes makes the kernel send a reset, which destroys the
+    #: answer in flight (Python's ``http.client`` writes a whole body before it reads). A larger
+    #: rest closes the connection anyway.
+    max_drain_bytes: int = 64 * 1024 * 1024
 
 
 class _Date:
@@ -150,6 +156,8 @@ class _Connection:
         self.body_done = False
         self.body_deadline = 0.0
         self.failure: int | None = None  # an HTTP status to answer with if the app sends nothing
+        #: The client waited for ``100 Continue`` when the answer went out: it sends no body.
+        self.body_withheld = False
 
     async def run(self) -> None:
         try:
@@ -261,6 +269,7 @@ class _Connection:
         self.start = None
         self.response_started = self.response_done = self.body_done = False
         self.failure = None
+        self.body_withheld = False
         self.body_deadline = trio.current_time() + self.server.limits.body_seconds
         target, _, query = request.target.partition(b"?")
         try:
@@ -289,18 +298,24 @@ class _Connection:
 
     async def _drain_body(self) -> None:
         """Read and drop the rest of a request body the app did not read (it answered first: a
-        403, a 404), so the connection can be reused: a client that wrote its head and body in
-        separate writes (Node's fetch does) would otherwise find its kept-alive connection
-        closed under its next request. At most ``_MAX_DRAIN`` bytes, within the body deadline;
-        past either the connection closes."""
+        403, a 413), so that the client reads the answer instead of a connection reset, and so
+        the connection can be reused: a client that wrote its head and body in separate writes
+        (Node's fetch does) would otherwise find its kept-alive connection closed under its
+        next request. At most ``Limits.max_drain_bytes``, within the body deadline; past
+        either the connection closes. A client that waited for ``100 Continue`` and got the
+        answer instead sends no body: its connection closes at once."""
+        if self.body_withheld:
+            self.broken = True
+            return
         drained = 0
+        limit = self.server.limits.max_drain_bytes
         try:
             with trio.move_on_at(self.body_deadline):
                 while self.h11.their_state is h11.SEND_BODY:
                     event = self.h11.next_event()
                     if isinstance(event, h11.Data):
                         drained += len(event.data)
-                        if drained > _MAX_DRAIN:
+                        if drained > limit:
                             break
                     elif event is h11.NEED_DATA and not self.eof:
                         await self._receive()
@@ -336,6 +351,7 @@ class _Connection:
             if not self.response_started:
                 if self.start is None:
                     raise RuntimeError("http.response.body before http.response.start")
+                self.body_withheld = self.h11.they_are_waiting_for_100_continue
                 out.append(self.h11.send(self._response(self.start, None if more else len(body))))
                 self.response_started = True
             if body and not suppress:
