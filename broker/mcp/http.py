@@ -57,6 +57,7 @@ import outcome
 import structlog
 import trio
 
+from ..config.fdlimit import descriptor_limit, http_connection_cap
 from ..config.net import port_in_use, port_taken_error
 from ..config.tls import server_context
 from ..errors import BrokerError, StartupError
@@ -64,7 +65,7 @@ from ..config.tokens import Grant
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
 from .headers import check_modern_headers
-from .http_server import Receive, Scope, Send, serve_app
+from .http_server import Limits, Receive, Scope, Send, serve_app
 from .jsonrpc import (
     INVALID_REQUEST,
     SERVER_ERROR,
@@ -777,12 +778,15 @@ async def serve_http(
             raise port_taken_error(host, port, "MCP HTTP", "--http-port", settings.home) from None
         raise
     bound = sock.getsockname()[1]
+    # HTTP connections take at most half the descriptors (the daemon raised its limit at start).
+    limits = Limits(max_connections=http_connection_cap(descriptor_limit()))
     async with trio.open_nursery() as nursery:
         app = HttpApp(server, nursery)
 
         async def run(*, task_status: trio.TaskStatus[Any]) -> None:
             try:
-                await serve_app(app, sock, shutdown=server.shutdown, ssl_context=ssl_context, task_status=task_status)
+                await serve_app(app, sock, shutdown=server.shutdown, ssl_context=ssl_context, task_status=task_status,
+                                limits=limits)
             finally:
                 nursery.cancel_scope.cancel()  # legacy sessions end with the server
 

@@ -39,6 +39,13 @@ MCP clients use HTTP/1.1, and nothing here needs h2). A send to a client that ha
 is dropped silently, as hypercorn did; the application learns of the disconnect through
 ``receive()``.
 
+Connections: at most ``Limits.max_connections`` are open at once. One past it is accepted and
+closed at once (no byte read or written: the cheapest refusal, and one that frees its
+descriptor at once); the condition is logged at most once per :data:`WARN_INTERVAL` with the
+count refused, never a traceback. Should accepting fail for want of descriptors or memory
+anyway (``EMFILE``: other descriptors in use), the server waits a moment and tries again,
+logged the same way (trio's own ``serve_listeners`` logged a traceback at every retry).
+
 Shutdown: when ``shutdown`` is set the listener closes, idle connections close at once, and
 exchanges in progress get ``Limits.drain_seconds`` to finish (their responses say
 ``Connection: close``) before they are cancelled.
@@ -47,6 +54,7 @@ exchanges in progress get ``Limits.drain_seconds`` to finish (their responses sa
 from __future__ import annotations
 
 import email.utils
+import errno
 import socket
 import ssl
 import time
@@ -72,6 +80,12 @@ _RECEIVE_SIZE: Final = 65536
 #: Read-ahead of a pipelined next request while the application waits for a disconnect.
 _MAX_PIPELINED: Final = 65536
 _DISCONNECT: Final = {"type": "http.disconnect"}
+#: At most one "connections at the cap" warning per this many seconds.
+WARN_INTERVAL: Final = 10.0
+#: What ``accept`` fails with when the process or the system is out of descriptors or memory.
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+#: How long to wait before accepting again after such a failure (trio's own choice).
+_ACCEPT_RETRY_SECONDS: Final = 0.1
 _REASONS: Final = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
                    500: b"Internal Server Error"}
 
@@ -90,6 +104,10 @@ class Limits:
     #: answer in flight (Python's ``http.client`` writes a whole body before it reads). A larger
     #: rest closes the connection anyway.
     max_drain_bytes: int = 64 * 1024 * 1024
+    #: Connections open at once; past it a new one is closed as soon as it is accepted. The
+    #: daemon sets it below its descriptor limit (``broker.config.fdlimit``), so a flood of
+    #: connections cannot take the descriptors app links and the admin socket need.
+    max_connections: int = 1024
 
 
 class _Date:
@@ -116,9 +134,37 @@ class _Server:
         self.stopping = False
         #: The cancel scopes of connections waiting for a request's head (closed at shutdown).
         self.idle: set[trio.CancelScope] = set()
+        #: Connections open now (see ``Limits.max_connections``).
+        self.connections = 0
+        #: Refused (at the cap, or accept failed) since the last warning, and when the next may go.
+        self.refused = 0
+        self.next_warning = 0.0
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         await _Connection(self, stream).run()
+
+    async def serve(self, stream: trio.abc.Stream) -> None:
+        """One accepted connection, counted while it is open; closed at the end."""
+        self.connections += 1
+        try:
+            await self.handle(stream)
+        finally:
+            self.connections -= 1
+            await trio.aclose_forcefully(stream)
+
+    def at_cap(self) -> bool:
+        return self.connections >= self.limits.max_connections
+
+    def note_refused(self, reason: str) -> None:
+        """Count a refused connection (or a failed accept); warn at most once per interval."""
+        self.refused += 1
+        now = trio.current_time()
+        if now >= self.next_warning:
+            log.warning("http_connections_at_cap", reason=reason, limit=self.limits.max_connections,
+                        open=self.connections, refused=self.refused,
+                        hint="HTTP clients hold too many connections open; new ones are closed until some end")
+            self.refused = 0
+            self.next_warning = now + WARN_INTERVAL
 
     def stop(self) -> None:
         self.stopping = True
@@ -410,6 +456,24 @@ async def serve_connection(app: App, stream: trio.abc.Stream, *, limits: Limits 
         await trio.aclose_forcefully(stream)
 
 
+async def _accept_loop(server: _Server, listener: trio.abc.Listener[trio.abc.Stream], nursery: trio.Nursery) -> None:
+    """Accept connections into ``nursery`` for ever; past the cap each is closed at once."""
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_RESOURCES:
+                raise
+            server.note_refused(errno.errorcode.get(exc.errno or 0, "accept failed"))
+            await trio.sleep(_ACCEPT_RETRY_SECONDS)
+            continue
+        if server.at_cap():
+            server.note_refused("cap")
+            await trio.aclose_forcefully(stream)
+            continue
+        nursery.start_soon(server.serve, stream)
+
+
 async def serve_app(
     app: App,
     sock: socket.socket,
@@ -433,7 +497,8 @@ async def serve_app(
 
         async def accept() -> None:
             with accepting:
-                await trio.serve_listeners(server.handle, [listener], handler_nursery=nursery)
+                async with listener:
+                    await _accept_loop(server, listener, nursery)
 
         nursery.start_soon(accept)
         task_status.started()
