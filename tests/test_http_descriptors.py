@@ -97,7 +97,10 @@ async def test_half_sent_heads_past_the_descriptor_limit_leave_apps_and_status_a
                     [sys.executable, "-m", "broker", "status", "--home", str(home), "--json"],
                     capture_stdout=True, capture_stderr=True, check=False)
             assert status.returncode == 0, status.stderr
-            assert json.loads(status.stdout)["apps"]
+            state = json.loads(status.stdout)
+            assert state["apps"]
+            loop = state["eventLoop"]  # the loop-stall watchdog: refusing the flood never stalled it
+            assert loop["watching"] and loop["maxStallMs"] < 100, loop
             await app.aclose()
         finally:
             for stream in heads:
