@@ -26,9 +26,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     this run's temporary root). Runs after every fixture's teardown; the leftovers are
     reported, then killed so they do not outlive the run either."""
     factory = getattr(session.config, "_tmp_path_factory", None)
-    if factory is None:
-        return
-    root = factory.getbasetemp()
+    # This run's temporary root if a test made one (asking for it otherwise would make one).
+    root = getattr(factory, "_basetemp", None)
     leftovers = find_leftovers(os.getpid(), root)
     deadline = time.monotonic() + _LEFTOVER_GRACE_SECONDS
     while leftovers and time.monotonic() < deadline:  # polled: mostly not our children

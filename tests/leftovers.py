@@ -51,12 +51,13 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return rest[0].decode(), int(rest[1])
 
 
-def find_leftovers(root_pid: int, tmp_root: Path) -> list[Leftover]:
-    """Live processes started by ``root_pid`` (at any depth) or naming a path under ``tmp_root``."""
+def find_leftovers(root_pid: int, tmp_root: Path | None) -> list[Leftover]:
+    """Live processes started by ``root_pid`` (at any depth) or naming a path under ``tmp_root``
+    (when there is one)."""
     if not _PROC.is_dir():
         return []
     uid = os.getuid()
-    marker = str(tmp_root).encode()
+    marker = str(tmp_root).encode() if tmp_root is not None else None
     parents: dict[int, int] = {}
     live: set[int] = set()
     for entry in _PROC.iterdir():
@@ -78,6 +79,8 @@ def find_leftovers(root_pid: int, tmp_root: Path) -> list[Leftover]:
         command = _read(_PROC / str(pid) / "cmdline").replace(b"\0", b" ").decode(errors="replace").strip()
         if ancestor == root_pid:
             found.append(Leftover(pid, command, "a child of pytest"))
+            continue
+        if marker is None:
             continue
         try:
             if (_PROC / str(pid)).stat().st_uid != uid:
