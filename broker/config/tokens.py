@@ -254,7 +254,7 @@ class Authenticator:
 
     @property
     def instance(self) -> str:
-        """A random id of this start of the daemon (runtime.json's ``instance``): keys derived
+        """A random id of this start of the daemon (runtime.json's ``daemonInstance``): keys derived
         for it (the status page's login tickets, ``web_login``) end with the process."""
         return self._instance
 

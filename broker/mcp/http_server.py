@@ -32,7 +32,7 @@ Limits (a client that is slow or hostile costs a connection, never the loop):
   ``Limits.max_drain_bytes`` within the body deadline, so the client gets to read the answer
   (see ``_drain_body``);
 * a response the application leaves unfinished, an error in it (500), a body it did not
-  read, or ``Connection: close`` end the connection after the exchange.
+  read beyond that bound, or ``Connection: close`` end the connection after the exchange.
 
 HTTP/1.1 only (and 1.0): no HTTP/2, with or without TLS (hypercorn offered h2 through ALPN;
 MCP clients use HTTP/1.1, and nothing here needs h2). A send to a client that has gone away
