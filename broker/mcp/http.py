@@ -54,7 +54,6 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-import attrs
 import outcome
 import structlog
 import trio
