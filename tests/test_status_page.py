@@ -22,6 +22,7 @@ from broker.config import tokens
 from broker.config.web_login import TICKET_SECONDS, TicketBook, check_ticket, login_key, login_label, mint_ticket
 from broker.daemon.run import DaemonInfo
 from broker.mcp.status_page import CSRF_HEADER, MAX_SESSIONS, cookie_name
+from faultkit import DaemonProcess
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
@@ -184,6 +185,39 @@ async def test_a_used_login_link_stays_used_after_a_daemon_restart(tmp_path: Pat
             replayed = await log_in(http, second, ticket)
             assert replayed.status_code == 403, "a used link must not work again after a restart"
             assert (await log_in(http, second, await link())).status_code == 200
+
+
+async def test_a_used_login_link_stays_used_after_the_daemon_process_is_killed_and_restarted(tmp_path: Path) -> None:
+    """The same with a real ``toolbridge serve`` process, killed and started again on its home."""
+    home = tmp_path / "home"
+    daemon = DaemonProcess(home, 0, "--http-port", "0")
+
+    async def link() -> str:
+        result = await trio.run_process(
+            [sys.executable, "-m", "broker", "open", "--print", "--home", str(home)], capture_stdout=True,
+            capture_stderr=True)
+        return result.stdout.decode().strip()
+
+    async def redeem(http: httpx2.AsyncClient, url: str) -> int:
+        origin, _, ticket = url.partition("/login#")
+        response = await http.post(f"{origin}/login", json={"ticket": ticket},
+                                   headers={"origin": origin, CSRF_HEADER: "1"})
+        return response.status_code
+
+    try:
+        await daemon.start()
+        used = await link()
+        async with httpx2.AsyncClient(timeout=30) as http:
+            assert await redeem(http, used) == 200
+        daemon.kill()
+        await daemon.start()
+        async with httpx2.AsyncClient(timeout=30) as http:
+            # The same ticket at the new daemon's port (the link's fragment is all it takes).
+            replayed = f"http://127.0.0.1:{daemon.http_port}/login#{used.partition('#')[2]}"
+            assert await redeem(http, replayed) == 403
+            assert await redeem(http, await link()) == 200
+    finally:
+        daemon.stop()
 
 
 # --- the state and cancel ------------------------------------------------------------------------
