@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import os
+import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -8,7 +11,40 @@ import trio
 
 from broker.config.settings import Settings
 from broker.daemon.run import DaemonInfo, run_daemon
+from leftovers import find_leftovers, kill_leftovers
 from rawapp import RawApp
+
+#: How long processes still exiting at the session's end (a daemon that got its SIGTERM during
+#: the last test's teardown) get before they count as left behind.
+_LEFTOVER_GRACE_SECONDS = 10.0
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when tests left a process behind: a daemon, an app, a nats-server, a Deno
+    sandbox, a relay... (``leftovers``: children of this pytest process, or processes naming
+    this run's temporary root). Runs after every fixture's teardown; the leftovers are
+    reported, then killed so they do not outlive the run either."""
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    # This run's temporary root if a test made one (asking for it otherwise would make one).
+    root = getattr(factory, "_basetemp", None)
+    leftovers = find_leftovers(os.getpid(), root)
+    deadline = time.monotonic() + _LEFTOVER_GRACE_SECONDS
+    while leftovers and time.monotonic() < deadline:  # polled: mostly not our children
+        time.sleep(0.1)
+        leftovers = find_leftovers(os.getpid(), root)
+    if not leftovers:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    text = "tests left processes running (stop every process a test starts):\n" + "\n".join(
+        f"  {leftover}" for leftover in leftovers)
+    if reporter is not None:
+        reporter.write_sep("=", "leftover processes", red=True)
+        reporter.write_line(text)
+    else:
+        print(text, file=sys.stderr)
+    kill_leftovers(leftovers)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 

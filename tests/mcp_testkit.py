@@ -260,6 +260,31 @@ async def stop_background_daemon(home: Path) -> None:
                 await trio.sleep(0.05)
 
 
+async def stop_pid(pid: int) -> None:
+    """Clean-up: SIGTERM a process that is not our child (a daemon a relay started) if it still
+    runs, and wait until it is gone. Polled: there is nothing to wait() on."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    with trio.fail_after(10):
+        while _alive(pid):
+            await trio.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return True  # no /proc here: it exists
+    return stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X")
+
+
 #: A 2026-07-28 request's ``_meta`` (the era's per-request protocol version and capabilities).
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -212,7 +213,7 @@ async def test_a_body_sent_after_an_early_answer_is_dropped_and_the_connection_r
 
 
 async def test_a_huge_unread_body_closes_the_connection() -> None:
-    async with connection(RefusingApp()) as client:
+    async with connection(RefusingApp(), attrs.evolve(LIMITS, max_drain_bytes=1024 * 1024)) as client:
         size = 4 * 1024 * 1024  # over what the server drops to keep a connection
         await client.send(f"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: {size}\r\n\r\n".encode())
         assert (await client.response())[:1] == (403,)
@@ -220,6 +221,17 @@ async def test_a_huge_unread_body_closes_the_connection() -> None:
             for _ in range(size // 65536):
                 await client.send(b"x" * 65536)
         assert await client.closed()
+
+
+async def test_an_answer_before_100_continue_closes_at_once_without_waiting_for_a_body(autojump_clock: Any) -> None:
+    # The client waits for 100 Continue; a final answer instead means it sends no body, so
+    # waiting to drain one would hold the connection until the body deadline.
+    async with connection(RefusingApp()) as client:
+        await client.send(b"POST /refuse HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\nExpect: 100-continue\r\n\r\n")
+        start = trio.current_time()
+        assert (await client.response())[:1] == (403,)
+        assert await client.closed()
+        assert trio.current_time() - start < LIMITS.body_seconds
 
 
 async def test_a_streamed_response_is_chunked() -> None:

@@ -137,6 +137,30 @@ async def test_a_huge_body_is_refused(daemon: DaemonInfo, http: httpx2.AsyncClie
     assert streamed.status_code == 413
 
 
+async def test_an_over_limit_body_sent_whole_gets_its_413_not_a_reset(daemon: DaemonInfo) -> None:
+    """Regression (issue 27, item 14): Python's ``http.client`` writes the whole body before it
+    reads the answer; the server answered 413 at once, read at most 1 MiB of the rest and
+    closed, so the unread bytes made the kernel reset the connection and the client never saw
+    the 413. The server reads and drops the body (up to a bound) before it closes."""
+    import http.client
+
+    body = b"{" + b" " * (20 * 1024 * 1024) + b"}"  # well over BODY_LIMIT and over the old 1 MiB drain
+
+    def post_whole() -> tuple[int, bytes]:
+        connection = http.client.HTTPConnection("127.0.0.1", daemon.http_port, timeout=30)
+        try:
+            connection.request("POST", "/mcp", body=body, headers={
+                **POST_HEADERS, "authorization": f"Bearer {daemon.token}"})
+            response = connection.getresponse()
+            return response.status, response.read()
+        finally:
+            connection.close()
+
+    status, answer = await trio.to_thread.run_sync(post_whole)
+    assert status == 413
+    assert b"Payload Too Large" in answer
+
+
 async def test_accept_and_content_type_are_checked(daemon: DaemonInfo, http: httpx2.AsyncClient) -> None:
     url = mcp_url(daemon)
     assert (await post(http, url, INITIALIZE, {**POST_HEADERS, "accept": "application/json"})).status_code == 406

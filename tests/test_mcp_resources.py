@@ -13,6 +13,7 @@ import mcp_types as types
 import msgspec
 import pytest
 import trio
+import trio.testing
 from mcp import Client, MCPError
 
 from app_client.wire import (
@@ -20,6 +21,7 @@ from app_client.wire import (
 )
 from app_client.protocol import PromptGet, PromptResponse, PromptSpec, ResourceRead, ResourceResponse, ResourceSpec, ResourceTemplateSpec, ResourceUpdated
 from broker.daemon.run import DaemonInfo
+from broker.mcp.updates import UPDATE_WINDOW
 from mcp_testkit import HTTPX_STREAM_WARNINGS, PNG_B64, ScriptedApp, connect_agent, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
@@ -154,6 +156,62 @@ async def test_updated_after_subscribe(tmp_path: Path, transport: str, mode: str
                     async for event in subscription:
                         assert getattr(event, "uri", None) == README
                         break
+
+
+@pytest.mark.filterwarnings("ignore:resources/.*subscribe is removed:mcp.shared.exceptions.MCPDeprecationWarning")
+@pytest.mark.parametrize(("transport", "mode"), [("http", "legacy"), ("http", "auto")])
+async def test_a_flood_of_updates_is_folded_per_uri_and_the_last_one_always_arrives(
+        tmp_path: Path, transport: str, mode: str, mock_clock: trio.testing.MockClock) -> None:
+    """Regression (issue 27, item 14): every ``resourceUpdated`` was passed on, so an app's
+    flood reached subscribed agents by the tens of thousands. Now each agent hears of a URI at
+    most once per window: the first at once, the rest folded into one at the window's end.
+    The clock only moves when the test moves it, so "at once" and "at the window's end" are
+    exact."""
+    seen: list[str] = []
+    arrived = trio.Event()
+
+    def note(uri: str) -> None:
+        nonlocal arrived
+        seen.append(uri)
+        arrived.set()
+        arrived = trio.Event()
+
+    async def until(uri: str, count: int) -> None:
+        while seen.count(uri) < count:
+            await arrived.wait()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification) and mode == "legacy":
+            note(str(message.params.uri))  # (2026-07-28: the listen stream's events, below)
+
+    async with setup(tmp_path, transport, mode, message_handler=on_message) as (info, app, client):
+        async with trio.open_nursery() as nursery:
+            if mode == "legacy":
+                await client.session.subscribe_resource(README)
+                await client.session.subscribe_resource(LOGO)
+            else:
+                await nursery.start(_listen, client, [README, LOGO], note)
+            for _ in range(30):  # within one window: the clock stands still
+                await app.send(ResourceUpdated("notes://readme"))
+            await app.send(ResourceUpdated("img://logo.png"))  # after them on the same link
+            await until(LOGO, 1)
+            assert seen.count(README) == 1  # the first at once; the other 29 are folded
+            mock_clock.jump(UPDATE_WINDOW)
+            await until(README, 2)  # the last one, at the window's end: nothing lost that matters
+            await app.send(ResourceUpdated("img://logo.png"))  # its window is over: at once
+            await until(LOGO, 2)
+            assert seen == [README, LOGO, README, LOGO]
+            nursery.cancel_scope.cancel()  # ends the listen stream (2026-07-28)
+
+
+async def _listen(client: Client, uris: list[str], note: Any, *, task_status: trio.TaskStatus[Any]) -> None:
+    """A ``subscriptions/listen`` stream for ``uris``; each update goes to ``note``."""
+    async with client.listen(resource_subscriptions=uris) as subscription:
+        task_status.started()
+        async for event in subscription:
+            uri = getattr(event, "uri", None)
+            if uri is not None:
+                note(str(uri))
 
 
 @pytest.mark.parametrize(("transport", "mode"), COMBOS)

@@ -18,7 +18,7 @@ from mcp import Client, MCPError, StdioServerParameters
 
 from broker.config import home as home_files
 from mcp_testkit import (MODERN_META, ScriptedApp, end_process, relay_command, relay_env, running_daemon, start_daemon_task,
-                         stop_background_daemon)
+                         stop_background_daemon, stop_pid)
 from rawapp import JsonLines
 
 @asynccontextmanager
@@ -141,19 +141,28 @@ async def test_the_relay_starts_a_daemon_when_none_runs(tmp_path: Path) -> None:
 async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_is_private(tmp_path: Path) -> None:
     """Regression (issue 14, items 6 and 8): two relays that both start a daemon on a fresh home
     (port 0, so both could bind) end with one daemon, both connected to it; and daemon.log,
-    which the relay creates, was 0644 while everything else in the home is owner-only."""
+    which the relay creates, was 0644 while everything else in the home is owner-only.
+
+    Clean-up (issue 27, item 16): the daemon that lost the race may still be starting when the
+    test ends; once the winner is stopped it takes the free lock and would serve on after the
+    suite (``conftest``'s leftover check fails the run then). Every daemon a relay started is
+    stopped, not only the one runtime.json names."""
     home = tmp_path / "home"
     env = {**os.environ, **relay_env(TOOLBRIDGE_PORT="0", TOOLBRIDGE_HTTP_PORT="0")}
     listed: list[Any] = []
+    started: list[int] = []  # the pids of the daemons the relays started (their log says)
     try:
         processes = [await trio.lowlevel.open_process(relay_command(home), stdin=subprocess.PIPE,
-                                                      stdout=subprocess.PIPE, env=env) for _ in range(2)]
+                                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                     for _ in range(2)]
         async with trio.open_nursery() as nursery:  # both relays find no daemon and start one
             for process in processes:
                 nursery.start_soon(_list_and_call, process, listed)
+                nursery.start_soon(_started_daemons, process, started)
         assert listed == [[], []]
         runtime = home_files.read_runtime(home)
         assert runtime is not None and home_files.lock_owner(home) == runtime["pid"]
+        assert runtime["pid"] in started
         log_text = (home / "daemon.log").read_text()
         assert log_text.count("daemon_started") == 1, log_text
         if os.name == "posix":
@@ -164,6 +173,23 @@ async def test_two_relays_starting_at_once_share_one_daemon_and_every_home_file_
                     if mode != (0o700 if (home / name).is_dir() else 0o600)} == {}, modes
     finally:
         await stop_background_daemon(home)
+        for pid in started:  # the loser: exited on the lock, still starting, or serving now
+            await stop_pid(pid)
+
+
+async def _started_daemons(process: trio.Process, started: list[int]) -> None:
+    """Read the relay's log (stderr, JSON lines) to its end; note each daemon it started."""
+    assert process.stderr is not None
+    text = b""
+    while chunk := await process.stderr.receive_some(65536):
+        text += chunk
+    for line in text.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("event") == "daemon_started" and isinstance(record.get("pid"), int):
+            started.append(record["pid"])
 
 
 async def _list_and_call(process: trio.Process, listed: list[Any]) -> None:

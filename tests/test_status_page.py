@@ -19,9 +19,10 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.config import tokens
-from broker.config.web_login import LOGIN_LABEL, TICKET_SECONDS, TicketBook, check_ticket, login_key, mint_ticket
+from broker.config.web_login import TICKET_SECONDS, TicketBook, check_ticket, login_key, login_label, mint_ticket
 from broker.daemon.run import DaemonInfo
 from broker.mcp.status_page import CSRF_HEADER, MAX_SESSIONS, cookie_name
+from faultkit import DaemonProcess
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
@@ -37,10 +38,15 @@ def base(info: DaemonInfo) -> str:
     return f"http://127.0.0.1:{info.http_port}"
 
 
+def key(info: DaemonInfo) -> bytes:
+    """The login tickets' key of this start of the daemon (what `toolbridge open` derives)."""
+    return login_key(info.token, info.core.auth.instance)
+
+
 async def log_in(http: httpx2.AsyncClient, info: DaemonInfo, ticket: str | None = None) -> httpx2.Response:
     """What the login page's script does with the link's fragment."""
     return await http.post(
-        f"{base(info)}/login", json={"ticket": ticket or mint_ticket(login_key(info.token), time.time())},
+        f"{base(info)}/login", json={"ticket": ticket or mint_ticket(key(info), time.time())},
         headers={"origin": base(info), CSRF_HEADER: "1"},
     )
 
@@ -57,13 +63,16 @@ async def logged_in(info: DaemonInfo) -> httpx2.AsyncClient:
 
 def test_a_ticket_works_once_for_its_daemon_within_a_minute() -> None:
     now = 1_700_000_000.0
-    key = login_key("secret")
+    auth = tokens.Authenticator("secret", None)
+    key = login_key("secret", auth.instance)
     # The daemon derives the same key without handing its token out.
-    assert tokens.Authenticator("secret", None).derive_key(LOGIN_LABEL) == key
+    assert auth.derive_key(login_label(auth.instance)) == key
     ticket = mint_ticket(key, now)
     assert "secret" not in ticket
     assert check_ticket(key, ticket, now + 1) is not None
-    assert check_ticket(login_key("other token"), ticket, now + 1) is None
+    assert check_ticket(login_key("other token", auth.instance), ticket, now + 1) is None
+    # Another start of the same daemon (same token) has another key.
+    assert check_ticket(login_key("secret", tokens.Authenticator("secret", None).instance), ticket, now + 1) is None
     assert check_ticket(key, ticket, now + TICKET_SECONDS + 1) is None
     tampered = ticket.replace(ticket.split(".")[1], str(int(now + 10_000)))
     assert check_ticket(key, tampered, now) is None
@@ -101,17 +110,17 @@ async def test_the_page_needs_a_login_and_the_cookie_is_locked_down(daemon: Daem
 
 async def test_a_ticket_is_refused_when_reused_expired_forged_or_posted_from_elsewhere(daemon: DaemonInfo) -> None:
     async with httpx2.AsyncClient(timeout=30) as http:
-        ticket = mint_ticket(login_key(daemon.token), time.time())
+        ticket = mint_ticket(key(daemon), time.time())
         assert (await log_in(http, daemon, ticket)).status_code == 200
         http.cookies.clear()
         reused = await log_in(http, daemon, ticket)
         assert reused.status_code == 403 and "toolbridge open" in reused.json()["error"]
         assert "set-cookie" not in reused.headers
-        old = await log_in(http, daemon, mint_ticket(login_key(daemon.token), time.time() - TICKET_SECONDS - 5))
+        old = await log_in(http, daemon, mint_ticket(key(daemon), time.time() - TICKET_SECONDS - 5))
         assert old.status_code == 403
-        forged = await log_in(http, daemon, mint_ticket(login_key("not the token"), time.time()))
+        forged = await log_in(http, daemon, mint_ticket(login_key("not the token", daemon.core.auth.instance), time.time()))
         assert forged.status_code == 403
-        fresh = {"ticket": mint_ticket(login_key(daemon.token), time.time())}
+        fresh = {"ticket": mint_ticket(key(daemon), time.time())}
         # Another local server shares our site (the cookie would go to it) but not our origin.
         for origin in ("http://127.0.0.1:1", "http://localhost:" + str(daemon.http_port), "null"):
             other = await http.post(f"{base(daemon)}/login", json=fresh, headers={"origin": origin, CSRF_HEADER: "1"})
@@ -153,6 +162,62 @@ async def test_toolbridge_open_prints_a_one_time_link(tmp_path: Path) -> None:
     stopped = subprocess.run([sys.executable, "-m", "broker", "open", "--print", "--home", str(home)],
                              capture_output=True, text=True)
     assert stopped.returncode == 1 and "toolbridge serve" in stopped.stderr
+
+
+async def test_a_used_login_link_stays_used_after_a_daemon_restart(tmp_path: Path) -> None:
+    """Regression (issue 27, item 15): the daemon remembers used tickets in memory only, so a
+    link used once worked again after a restart within its minute. Tickets are bound to the
+    daemon's start (runtime.json's ``instance``): the restarted daemon refuses the old one."""
+    home = tmp_path / "home"
+
+    async def link() -> str:
+        result = await trio.run_process(
+            [sys.executable, "-m", "broker", "open", "--print", "--home", str(home)], capture_stdout=True,
+            capture_stderr=True)
+        return result.stdout.decode().strip().split("#", 1)[1]
+
+    async with running_daemon(home) as first:
+        ticket = await link()
+        async with httpx2.AsyncClient(timeout=30) as http:
+            assert (await log_in(http, first, ticket)).status_code == 200
+    async with running_daemon(home) as second:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            replayed = await log_in(http, second, ticket)
+            assert replayed.status_code == 403, "a used link must not work again after a restart"
+            assert (await log_in(http, second, await link())).status_code == 200
+
+
+async def test_a_used_login_link_stays_used_after_the_daemon_process_is_killed_and_restarted(tmp_path: Path) -> None:
+    """The same with a real ``toolbridge serve`` process, killed and started again on its home."""
+    home = tmp_path / "home"
+    daemon = DaemonProcess(home, 0, "--http-port", "0")
+
+    async def link() -> str:
+        result = await trio.run_process(
+            [sys.executable, "-m", "broker", "open", "--print", "--home", str(home)], capture_stdout=True,
+            capture_stderr=True)
+        return result.stdout.decode().strip()
+
+    async def redeem(http: httpx2.AsyncClient, url: str) -> int:
+        origin, _, ticket = url.partition("/login#")
+        response = await http.post(f"{origin}/login", json={"ticket": ticket},
+                                   headers={"origin": origin, CSRF_HEADER: "1"})
+        return response.status_code
+
+    try:
+        await daemon.start()
+        used = await link()
+        async with httpx2.AsyncClient(timeout=30) as http:
+            assert await redeem(http, used) == 200
+        daemon.kill()
+        await daemon.start()
+        async with httpx2.AsyncClient(timeout=30) as http:
+            # The same ticket at the new daemon's port (the link's fragment is all it takes).
+            replayed = f"http://127.0.0.1:{daemon.http_port}/login#{used.partition('#')[2]}"
+            assert await redeem(http, replayed) == 403
+            assert await redeem(http, await link()) == 200
+    finally:
+        daemon.stop()
 
 
 # --- the state and cancel ------------------------------------------------------------------------

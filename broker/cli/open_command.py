@@ -1,7 +1,8 @@
 """``toolbridge open``: the daemon's status page in the browser, logged in by a one-time link.
 
 The link is ``http://<host>:<http port>/login#<ticket>``: the ticket (``broker.config.web_login``)
-is minted here from the token in the home, works once and for a minute, and sits in the URL's
+is minted here from the token in the home and the daemon's start (runtime.json's
+``daemonInstance``), works once, for a minute and only until that daemon stops, and sits in the URL's
 fragment, which the browser never sends, so it is in no request line or log. ``--print`` prints
 the link instead of opening a browser (SSH sessions, scripts); open it on this machine.
 """
@@ -47,7 +48,9 @@ def login_link(home: Path, now: float | None = None) -> str:
                              "(`toolbridge status`)")
     scheme = "https" if info.get("tls") else "http"
     netloc = f"[{host}]" if ":" in host else host
-    ticket = mint_ticket(login_key(token), time.time() if now is None else now)
+    instance = info.get("daemonInstance")  # this start of the daemon: its login key dies with it
+    ticket = mint_ticket(login_key(token, instance if isinstance(instance, str) else ""),
+                         time.time() if now is None else now)
     return f"{scheme}://{netloc}:{http_port}/login#{ticket}"
 
 

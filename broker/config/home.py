@@ -134,7 +134,7 @@ def _connect_host(host: str) -> str:
 
 def write_runtime(
     home: Path, *, host: str, port: int, http_port: int | None, version: str, tls_cert: str | None = None,
-    socket: str | None = None,
+    socket: str | None = None, daemon_instance: str | None = None,
 ) -> None:
     info: dict[str, Any] = {
         "pid": os.getpid(),
@@ -147,6 +147,8 @@ def write_runtime(
     if tls_cert:  # the ports speak TLS; local clients pin this certificate
         info["tls"] = True
         info["tlsCert"] = str(Path(tls_cert).expanduser().resolve())
+    if daemon_instance:  # this start of the daemon: what `toolbridge open` binds its login ticket to
+        info["daemonInstance"] = daemon_instance
     if socket:  # the daemon's Unix socket, which local clients prefer (broker.daemon.local_socket)
         info["socket"] = socket
     _write_private(home / RUNTIME_FILE, json.dumps(info) + "\n")

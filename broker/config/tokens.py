@@ -245,11 +245,18 @@ class Authenticator:
     def __init__(self, default_token: str, home: Path | None) -> None:
         self._default = default_token.encode()
         self._home = home
+        self._instance = secrets.token_urlsafe(18)
         self._entries: list[TokenEntry] = []
         self._signature: tuple[int, int, int] | None = None
         #: Live connections by the (name, digest) of the named token they used.
         self._live: dict[tuple[str, str], weakref.WeakSet[Any]] = {}
         self.reload_if_changed()
+
+    @property
+    def instance(self) -> str:
+        """A random id of this start of the daemon (runtime.json's ``daemonInstance``): keys derived
+        for it (the status page's login tickets, ``web_login``) end with the process."""
+        return self._instance
 
     def derive_key(self, label: bytes) -> bytes:
         """HMAC-SHA256 of ``label`` under the default token: a key of its own for ``label``'s use

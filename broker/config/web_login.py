@@ -5,12 +5,16 @@ Theory of operation
 The status page must not need the token in a URL (URLs end up in shell history, browser
 history and logs), so ``toolbridge open``, which can read the token from the home like every
 local client, mints a *ticket* instead: an expiry time, a random nonce and an HMAC-SHA256 of
-both, keyed by a key derived from the daemon's token. The ticket travels in the link's
+both, keyed by a key derived from the daemon's token and the *instance* of this start of the
+daemon (a random id it makes at start and writes into runtime.json, whence the CLI reads it
+with the port). The ticket travels in the link's
 fragment (``/login#<ticket>``), which browsers never send to the server; the login page's
 script posts it once and the daemon answers with a session cookie. The daemon checks the MAC
 in constant time, the expiry (:data:`TICKET_SECONDS`) and that the nonce was not redeemed
 before (:class:`TicketBook`, in memory), so a ticket works once, for a minute, and only for
-the daemon whose token made it. Minting needs no round trip to the daemon and no state in it.
+the daemon whose token made it. Binding the key to the instance is what makes "once" hold
+across a restart: the used nonces die with the process, and so does the key that a used
+ticket was made under (the restarted daemon refuses it as forged). Minting needs no round trip to the daemon and no state in it.
 
 Pure functions and one small class: no I/O, no trio; both ``broker.cli`` and the daemon's
 HTTP front door import it.
@@ -24,7 +28,7 @@ import hmac
 import secrets
 from typing import Final
 
-__all__ = ["LOGIN_LABEL", "TICKET_SECONDS", "TicketBook", "check_ticket", "login_key", "mint_ticket"]
+__all__ = ["LOGIN_LABEL", "TICKET_SECONDS", "TicketBook", "check_ticket", "login_key", "login_label", "mint_ticket"]
 
 #: How long a login link works after ``toolbridge open`` made it.
 TICKET_SECONDS: Final = 60.0
@@ -34,11 +38,18 @@ LOGIN_LABEL: Final = b"toolbridge status-page login v1"
 _MAX_TICKET_CHARS: Final = 200
 
 
-def login_key(token: str) -> bytes:
-    """The tickets' key for the daemon whose token is ``token``: a key of its own, so a ticket's
-    MAC is never one the token makes anywhere else (the daemon gets the same key from its
-    ``Authenticator.derive_key(LOGIN_LABEL)``, without handing the token out)."""
-    return hmac.new(token.encode(), LOGIN_LABEL, hashlib.sha256).digest()
+def login_label(instance: str) -> bytes:
+    """What the tickets' key is derived for, for the daemon start ``instance`` (runtime.json's
+    ``instance``; empty for a daemon too old to write one)."""
+    return LOGIN_LABEL + (b" " + instance.encode() if instance else b"")
+
+
+def login_key(token: str, instance: str) -> bytes:
+    """The tickets' key for the start ``instance`` of the daemon whose token is ``token``: a key
+    of its own, so a ticket's MAC is never one the token makes anywhere else (the daemon gets
+    the same key from its ``Authenticator.derive_key(login_label(instance))``, without handing
+    the token out), and one that ends with that start of the daemon."""
+    return hmac.new(token.encode(), login_label(instance), hashlib.sha256).digest()
 
 
 def _mac(key: bytes, body: str) -> str:

@@ -24,6 +24,7 @@ import trio
 
 from ..config import home as home_files
 from ..config import tls
+from ..config.fdlimit import raise_descriptor_limit
 from ..core.calllog import open_call_log
 from ..config.settings import Settings
 from . import admin
@@ -97,6 +98,8 @@ async def _run_daemon(
             f"refusing to listen on the non-loopback address {settings.host}: anyone who can "
             "reach it could try to drive your apps. Pass --allow-remote if you really mean it."
         )
+    # Room for many connections: the common soft limit of 1,024 is far below the hard one.
+    raise_descriptor_limit()
     ssl_context = tls.server_context(settings)
     tls.check_exposure(settings, ssl_context, is_loopback(settings.host))
     uplink_config = uplink_options(settings)
@@ -168,7 +171,7 @@ async def _run_daemon(
                 nursery.start_soon(nats.run)
             home_files.write_runtime(settings.home, host=settings.host, port=port, http_port=http_port, version=VERSION,
                                      tls_cert=settings.tls_cert if ssl_context is not None else None,
-                                     socket=addresses.socket)
+                                     socket=addresses.socket, daemon_instance=core.auth.instance)
             log.info("daemon_started", host=settings.host, port=port, http_port=http_port, home=str(settings.home), version=VERSION)
             try:
                 task_status.started(DaemonInfo(settings.host, port, http_port, token, core, nats))

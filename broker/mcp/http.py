@@ -40,7 +40,9 @@ after which SSE comments keep the connection alive. Only a modern request watche
 client closing its connection from the start (that cancels it); a legacy request, where a
 dropped connection is no cancellation, watches once its response has become a stream, so the
 common JSON exchange costs no task and no nursery beyond the connection's own. Legacy
-sessions run in a nursery owned by the HTTP server, so nothing outlives it; idle ones expire.
+sessions run in a nursery owned by the HTTP server, so nothing outlives it; how many there may
+be, which one goes to make room (an idle one, even with a GET stream open) and each token's
+share of GET streams are ``http_sessions``'s business.
 """
 
 from __future__ import annotations
@@ -52,11 +54,11 @@ import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-import attrs
 import outcome
 import structlog
 import trio
 
+from ..config.fdlimit import descriptor_limit, http_connection_cap
 from ..config.net import port_in_use, port_taken_error
 from ..config.tls import server_context
 from ..errors import BrokerError, StartupError
@@ -64,7 +66,7 @@ from ..config.tokens import Grant
 from . import jsonrpc, protocol
 from .gate import Headers, accepts, host_allowed, media_types, origin_allowed
 from .headers import check_modern_headers
-from .http_server import Receive, Scope, Send, serve_app
+from .http_server import Limits, Receive, Scope, Send, serve_app
 from .jsonrpc import (
     INVALID_REQUEST,
     SERVER_ERROR,
@@ -75,6 +77,7 @@ from .jsonrpc import (
     encode_error,
 )
 from .scope import APPS_PATH_PREFIX, check_app_name
+from .http_sessions import HttpSession, SessionTable
 from .session import McpServer, Session, open_session
 
 if TYPE_CHECKING:
@@ -91,9 +94,6 @@ DISCOVERY_PATH: Final = "/mcp/discovery"
 CODE_PATH: Final = "/mcp/code"
 #: A request silent for this long switches to SSE, and SSE streams get a comment this often.
 SSE_AFTER_SECONDS: Final = 15.0
-#: Legacy sessions with nothing in flight and no GET stream are dropped after this long.
-SESSION_IDLE_SECONDS: Final = 3600.0
-MAX_SESSIONS: Final = 256
 _OUTBOX_SIZE: Final = 64
 #: HTTP status for a JSON-RPC error on a modern request (as the SDK's server maps them).
 _MODERN_STATUS: Final = {
@@ -218,13 +218,6 @@ class _NullOutbox:
         pass
 
 
-@attrs.define(eq=False)
-class _HttpSession:
-    id: str
-    session: Session
-    streaming: bool = False
-
-
 class _Reply(BrokerError):
     """Stop handling a request and answer with this status (and JSON-RPC error body)."""
 
@@ -266,7 +259,8 @@ class HttpApp:
         self.sse_after = sse_after
         self.settings = server.settings
         self._nursery = nursery
-        self._sessions: dict[str, _HttpSession] = {}
+        #: The legacy sessions (``http_sessions``: how many, whose, which one goes).
+        self._sessions = SessionTable()
         # Imported here: the stdio relay imports this module, and need not load prometheus_client.
         from .status_page import StatusPages
 
@@ -453,7 +447,7 @@ class HttpApp:
         tool = self.server.app_scopes.view(app).tools.get(name) if app is not None else self.server.registry.lookup(name)
         return tool.spec.input_schema if tool is not None else None
 
-    def _lookup(self, session_id: str, app: str | None = None) -> _HttpSession:
+    def _lookup(self, session_id: str, app: str | None = None) -> HttpSession:
         entry = self._sessions.get(session_id)
         # A one-app scope's session is unknown anywhere but at its own path (and vice versa).
         if entry is None or entry.session.app != app:
@@ -462,9 +456,9 @@ class HttpApp:
 
     async def _initialize(self, request: Request, receive: Receive, send: Send, discovery: bool, *,
                           code: bool = False, app: str | None = None, token: str | None = None) -> None:
-        if len(self._sessions) >= MAX_SESSIONS and not self._evict_one():
-            raise _Reply(503, "Service Unavailable: too many MCP sessions are open; close some (DELETE)",
-                         SERVER_ERROR, request_id=request.id)
+        if not self._sessions.make_room():
+            raise _Reply(503, "Service Unavailable: too many MCP sessions have calls in flight; try again when "
+                         "some have ended", SERVER_ERROR, request_id=request.id)
         session_id = secrets.token_urlsafe(24)
         session: Session = await self._nursery.start(
             functools.partial(self._run_session, session_id, discovery, code=code, app=app, token=token))
@@ -487,34 +481,15 @@ class HttpApp:
                 self.server, transport="http", label=label, stateful=True, discovery=discovery, code=code, app=app,
                 token=token,  # the initializing request's: the session is that token's
             ) as session:
-                self._sessions[session_id] = _HttpSession(session_id, session)
+                self._sessions.add(session_id, session)
                 task_status.started(session)
                 await session.closed.wait()
         finally:
-            self._sessions.pop(session_id, None)
-
-    def _evict_one(self) -> bool:
-        idle = [e for e in self._sessions.values() if not e.streaming and e.session.in_flight == 0]
-        if not idle:
-            return False
-        oldest = min(idle, key=lambda e: e.session.last_activity)
-        log.info("http_session_evicted", session=oldest.session.label)
-        oldest.session.close()
-        del self._sessions[oldest.id]
-        return True
+            self._sessions.remove(session_id)
 
     async def expire_idle(self) -> None:
-        """Drop legacy sessions nobody has used for a long time (clients that never DELETE)."""
-        while True:
-            await trio.sleep(min(60.0, SESSION_IDLE_SECONDS / 4))
-            now = trio.current_time()
-            for entry in list(self._sessions.values()):
-                session = entry.session
-                idle = now - session.last_activity
-                if not entry.streaming and session.in_flight == 0 and idle > SESSION_IDLE_SECONDS:
-                    log.info("http_session_expired", session=session.label)
-                    session.close()
-                    self._sessions.pop(entry.id, None)
+        """Drop legacy sessions nobody has used for a long time (``SessionTable.expire_idle``)."""
+        await self._sessions.expire_idle()
 
     async def _exchange(
         self,
@@ -641,6 +616,9 @@ class HttpApp:
             raise _Reply(406, "Not Acceptable: the GET stream is text/event-stream")
         if entry.streaming:
             raise _Reply(409, "Conflict: this session already has a GET stream open")
+        if not self._sessions.make_stream_room(entry):
+            raise _Reply(429, "Too Many Requests: this token's other GET streams all have calls in flight; "
+                         "close some sessions (DELETE) first")
         session = entry.session
         outbox = _ResponseOutbox()
         entry.streaming = True
@@ -681,7 +659,7 @@ class HttpApp:
         if session_id is None:
             raise _Reply(405, "Method Not Allowed: DELETE needs an Mcp-Session-Id", headers=[(b"allow", b"POST")])
         entry = self._lookup(session_id, app)
-        self._sessions.pop(session_id, None)
+        self._sessions.remove(session_id)
         entry.session.close()
         log.info("http_session_closed", session=entry.session.label)
         await _send_empty(send, 200)
@@ -777,12 +755,15 @@ async def serve_http(
             raise port_taken_error(host, port, "MCP HTTP", "--http-port", settings.home) from None
         raise
     bound = sock.getsockname()[1]
+    # HTTP connections take at most half the descriptors (the daemon raised its limit at start).
+    limits = Limits(max_connections=http_connection_cap(descriptor_limit()))
     async with trio.open_nursery() as nursery:
         app = HttpApp(server, nursery)
 
         async def run(*, task_status: trio.TaskStatus[Any]) -> None:
             try:
-                await serve_app(app, sock, shutdown=server.shutdown, ssl_context=ssl_context, task_status=task_status)
+                await serve_app(app, sock, shutdown=server.shutdown, ssl_context=ssl_context, task_status=task_status,
+                                limits=limits)
             finally:
                 nursery.cancel_scope.cancel()  # legacy sessions end with the server
 

@@ -27,14 +27,24 @@ Limits (a client that is slow or hostile costs a connection, never the loop):
   before, counted its 5 s keep-alive the same way); with TLS the handshake falls in it too;
 * a head over ``Limits.max_head_bytes`` is refused with 431; a malformed one with 400;
 * a body must arrive within ``Limits.body_seconds`` of its head (408 otherwise); its size
-  limit is the application's (``max_http_body_bytes``, 413);
+  limit is the application's (``max_http_body_bytes``, 413); a body the application did not
+  read (it answered first) is read and dropped after the answer, up to
+  ``Limits.max_drain_bytes`` within the body deadline, so the client gets to read the answer
+  (see ``_drain_body``);
 * a response the application leaves unfinished, an error in it (500), a body it did not
-  read, or ``Connection: close`` end the connection after the exchange.
+  read beyond that bound, or ``Connection: close`` end the connection after the exchange.
 
 HTTP/1.1 only (and 1.0): no HTTP/2, with or without TLS (hypercorn offered h2 through ALPN;
 MCP clients use HTTP/1.1, and nothing here needs h2). A send to a client that has gone away
 is dropped silently, as hypercorn did; the application learns of the disconnect through
 ``receive()``.
+
+Connections: at most ``Limits.max_connections`` are open at once. One past it is accepted and
+closed at once (no byte read or written: the cheapest refusal, and one that frees its
+descriptor at once); the condition is logged at most once per :data:`WARN_INTERVAL` with the
+count refused, never a traceback. Should accepting fail for want of descriptors or memory
+anyway (``EMFILE``: other descriptors in use), the server waits a moment and tries again,
+logged the same way (trio's own ``serve_listeners`` logged a traceback at every retry).
 
 Shutdown: when ``shutdown`` is set the listener closes, idle connections close at once, and
 exchanges in progress get ``Limits.drain_seconds`` to finish (their responses say
@@ -44,6 +54,7 @@ exchanges in progress get ``Limits.drain_seconds`` to finish (their responses sa
 from __future__ import annotations
 
 import email.utils
+import errno
 import socket
 import ssl
 import time
@@ -68,10 +79,13 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 _RECEIVE_SIZE: Final = 65536
 #: Read-ahead of a pipelined next request while the application waits for a disconnect.
 _MAX_PIPELINED: Final = 65536
-#: The most of an unread request body read and dropped after its response so the connection can
-#: be reused (a larger rest closes the connection instead).
-_MAX_DRAIN: Final = 1024 * 1024
 _DISCONNECT: Final = {"type": "http.disconnect"}
+#: At most one "connections at the cap" warning per this many seconds.
+WARN_INTERVAL: Final = 10.0
+#: What ``accept`` fails with when the process or the system is out of descriptors or memory.
+_OUT_OF_RESOURCES: Final = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+#: How long to wait before accepting again after such a failure (trio's own choice).
+_ACCEPT_RETRY_SECONDS: Final = 0.1
 _REASONS: Final = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large",
                    500: b"Internal Server Error"}
 
@@ -84,6 +98,16 @@ class Limits:
     body_seconds: float = 60.0
     max_head_bytes: int = 16 * 1024
     drain_seconds: float = 1.0
+    #: The most of an unread request body (the app answered first: a 403, a 413) read and
+    #: dropped after its response. Reading it is what lets the client see that response:
+    #: closing a socket with unread bytes makes the kernel send a reset, which destroys the
+    #: answer in flight (Python's ``http.client`` writes a whole body before it reads). A larger
+    #: rest closes the connection anyway.
+    max_drain_bytes: int = 64 * 1024 * 1024
+    #: Connections open at once; past it a new one is closed as soon as it is accepted. The
+    #: daemon sets it below its descriptor limit (``broker.config.fdlimit``), so a flood of
+    #: connections cannot take the descriptors app links and the admin socket need.
+    max_connections: int = 1024
 
 
 class _Date:
@@ -110,9 +134,37 @@ class _Server:
         self.stopping = False
         #: The cancel scopes of connections waiting for a request's head (closed at shutdown).
         self.idle: set[trio.CancelScope] = set()
+        #: Connections open now (see ``Limits.max_connections``).
+        self.connections = 0
+        #: Refused (at the cap, or accept failed) since the last warning, and when the next may go.
+        self.refused = 0
+        self.next_warning = 0.0
 
     async def handle(self, stream: trio.abc.Stream) -> None:
         await _Connection(self, stream).run()
+
+    async def serve(self, stream: trio.abc.Stream) -> None:
+        """One accepted connection, counted while it is open; closed at the end."""
+        self.connections += 1
+        try:
+            await self.handle(stream)
+        finally:
+            self.connections -= 1
+            await trio.aclose_forcefully(stream)
+
+    def at_cap(self) -> bool:
+        return self.connections >= self.limits.max_connections
+
+    def note_refused(self, reason: str) -> None:
+        """Count a refused connection (or a failed accept); warn at most once per interval."""
+        self.refused += 1
+        now = trio.current_time()
+        if now >= self.next_warning:
+            log.warning("http_connections_at_cap", reason=reason, limit=self.limits.max_connections,
+                        open=self.connections, refused=self.refused,
+                        hint="HTTP clients hold too many connections open; new ones are closed until some end")
+            self.refused = 0
+            self.next_warning = now + WARN_INTERVAL
 
     def stop(self) -> None:
         self.stopping = True
@@ -150,6 +202,8 @@ class _Connection:
         self.body_done = False
         self.body_deadline = 0.0
         self.failure: int | None = None  # an HTTP status to answer with if the app sends nothing
+        #: The client waited for ``100 Continue`` when the answer went out: it sends no body.
+        self.body_withheld = False
 
     async def run(self) -> None:
         try:
@@ -261,6 +315,7 @@ class _Connection:
         self.start = None
         self.response_started = self.response_done = self.body_done = False
         self.failure = None
+        self.body_withheld = False
         self.body_deadline = trio.current_time() + self.server.limits.body_seconds
         target, _, query = request.target.partition(b"?")
         try:
@@ -289,18 +344,24 @@ class _Connection:
 
     async def _drain_body(self) -> None:
         """Read and drop the rest of a request body the app did not read (it answered first: a
-        403, a 404), so the connection can be reused: a client that wrote its head and body in
-        separate writes (Node's fetch does) would otherwise find its kept-alive connection
-        closed under its next request. At most ``_MAX_DRAIN`` bytes, within the body deadline;
-        past either the connection closes."""
+        403, a 413), so that the client reads the answer instead of a connection reset, and so
+        the connection can be reused: a client that wrote its head and body in separate writes
+        (Node's fetch does) would otherwise find its kept-alive connection closed under its
+        next request. At most ``Limits.max_drain_bytes``, within the body deadline; past
+        either the connection closes. A client that waited for ``100 Continue`` and got the
+        answer instead sends no body: its connection closes at once."""
+        if self.body_withheld:
+            self.broken = True
+            return
         drained = 0
+        limit = self.server.limits.max_drain_bytes
         try:
             with trio.move_on_at(self.body_deadline):
                 while self.h11.their_state is h11.SEND_BODY:
                     event = self.h11.next_event()
                     if isinstance(event, h11.Data):
                         drained += len(event.data)
-                        if drained > _MAX_DRAIN:
+                        if drained > limit:
                             break
                     elif event is h11.NEED_DATA and not self.eof:
                         await self._receive()
@@ -336,6 +397,7 @@ class _Connection:
             if not self.response_started:
                 if self.start is None:
                     raise RuntimeError("http.response.body before http.response.start")
+                self.body_withheld = self.h11.they_are_waiting_for_100_continue
                 out.append(self.h11.send(self._response(self.start, None if more else len(body))))
                 self.response_started = True
             if body and not suppress:
@@ -394,6 +456,24 @@ async def serve_connection(app: App, stream: trio.abc.Stream, *, limits: Limits 
         await trio.aclose_forcefully(stream)
 
 
+async def _accept_loop(server: _Server, listener: trio.abc.Listener[trio.abc.Stream], nursery: trio.Nursery) -> None:
+    """Accept connections into ``nursery`` for ever; past the cap each is closed at once."""
+    while True:
+        try:
+            stream = await listener.accept()
+        except OSError as exc:
+            if exc.errno not in _OUT_OF_RESOURCES:
+                raise
+            server.note_refused(errno.errorcode.get(exc.errno or 0, "accept failed"))
+            await trio.sleep(_ACCEPT_RETRY_SECONDS)
+            continue
+        if server.at_cap():
+            server.note_refused("cap")
+            await trio.aclose_forcefully(stream)
+            continue
+        nursery.start_soon(server.serve, stream)
+
+
 async def serve_app(
     app: App,
     sock: socket.socket,
@@ -417,7 +497,8 @@ async def serve_app(
 
         async def accept() -> None:
             with accepting:
-                await trio.serve_listeners(server.handle, [listener], handler_nursery=nursery)
+                async with listener:
+                    await _accept_loop(server, listener, nursery)
 
         nursery.start_soon(accept)
         task_status.started()

@@ -44,7 +44,9 @@ the app gets ``toolCancel``) that await the owning app's link, and write a call-
 (``resource_read`` / ``prompt_get``). Handshake era: ``resources/subscribe`` keeps URIs per
 session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
 2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
-``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``.
+``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``. In both eras
+an app's ``resourceUpdated`` reaches a session's agent at most once per URI per window, the
+last one at the window's end (``updates.UpdateThrottle``), however fast the app sends them.
 
 Elicitation (``elicitation``; apps' protocol v2, section 13): an app's ``elicit`` reaches
 its call's origin, the ``_ToolRequest`` (``call_elicit``): in the handshake era the session
@@ -138,6 +140,7 @@ from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_
 from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
 from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
 from .scope import AppScopes, ScopedResources, scope_instructions, unknown_tool_error
+from .updates import UpdateThrottle
 
 _entry_encoder: Final = msgspec.json.Encoder()
 
@@ -537,8 +540,12 @@ class Session:
         self.closed = trio.Event()
         #: Handshake era: the agent-facing resource URIs this session subscribed to.
         self._resource_subs: set[str] = set()
-        #: Where each ``resourceUpdated`` goes: the handshake-era subscriptions, each listen stream.
-        self._update_sinks: set[Callable[[str], None]] = set()
+        #: Where each ``resourceUpdated`` goes besides the handshake-era subscriptions: each
+        #: listen stream, with the URIs it asked for.
+        self._update_sinks: dict[Callable[[str], None], frozenset[str]] = {}
+        #: At most one ``resources/updated`` per URI per window (``updates``).
+        self._updates = UpdateThrottle(self._send_resource_updated, lambda: nursery.start_soon(
+            self._updates.run, name="mcp resource updates"))
         #: The resources and prompts this session sees: every app's, or its one-app scope's own.
         self.resources: ResourceDirectory | ScopedResources = (
             server.registry.resources if app is None
@@ -548,11 +555,17 @@ class Session:
         self.log_level: str | None = None
 
     def _resource_updated(self, uri: str) -> None:
+        if self.closed.is_set():
+            return
         if isinstance(self.resources, ScopedResources):  # only its app's, by the app's own URI
             own = self.resources.own_uri(uri)
             if own is None:
                 return
             uri = own
+        if uri in self._resource_subs or any(uri in uris for uris in self._update_sinks.values()):
+            self._updates.offer(uri)  # now, or folded into one at the end of the URI's window
+
+    def _send_resource_updated(self, uri: str) -> None:
         if uri in self._resource_subs and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
         for sink in list(self._update_sinks):
@@ -1198,7 +1211,7 @@ class Session:
             if uri in uris:
                 outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri, "_meta": meta}))
 
-        self._update_sinks.add(updated)
+        self._update_sinks[updated] = uris
         try:
             seen = directory.version
             while True:
@@ -1208,7 +1221,7 @@ class Session:
                 if list_changed:
                     await outbox.send(encode_notification("notifications/resources/list_changed", {"_meta": meta}))
         finally:
-            self._update_sinks.discard(updated)
+            self._update_sinks.pop(updated, None)
 
     def _caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller

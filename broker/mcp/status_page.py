@@ -45,7 +45,7 @@ import structlog
 import trio
 
 from ..config.tokens import Grant
-from ..config.web_login import LOGIN_LABEL, TicketBook
+from ..config.web_login import TicketBook, login_label
 from .gate import Headers
 from .monitor import Monitor
 from .session import McpServer
@@ -105,7 +105,7 @@ class StatusPages:
     def __init__(self, server: McpServer, grant: Callable[[str | None], Grant | None]) -> None:
         self.router = server.router
         self.monitor = Monitor(server)
-        self._login_key = server.auth.derive_key(LOGIN_LABEL)
+        self._login_key = server.auth.derive_key(login_label(server.auth.instance))  # this start's (web_login)
         self._grant = grant
         self._tickets = TicketBook()
         self._sessions: dict[str, _WebSession] = {}
