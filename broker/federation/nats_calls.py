@@ -4,16 +4,44 @@ Theory of operation
 -------------------
 :class:`CallPath` is the part of :class:`~broker.federation.nats_link.NatsFederation` (which
 inherits it) that carries calls; the link itself joins the cluster, announces and learns tools.
+The contract is protocol.md §14; what it defends against, SECURITY.md rows 82 and 86-89.
 
-* **Calling out.** Each other broker is one app instance here whose link is a
-  :class:`RemotePort`; the router's ``toolInvocation`` to it becomes a NATS request on
-  ``toolbridge.call.<NAME>.<tool>`` (:meth:`CallPath._forward`), its ``toolCancel`` a message on
-  ``toolbridge.cancel.<NAME>``. Progress arrives on an inbox named in ``Toolbridge-Progress``.
-* **Serving.** Calls from other brokers reach trio through a bounded channel (full: ``busy`` at
-  once) and run through this broker's own router pipeline (``transport="nats"``), at most
-  :data:`MAX_SERVING` at once; a cancel from the caller cancels its router call.
+**Calling out.** Each other broker is one app instance here whose link is a :class:`RemotePort`;
+the router's ``toolInvocation`` to it is published on ``toolbridge.call.<NAME>.<tool>`` with a
+reply subject of its own, ``_INBOX.<this broker>.r.<128 random bits>``, and its ``toolCancel``
+on ``toolbridge.cancel.<NAME>``. Everything about the call comes back on that reply subject:
+keep-alives, progress (``Toolbridge-Kind``) and last the result. No call is a parked task: an
+:class:`_Outgoing` record per call, one subscription (``_INBOX.<this broker>.r.*``) for all
+of them, and one watcher (:meth:`CallPath._watch_outgoing`) that ends a call whose owner has
+said nothing for :data:`LIVENESS` seconds (killed, cut off, or stalled: ``app_disconnected``
+within ~2 s, and a cancel so a stalled owner does not run it later).
 
-The wire contract is protocol.md §14.
+Why replies cannot be forged (issue 27): nats-py's request inboxes are a counter plus 16 random
+bits, and every broker could publish on ``_INBOX.>``, so a broker that saw one of its own
+calls' reply subjects could spray the neighbours of it and answer calls to a third broker. Now
+(1) a broker may not publish on any ``_INBOX`` subject at all: ``broker_permissions`` gives
+``allow_responses`` instead, so the server lets a broker publish only on the reply subjects of
+requests delivered to it (a call it was sent, a list page, a services-API request), for as long
+as :data:`REPLY_GRANT_SECONDS`; and (2) each call's reply subject carries 128 random bits
+(``secrets``), unrelated to any other, so even a broker with looser permissions cannot guess
+one, and the progress of a call travels on that same subject (it used to be a bare counter
+inbox). A MAC over each reply was the alternative; it needs a key shared per call pair, while
+the two measures above make the server itself refuse the forged message, so no forged bytes
+reach this broker at all.
+
+**Deadlines.** A call carries its budget (``Toolbridge-Timeout-Ms``) and its absolute deadline
+(``Toolbridge-Deadline``, Unix ms): an owner that gets to a call only after its deadline (a
+stalled owner) answers ``timeout`` without running it, and runs it for no longer than what is
+left. A cancel that arrives before its call is remembered (at most :data:`EARLY_CANCELS`, for
+:data:`EARLY_CANCEL_SECONDS`), so the call never starts. A caller sends the cancel whenever it
+gives up: its agent cancelled, its deadline passed, the owner fell silent or was dropped.
+
+**Serving.** Calls from other brokers reach trio through a bounded channel (full: ``busy`` at
+once) and run through this broker's own router pipeline (``transport="nats"``), at most
+:data:`MAX_SERVING` at once. While this broker holds a call from another toolbridge broker it
+sends a keep-alive every :data:`KEEPALIVE` seconds on its reply subject. The caller's name in
+the call log is the broker whose inbox the reply goes to, marked ``(unverified)``: NATS
+permissions make that the only broker that can read the answer, not the one that sent the call.
 """
 
 from __future__ import annotations
@@ -24,6 +52,7 @@ import secrets
 import time
 from typing import TYPE_CHECKING, Any, Final
 
+import attrs
 import msgspec
 import structlog
 import trio
@@ -44,21 +73,43 @@ if TYPE_CHECKING:
 log = structlog.get_logger("toolbridge.nats")
 
 H_TIMEOUT: Final = "Toolbridge-Timeout-Ms"
+H_DEADLINE: Final = "Toolbridge-Deadline"
 H_CALL: Final = "Toolbridge-Call-Id"
 H_FROM: Final = "Toolbridge-From"
 H_PROGRESS: Final = "Toolbridge-Progress"
+H_KIND: Final = "Toolbridge-Kind"
+#: nats-py's status header, and the status of "no responders".
+_STATUS: Final = "Status"
+_NO_RESPONDERS: Final = "503"
 #: Calls from other brokers waiting for this broker's loop (beyond: answered ``busy``).
 CALL_QUEUE: Final = 256
 #: Calls from other brokers run at once here (each bounded further by its app's admission).
 MAX_SERVING: Final = 512
-#: The trip back: a request waits this much longer than the budget it gave the owner.
-REPLY_MARGIN: Final = 1.0
+#: An owner sends a keep-alive this often on each call it holds (after the first this long).
+KEEPALIVE: Final = 0.5
+#: A caller ends a call whose owner said nothing for this long (``app_disconnected``).
+LIVENESS: Final = 2.0
+#: How long a broker may answer a request delivered to it (``allow_responses.expires`` in
+#: ``broker_permissions``; the server forgets each grant after it): a call over NATS runs at
+#: most this long, less a margin for the trip back.
+REPLY_GRANT_SECONDS: Final = 15 * 60
+MAX_REMOTE_BUDGET: Final = REPLY_GRANT_SECONDS - 30.0
+#: Cancels remembered for calls not (yet) seen here, and for how long.
+EARLY_CANCELS: Final = 4096
+EARLY_CANCEL_SECONDS: Final = 60.0
+#: A progress report from another broker larger than this is dropped.
+MAX_PROGRESS_BYTES: Final = 64 * 1024
 
 _port_ids = itertools.count(-1, -1)  # negative: never a daemon connection's id
 _result_decoder = msgspec.json.Decoder(ToolResult)
 _encode = msgspec.json.Encoder().encode
 #: A progress report on the reply stream: ``[progress, total, message]``.
 _progress_decoder = msgspec.json.Decoder(tuple[float, float | None, str | None])
+
+
+def reply_prefix(name: str) -> str:
+    """Where broker ``name`` gets its calls' replies: ``_INBOX.<NAME>.r`` (one more token each)."""
+    return f"_INBOX.{name}.r"
 
 
 class RemotePort:
@@ -80,6 +131,17 @@ class RemotePort:
         pass  # the same port re-registers its own instance when the broker's tools change
 
 
+@attrs.define(eq=False)
+class _Outgoing:
+    """A call of another broker's tool in flight (keyed by its reply token)."""
+
+    port: RemotePort
+    cid: int
+    call_id: str
+    token: str
+    #: ``time.monotonic()`` when the owner was last heard from about this call (or it was sent).
+    heard: float
+
 
 class CallPath:
     """The call path of a NATS federation (mixed into ``NatsFederation``, which provides the
@@ -90,15 +152,23 @@ class CallPath:
     federation: FederationState
     name: str
     remotes: dict[str, Any]
+    connected: bool
     _default_timeout: float
+    _max_result_bytes: int
     _aio: AsyncioThread | None
     _nc: Any
     _nursery: trio.Nursery | None
     _catalog: Catalog
 
     def _init_calls(self) -> None:
-        self._outgoing: dict[tuple[int, int], tuple[trio.CancelScope, str, str]] = {}
+        #: Calls out, by (port id, correlation id) and by reply token.
+        self._outgoing: dict[tuple[int, int], _Outgoing] = {}
+        self._replies: dict[str, _Outgoing] = {}
+        #: Calls served here, by call id; and cancels that came before their call (expiry times).
         self._incoming: dict[str, trio.CancelScope] = {}
+        self._early_cancels: dict[str, float] = {}
+        #: Reply subjects of the calls held here (queued or running) -> since when (monotonic).
+        self._held: dict[str, float] = {}
         self._serving = trio.Semaphore(MAX_SERVING)
         self._calls_in, self._calls_out = trio.open_memory_channel[Any](CALL_QUEUE)
 
@@ -108,105 +178,117 @@ class CallPath:
     def _aio_submit(self, coro: Any) -> None:
         raise NotImplementedError  # the link's
 
-    def _offer_call(self, request: Any) -> None:
-        try:
-            self._calls_in.send_nowait(request)
-        except (trio.WouldBlock, trio.ClosedResourceError):
-            if self._aio is not None:
-                self._aio_submit(request.respond(_busy_reply(self.name)))
+    async def _run_calls(self) -> None:
+        """The call path's tasks (in the link's nursery while it is joined)."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._serve_calls)
+            nursery.start_soon(self._watch_outgoing)
+            nursery.start_soon(self._keep_alive)
 
+    def _reply_callback(self) -> Any:
+        """The callback of the subscription ``_INBOX.<NAME>.r.*`` (runs on the asyncio thread)."""
+        aio = self._aio
+        assert aio is not None
+
+        async def on_reply(msg: Any) -> None:
+            heard = time.monotonic()  # on arrival: a slow trio loop must not look like a silent owner
+            aio.to_trio(lambda: self._on_reply(msg, heard))
+
+        return on_reply
 
     # --- calls to other brokers ------------------------------------------------------------
 
     def _port_message(self, port: RemotePort, message: Message) -> bool:
-        nursery = self._nursery
-        if nursery is None or self.remotes.get(port.remote) is None:
+        if self._nursery is None or self.remotes.get(port.remote) is None:
             return False
         if isinstance(message, ToolInvocation):
-            try:
-                nursery.start_soon(self._forward, port, message)
-            except RuntimeError:  # the nursery is closing: the daemon is stopping
-                return False
+            self._send_call(port, message)
             return True
         if isinstance(message, ToolCancel):
-            entry = self._outgoing.pop((port.id, message.correlation_id), None)
+            entry = self._outgoing.get((port.id, message.correlation_id))
             if entry is not None:
-                scope, remote, call_id = entry
-                scope.cancel()
-                self._aio_submit(self._nc.publish(f"{PREFIX}.cancel.{remote}", b"", headers={H_CALL: call_id}))
+                self._give_up(entry)
             return True
         return True
 
-    async def _forward(self, port: RemotePort, invocation: ToolInvocation) -> None:
-        import nats.errors
-
+    def _send_call(self, port: RemotePort, invocation: ToolInvocation) -> None:
         cid = invocation.correlation_id
+        if not self.connected:
+            # nats-py would queue the request until it reconnects, and the reply could not
+            # reach this broker meanwhile: the call fails now, as protocol.md §14 says.
+            self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
+                       f"this broker's NATS connection is down (reconnecting), so the broker {port.remote} "
+                       "cannot be reached; retry in a moment")
+            return
         # Unguessable: a cancel names the call, and any broker may publish on toolbridge.cancel.*
         call_id = f"{self.federation.broker_id}-{cid}-{secrets.token_hex(8)}"
-        headers = {H_CALL: call_id, H_FROM: self.name}
+        token = secrets.token_hex(16)  # 128 bits: the reply subject cannot be guessed
         budget = self._default_timeout if invocation.timeout_ms is None else invocation.timeout_ms / 1000
-        if invocation.timeout_ms is not None:
-            headers[H_TIMEOUT] = str(invocation.timeout_ms)
+        budget = min(budget, MAX_REMOTE_BUDGET)
+        headers = {H_CALL: call_id, H_FROM: self.name, H_TIMEOUT: str(max(1, round(budget * 1000))),
+                   H_DEADLINE: str(round((time.time() + budget) * 1000))}
+        if invocation.progress:
+            headers[H_PROGRESS] = "1"
+        entry = _Outgoing(port, cid, call_id, token, time.monotonic())
+        self._outgoing[(port.id, cid)] = entry
+        self._replies[token] = entry
+        subject = call_subject(port.remote, invocation.tool)
+        reply = f"{reply_prefix(self.name)}.{token}"
         aio = self._aio
         assert aio is not None
-        reply = None
-        progress = None
-        with trio.CancelScope() as scope:
-            self._outgoing[(port.id, cid)] = (scope, port.remote, call_id)
+
+        async def publish() -> None:
             try:
-                if invocation.progress:
-                    progress = await self._progress_stream(port, cid)
-                    headers[H_PROGRESS] = progress.subject
-                reply = await aio.run(self._nc.request(
-                    call_subject(port.remote, invocation.tool), _encode(invocation.parameters),
-                    timeout=budget + REPLY_MARGIN, headers=headers))
-            except nats.errors.NoRespondersError:
-                self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
-                           f"the broker {port.remote} is not reachable over NATS (no responders): it stopped or "
-                           "lost its connection; its tools were withdrawn. List the tools again.")
-                self._drop_remote(port.remote, "no responders")
-            except nats.errors.TimeoutError:
-                pass  # the router's own deadline, earlier, has ended the call
-            except Exception as exc:  # the connection is closed or reconnecting (nats-py's errors)
-                self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
-                           f"the NATS connection to the broker {port.remote} is down ({type(exc).__name__}); "
-                           "retry in a moment")
-            finally:
-                self._outgoing.pop((port.id, cid), None)
-                if progress is not None:
-                    aio.submit(progress.unsubscribe())
-        if reply is None:
+                await self._nc.publish(subject, _encode(invocation.parameters), reply=reply, headers=headers)
+            except Exception as exc:  # closed meanwhile, or the pending buffer is full
+                name = type(exc).__name__
+                aio.to_trio(lambda: self._end(entry, OutcomeKind.APP_DISCONNECTED,
+                                              f"the NATS connection to the broker {port.remote} is down ({name}); "
+                                              "retry in a moment"))
+
+        self._aio_submit(publish())
+
+    def _on_reply(self, msg: Any, heard: float) -> None:
+        entry = self._replies.get(msg.subject.rsplit(".", 1)[-1])
+        if entry is None:
+            return  # late: the call ended here meanwhile
+        entry.heard = heard
+        port, headers = entry.port, msg.headers or {}
+        if headers.get(_STATUS) == _NO_RESPONDERS:
+            self._end(entry, OutcomeKind.APP_DISCONNECTED,
+                      f"the broker {port.remote} is not reachable over NATS (no responders): it stopped or "
+                      "lost its connection; its tools were withdrawn. List the tools again.")
+            self._drop_remote(port.remote, "no responders")
             return
-        call = self.router.calls.get(cid)
+        kind = headers.get(H_KIND)
+        if kind == "alive":
+            return
+        if kind == "progress":
+            self._progress(port, entry.cid, msg.data)
+            return
+        self._forget(entry)
+        call = self.router.calls.get(entry.cid)
         if call is None or call.link is not port:
             return  # late: the call ended meanwhile
+        if len(msg.data) > self._max_result_bytes:
+            self.router.fail(call, OutcomeKind.APP_ERROR,
+                             f"the broker {port.remote} sent an answer of {len(msg.data)} bytes, over this "
+                             f"broker's max_line_bytes ({self._max_result_bytes})")
+            return
         try:
-            result = _result_decoder.decode(reply.data)
-        except msgspec.DecodeError:
+            result = _result_decoder.decode(msg.data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
             self.router.fail(call, OutcomeKind.APP_ERROR, f"the broker {port.remote} sent an invalid answer")
             return
         self.router.resolve(call, result)
-
-    async def _progress_stream(self, port: RemotePort, cid: int) -> Any:
-        """A subscription on a fresh inbox where the owner publishes the call's progress.
-
-        The owner publishes each report before its reply, on the same connection, and this
-        subscription's callback runs before the request's reply is handed back, so the reports
-        reach the router in order and before the result (later ones would be dropped).
-        """
-        aio, nc = self._aio, self._nc
-        assert aio is not None
-
-        async def on_progress(msg: Any) -> None:
-            aio.to_trio(lambda: self._progress(port, cid, msg.data))
-
-        return await aio.run(nc.subscribe(nc.new_inbox(), cb=on_progress))
 
     def _progress(self, port: RemotePort, cid: int, data: bytes) -> None:
         call = self.router.calls.get(cid)
         if call is None or call.link is not port:
             return
         try:
+            if len(data) > MAX_PROGRESS_BYTES:
+                raise ValueError("too long")
             progress, total, message = _progress_decoder.decode(data)
         except (msgspec.DecodeError, ValueError):
             log.warning("nats_bad_progress", broker=port.remote)
@@ -218,7 +300,94 @@ class CallPath:
         if call is not None and call.link is port:
             self.router.fail(call, kind, message)
 
+    def _forget(self, entry: _Outgoing) -> None:
+        self._outgoing.pop((entry.port.id, entry.cid), None)
+        self._replies.pop(entry.token, None)
+
+    def _give_up(self, entry: _Outgoing) -> None:
+        """Stop waiting for ``entry`` and tell its owner (buffered by nats-py while reconnecting)."""
+        self._forget(entry)
+        if self._nc is not None:
+            self._aio_submit(self._nc.publish(f"{PREFIX}.cancel.{entry.port.remote}", b"",
+                                              headers={H_CALL: entry.call_id}))
+
+    def _end(self, entry: _Outgoing, kind: OutcomeKind, message: str) -> None:
+        """End the call of ``entry`` here with ``kind``, and cancel it at its owner."""
+        if self._replies.get(entry.token) is not entry:
+            return
+        self._give_up(entry)
+        self._fail(entry.port, entry.cid, kind, message)
+
+    def _calls_to_dropped(self, port: RemotePort) -> None:
+        """``port``'s broker was dropped (its calls failed here): cancel them there too."""
+        for entry in [e for e in self._outgoing.values() if e.port is port]:
+            self._give_up(entry)
+
+    def _link_down(self) -> None:
+        """This broker's NATS connection was lost: replies cannot reach it, so its calls out end."""
+        for entry in list(self._outgoing.values()):
+            self._end(entry, OutcomeKind.APP_DISCONNECTED,
+                      f"this broker's NATS connection was lost during the call to the broker {entry.port.remote}; "
+                      "retry in a moment")
+
+    async def _watch_outgoing(self) -> None:
+        """End calls whose owner fell silent (killed, cut off, stalled), and forget ended ones."""
+        while True:
+            await trio.sleep(LIVENESS / 8)
+            now = time.monotonic()
+            for entry in list(self._outgoing.values()):
+                call = self.router.calls.get(entry.cid)
+                if call is None or call.link is not entry.port:
+                    self._forget(entry)  # ended without a cancel to the port (a failed link)
+                elif now - entry.heard > LIVENESS:
+                    self._end(entry, OutcomeKind.APP_DISCONNECTED,
+                              f"the broker {entry.port.remote} stopped answering (no sign of life for "
+                              f"{LIVENESS:g} s): it stopped, lost its NATS connection or is stalled; retry later")
+
     # --- calls from other brokers ----------------------------------------------------------
+
+    def _offer_call(self, request: Any) -> None:
+        try:
+            self._calls_in.send_nowait(request)
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            if self._aio is not None:
+                self._aio_submit(request.respond(_busy_reply(self.name)))
+            return
+        reply = _reply_of(request)
+        if reply and (request.headers or {}).get(H_CALL):  # a toolbridge broker: it watches
+            self._held[reply] = time.monotonic()
+
+    def _on_cancel(self, msg: Any) -> None:
+        """``toolbridge.cancel.<NAME>`` (called on trio in arrival order, before queued calls run)."""
+        call_id = (msg.headers or {}).get(H_CALL, "")[:200]
+        if not call_id:
+            return
+        scope = self._incoming.get(call_id)
+        if scope is not None:
+            scope.cancel()
+            return
+        now = time.monotonic()
+        while self._early_cancels and (len(self._early_cancels) >= EARLY_CANCELS
+                                       or next(iter(self._early_cancels.values())) < now):
+            del self._early_cancels[next(iter(self._early_cancels))]  # the oldest first
+        self._early_cancels[call_id] = now + EARLY_CANCEL_SECONDS
+
+    async def _keep_alive(self) -> None:
+        while True:
+            await trio.sleep(KEEPALIVE)
+            if not self._held or self._nc is None:
+                continue
+            due = time.monotonic() - KEEPALIVE
+            subjects = [reply for reply, since in self._held.items() if since <= due]
+            if subjects:
+                self._aio_submit(self._publish_alive(subjects))
+
+    async def _publish_alive(self, subjects: list[str]) -> None:
+        try:
+            for subject in subjects:
+                await self._nc.publish(subject, b"", headers={H_KIND: "alive"})
+        except Exception as exc:  # disconnected: the callers give up on their own
+            log.debug("nats_keepalive_failed", error=type(exc).__name__)
 
     async def _serve_calls(self) -> None:
         assert self._nursery is not None
@@ -243,10 +412,14 @@ class CallPath:
         except Exception as exc:  # the reply could not be sent (the caller's side is gone)
             log.warning("nats_reply_failed", error=type(exc).__name__)
         finally:
+            self._held.pop(_reply_of(request), None)
             self._serving.release()
 
     async def _run_call(self, request: Any) -> ToolResult | None:
         headers: dict[str, str] = request.headers or {}
+        call_id = headers.get(H_CALL, "")[:200]
+        if call_id and self._early_cancels.pop(call_id, None) is not None:
+            return None  # the caller gave up before the call got here: it never starts
         tool = request.subject.rsplit(".", 1)[-1]
         registered = self.registry.lookup(tool)
         if registered is None or isinstance(registered.instance.link, RemotePort):
@@ -259,20 +432,20 @@ class CallPath:
         if not isinstance(arguments, dict):
             return ToolResult(success=False, error=f"at broker {self.name!r}: the arguments are not a JSON object",
                               error_kind=OutcomeKind.INVALID_ARGUMENTS.value)
-        try:
-            remaining = int(headers.get(H_TIMEOUT, "")) / 1000
-        except ValueError:
-            remaining = math.inf
-        timeout = hop_budget(remaining) if math.isfinite(remaining) and remaining > 0 else None
-        call_id = headers.get(H_CALL, "")
-        caller = CallerInfo(client_name="nats", session=headers.get(H_FROM, "?")[:64], transport="nats")
+        remaining = _remaining(headers)
+        if remaining <= 0:
+            return ToolResult(success=False, error=f"at broker {self.name!r}: the call's deadline passed before it "
+                              "could start here (this broker was stalled or far behind); it was not run",
+                              error_kind=OutcomeKind.TIMEOUT.value)
+        timeout = hop_budget(remaining) if math.isfinite(remaining) else None
+        reply = _reply_of(request)
+        caller = CallerInfo(client_name="nats", session=_caller_of(reply), transport="nats")
         on_progress = None
-        stream = headers.get(H_PROGRESS, "")
-        # Only an inbox: a caller must not make this broker publish on another broker's subjects.
-        if stream.startswith("_INBOX.") and len(stream) <= 256:
+        if headers.get(H_PROGRESS) and reply:
 
             def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                self._aio_submit(self._nc.publish(stream, _encode((progress, total, message))))
+                self._aio_submit(self._nc.publish(reply, _encode((progress, total, message)),
+                                                  headers={H_KIND: "progress"}))
 
         with trio.CancelScope() as scope:
             if call_id:
@@ -293,6 +466,35 @@ class CallPath:
         return ToolResult(success=False, error=f"at broker {self.name!r}: {outcome.message or outcome.kind}",
                           error_kind=outcome.kind.value if outcome.kind.app_reportable else None,
                           retry_after_ms=outcome.retry_after_ms)
+
+
+def _remaining(headers: dict[str, str]) -> float:
+    """Seconds left of a call from its headers: its budget, cut by its absolute deadline (the
+    caller's clock; a deadline further off than the budget, a clock behind, counts no more than
+    the budget). Infinite without either."""
+    try:
+        remaining = int(headers.get(H_TIMEOUT, "")) / 1000
+    except ValueError:
+        remaining = math.inf
+    try:
+        deadline = int(headers.get(H_DEADLINE, "")) / 1000
+    except ValueError:
+        return remaining
+    return min(remaining, deadline - time.time())
+
+
+def _reply_of(request: Any) -> str:
+    """The reply subject of a services-API request (nats-py's ``micro.Request`` keeps its message)."""
+    msg = getattr(request, "_msg", request)
+    return str(getattr(msg, "reply", "") or "")
+
+
+def _caller_of(reply: str) -> str:
+    """The call log's name for a caller: the broker whose inbox gets the answer (only it may read
+    it), marked unverified (any broker may name another's inbox as the reply subject)."""
+    parts = reply.split(".")
+    name = parts[1] if len(parts) >= 4 and parts[0] == "_INBOX" and parts[2] == "r" else "?"
+    return f"{name[:64]} (unverified)"
 
 
 def _busy_reply(name: str) -> bytes:

@@ -68,7 +68,19 @@ from ..core.outcome import OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_bridge import AsyncioThread, open_asyncio_thread
-from .nats_calls import H_CALL, H_FROM, H_PROGRESS, H_TIMEOUT, CallPath, RemotePort, _busy_reply  # noqa: F401 (the §14 names)
+from .nats_calls import (  # noqa: F401 (the headers: protocol.md §14 names them)
+    H_CALL,
+    H_DEADLINE,
+    H_FROM,
+    H_KIND,
+    H_PROGRESS,
+    H_TIMEOUT,
+    REPLY_GRANT_SECONDS,
+    CallPath,
+    RemotePort,
+    _busy_reply,
+    reply_prefix,
+)
 from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name
 
@@ -136,17 +148,21 @@ def inbox_prefix(name: str) -> str:
     return f"_INBOX.{name}"
 
 
-def broker_permissions(name: str) -> dict[str, dict[str, list[str]]]:
+def broker_permissions(name: str) -> dict[str, Any]:
     """The NATS permissions broker ``name`` needs, and no more (README, SECURITY.md): it may
     publish only its own announcements and goodbye, and receive only its own calls, list
     requests, cancels and inbox, so another user of the account cannot speak for it, take its
-    calls or read its replies. Same shape in a ``nats-server`` users block and a user JWT."""
+    calls or read its replies. It publishes on no inbox but the reply subjects of requests
+    delivered to it (``allow_responses``: any number of messages — keep-alives, progress, the
+    result — for :data:`~broker.federation.nats_calls.REPLY_GRANT_SECONDS`), so it cannot answer
+    a call made to another broker (``nats_calls``). The shape of a ``nats-server`` users block;
+    a user JWT has ``pub``, ``sub`` and ``resp`` (``max``, ``ttl`` in ns) instead."""
     return {
         "publish": {"allow": [
             f"{PREFIX}.tools.{name}", f"{PREFIX}.bye.{name}", HELLO_SUBJECT,
             f"{PREFIX}.call.*.>", f"{PREFIX}.cancel.*", f"{PREFIX}.list.*",
-            "_INBOX.>",  # replies and progress to callers (inbox names are unguessable)
         ]},
+        "allow_responses": {"max": -1, "expires": f"{REPLY_GRANT_SECONDS // 60}m"},
         "subscribe": {"allow": [
             f"{PREFIX}.call.{name}.>", f"{PREFIX}.cancel.{name}", f"{PREFIX}.list.{name}",
             f"{PREFIX}.tools.*", f"{PREFIX}.bye.*", HELLO_SUBJECT,
@@ -242,7 +258,7 @@ class NatsFederation(CallPath):
     """This broker's membership in a NATS cluster (see the module docstring)."""
 
     def __init__(self, router: Router, registry: Registry, federation: FederationState, options: NatsOptions,
-                 default_timeout: float = 30.0) -> None:
+                 default_timeout: float = 30.0, max_result_bytes: int = 16 * 1024 * 1024) -> None:
         self.router = router
         self.registry = registry
         self.federation = federation
@@ -250,6 +266,7 @@ class NatsFederation(CallPath):
         self.name = options.name
         self.remotes: dict[str, Remote] = {}
         self._default_timeout = default_timeout
+        self._max_result_bytes = max_result_bytes
         #: Connected and subscribed (False while nats-py reconnects).
         self.connected = False
         #: Times the connection came back after a loss (nats-py moves to another server of the cluster).
@@ -283,7 +300,7 @@ class NatsFederation(CallPath):
                     await self._subscribe()
                     self.connected = True  # subscribed: what others send now is heard
                     self.last_error = None
-                    nursery.start_soon(self._serve_calls)
+                    nursery.start_soon(self._run_calls)
                     nursery.start_soon(self._serve_control)
                     nursery.start_soon(self._announce_loop)
                     nursery.start_soon(self._expire_loop)
@@ -354,6 +371,9 @@ class NatsFederation(CallPath):
             if not aio.to_trio(lambda: self._offer_call(request)):
                 await request.respond(_busy_reply(self.name))
 
+        async def on_cancel(msg: Any) -> None:
+            aio.to_trio(lambda: self._on_cancel(msg))  # in order with the calls (call_path)
+
         def forward(kind: str) -> Any:
             async def callback(msg: Any) -> None:
                 aio.to_trio(lambda: self._control(kind, msg))
@@ -365,7 +385,8 @@ class NatsFederation(CallPath):
             await nc.subscribe(f"{PREFIX}.tools.*", cb=forward("announce"))
             await nc.subscribe(f"{PREFIX}.bye.*", cb=forward("bye"))
             await nc.subscribe(HELLO_SUBJECT, cb=forward("hello"))
-            await nc.subscribe(f"{PREFIX}.cancel.{self.name}", cb=forward("cancel"))
+            await nc.subscribe(f"{PREFIX}.cancel.{self.name}", cb=on_cancel)
+            await nc.subscribe(f"{reply_prefix(self.name)}.*", cb=self._reply_callback())
             await nc.flush()
             return service
 
@@ -426,13 +447,10 @@ class NatsFederation(CallPath):
                 self._drop_remote(msg.subject.rsplit(".", 1)[-1], "it left the NATS cluster")
             elif kind == "hello":
                 self._announce_now.set()
-            elif kind == "cancel":
-                scope = self._incoming.get((msg.headers or {}).get(H_CALL, ""))
-                if scope is not None:
-                    scope.cancel()
             elif kind == "disconnected":
                 self.connected = False
                 log.warning("nats_disconnected", url=redacted(self.options.url))
+                self._link_down()
             elif kind == "reconnected":
                 self._last_error = self.last_error = None
                 self.connected = True
@@ -652,9 +670,7 @@ class NatsFederation(CallPath):
         failed = self.router.fail_link(
             port.id, OutcomeKind.APP_DISCONNECTED,
             f"the broker {name} left the NATS cluster ({why}); its tools were withdrawn. List the tools again.")
-        for key, (scope, _, _) in list(self._outgoing.items()):
-            if key[0] == port.id:
-                scope.cancel()
+        self._calls_to_dropped(port)
         if remote.instance is not None and self.registry.unlink(remote.instance, port):
             self.registry.expire(remote.instance)
         log.info("nats_broker_gone", broker=name, reason=why, calls_failed=failed)

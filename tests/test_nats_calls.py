@@ -1,0 +1,182 @@
+"""Calls over NATS that cannot be forged, and that end when their caller or owner is gone
+(issue 27: ``broker/federation/nats_calls.py``). Real nats-server processes (``natskit``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+pytest.importorskip("nats")
+
+from app_client.protocol import ToolProgress, ToolResponse, ToolResult, ToolSpec  # noqa: E402
+from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
+from broker.federation.nats_catalog import Catalog  # noqa: E402
+from broker.federation.nats_link import broker_permissions, encode_announcement  # noqa: E402
+from faultkit import DaemonProcess  # noqa: E402
+from fedkit import start_daemon, tool_names, wait_until  # noqa: E402
+from mcp_testkit import ScriptedApp  # noqa: E402
+from natskit import INTERVAL, nats_cluster, nats_of  # noqa: E402
+
+#: nats-py's NUID: 12 random characters, then a 10-digit base-62 sequence.
+NUID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+def nuid_neighbours(token: str, count: int) -> list[str]:
+    """The next ``count`` NUIDs after ``token`` for each step an attacker might guess."""
+    prefix, digits = token[:12], token[12:22]
+    seq = 0
+    for char in digits:
+        seq = seq * 62 + NUID_DIGITS.index(char)
+    out = []
+    for step in range(1, count + 1):
+        value, text = seq + step, []
+        for _ in range(10):
+            text.append(NUID_DIGITS[value % 62])
+            value //= 62
+        out.append(prefix + "".join(reversed(text)))
+    return out
+
+
+def users_config(path: Path, names: list[str]) -> Path:
+    """A nats-server configuration: one user per broker with exactly ``broker_permissions``,
+    and ``watch``, an observer allowed everything (the test's eyes, not the attacker)."""
+    users: list[dict[str, Any]] = [{"user": name, "password": f"pw-{name}", "permissions": broker_permissions(name)}
+                                   for name in names]
+    users.append({"user": "watch", "password": "pw-watch"})
+    path.write_text(json.dumps({"authorization": {"users": users}}))
+    return path
+
+
+@asynccontextmanager
+async def nats_client(url: str, **options: Any) -> AsyncIterator[tuple[Any, Any, list[str]]]:
+    """A bare nats-py client on its own thread: (asyncio thread, connection, errors it was sent)."""
+    import nats
+
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    async with open_asyncio_thread("test-nats-client") as aio:
+        nc = await aio.run(nats.connect(url, error_cb=on_error, allow_reconnect=False, **options))
+        try:
+            yield aio, nc, errors
+        finally:
+            await aio.run(nc.close())
+
+
+# --- item 1: forged results and progress --------------------------------------------------
+
+
+async def test_a_broker_with_its_documented_permissions_cannot_forge_results_or_progress(tmp_path: Path) -> None:
+    config = users_config(tmp_path / "nats.conf", ["A", "B", "E"])
+    async with nats_cluster(1, config) as nodes, trio.open_nursery() as nursery:
+        port = nodes[0].port
+
+        def url(user: str) -> str:
+            return f"nats://{user}:pw-{user}@127.0.0.1:{port}"
+
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=url("A"), broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=url("B"), broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        async with nats_client(url("E"), inbox_prefix="_INBOX.E") as (e_aio, e_nc, e_errors), \
+                nats_client(url("watch")) as (w_aio, w_nc, _):
+            # E is a broker like the others: it offers a tool, so A's calls to it show E what
+            # A's reply and progress subjects look like.
+            seen_by_e: list[Any] = []
+
+            async def e_serves(msg: Any) -> None:
+                seen_by_e.append(msg)
+                await msg.respond(b'{"data": "peeked"}')
+
+            await e_aio.run(e_nc.subscribe("toolbridge.call.E.>", cb=e_serves))
+            spy = encode_announcement(Catalog.build("E", [ToolSpec("Spy__peek", "Peeks", {"type": "object"})], 1 << 20),
+                                      "E-id", 60_000, inline=True)
+            await e_aio.run(e_nc.publish("toolbridge.tools.E", spy))
+            await e_aio.run(e_nc.flush())
+            # The observer sees A's call to B (E may not: it cannot subscribe there).
+            to_b: list[Any] = []
+            watched = trio.Event()
+            token = trio.lowlevel.current_trio_token()
+
+            async def watch(msg: Any) -> None:  # on the client's thread
+                to_b.append(msg)
+                token.run_sync_soon(watched.set)
+
+            await w_aio.run(w_nc.subscribe("toolbridge.call.B.>", cb=watch))
+            await w_aio.run(w_nc.flush())
+            await wait_until(a.core, lambda: {"E__Spy__peek", "B__Demo__slow"} <= tool_names(a.core))
+
+            progress_seen: list[tuple[float, float | None, str | None]] = []
+
+            def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                progress_seen.append((progress, total, message))
+
+            peeked = await a.core.router.call_tool("E__Spy__peek", {}, on_progress=on_progress)
+            assert peeked.result is not None and peeked.result.data == "peeked"
+            [e_call] = seen_by_e
+
+            outcomes: list[Any] = []
+            answered = trio.Event()
+
+            async def call_b() -> None:
+                outcomes.append(await a.core.router.call_tool("B__Demo__slow", {}, on_progress=on_progress,
+                                                              timeout=30))
+                answered.set()
+
+            nursery.start_soon(call_b)
+            await app_b.until(lambda: any(i.tool == "slow" for i in app_b.invocations))
+            with trio.fail_after(10):
+                await watched.wait()
+            [call] = to_b
+            invocation = next(i for i in app_b.invocations if i.tool == "slow")
+
+            # E attacks with everything it could know, and more: the exact reply subject and
+            # progress subject of A's call to B (as if it had guessed them), and a spray of
+            # the subjects that follow the ones it saw in its own call from A.
+            forged_result = b'{"data": "forged"}'
+            forged_progress = json.dumps([99, 100, "forged"]).encode()
+            targets = [call.reply]
+            if (call.headers or {}).get("Toolbridge-Progress", "").startswith("_INBOX."):
+                targets.append(call.headers["Toolbridge-Progress"])
+            for subject in (e_call.reply, (e_call.headers or {}).get("Toolbridge-Progress", "")):
+                parts = subject.split(".")
+                if len(parts) >= 3 and len(parts[2]) == 22:  # a nats-py NUID inbox: spray its neighbours
+                    stem = ".".join(parts[:2])
+                    targets += [f"{stem}.{n}" for n in nuid_neighbours(parts[2], 1500)]
+
+            async def spray() -> None:
+                await e_nc.publish(call.reply, forged_result)
+                for subject in targets:
+                    await e_nc.publish(subject, forged_progress, headers={"Toolbridge-Kind": "progress"})
+                    await e_nc.publish(subject, forged_progress)
+                await e_nc.flush()
+
+            await e_aio.run(spray())
+            # Only now does B's app answer; the forgeries reached the server before it.
+            await app_b.send(ToolProgress(invocation.correlation_id, 1, 2, "real step"))
+            await app_b.send(ToolResponse(invocation.correlation_id, ToolResult(data="real")))
+            with trio.fail_after(10):
+                await answered.wait()
+            [outcome] = outcomes
+            assert outcome.result is not None and outcome.result.data == "real", outcome
+            assert progress_seen == [(1, 2, "real step")]
+            # The server itself refused E's messages: it may publish on no inbox of another broker.
+            assert any("permissions violation" in error.lower() for error in e_errors), e_errors
+            # The reply subject carries 128 random bits, unrelated to any other call's.
+            reply_token = call.reply.rsplit(".", 1)[-1]
+            assert call.reply.startswith("_INBOX.A.r.") and len(reply_token) == 32
+            assert e_call.reply.rsplit(".", 1)[-1] != reply_token
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
