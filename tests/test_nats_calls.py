@@ -180,3 +180,156 @@ async def test_a_broker_with_its_documented_permissions_cannot_forge_results_or_
         await app_b.close()
         for daemon in (a, b):
             daemon.shutdown.set()
+
+
+# --- item 4: this broker's own NATS link is down -------------------------------------------
+
+
+async def test_calls_fail_at_once_when_this_brokers_nats_link_is_down(tmp_path: Path) -> None:
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        # B announces rarely: A keeps its tools for minutes after losing touch.
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
+                               nats_announce_interval=60)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
+        in_flight: list[Any] = []
+        ended = trio.Event()
+
+        async def call() -> None:
+            in_flight.append(await a.core.router.call_tool("B__Demo__slow", {}, timeout=60))
+            ended.set()
+
+        nursery.start_soon(call)
+        await app_b.until(lambda: len(app_b.invocations) == 1)
+        nodes[0].kill()  # the only node: A reconnects in vain
+        with trio.fail_after(10):  # not the call's 60 s
+            await ended.wait()
+        [lost] = in_flight
+        assert lost.kind == "app_disconnected" and "connection was lost" in lost.message, lost
+        await wait_until(a.core, lambda: not nats_of(a).connected)
+        assert "B__Demo__echo" in tool_names(a.core)
+        with trio.fail_after(10):
+            down = await a.core.router.call_tool("B__Demo__echo", {"text": "x"}, timeout=60)
+        assert down.kind == "app_disconnected" and "NATS connection is down" in down.message, down
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
+# --- item 5: the owner was killed during the call -------------------------------------------
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
+async def test_a_call_in_flight_to_a_killed_broker_ends_without_waiting_for_its_silence_timeout(
+        tmp_path: Path) -> None:
+    async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        (tmp_path / "C").mkdir()
+        (tmp_path / "C" / "config.toml").write_text("nats_announce_interval = 60\n")  # dropped after 210 s
+        c = await DaemonProcess(tmp_path / "C", 0, "--no-http", "--nats", nodes[1].url, "--broker-name", "C").start()
+        try:
+            app_c = await ScriptedApp(c.port, c.token).start(nursery)
+            await wait_until(a.core, lambda: "C__Demo__slow" in tool_names(a.core), timeout=20)
+            outcomes: list[Any] = []
+            ended = trio.Event()
+
+            async def call() -> None:
+                outcomes.append(await a.core.router.call_tool("C__Demo__slow", {}, timeout=120))
+                ended.set()
+
+            nursery.start_soon(call)
+            await app_c.until(lambda: len(app_c.invocations) == 1)
+            c.kill()  # SIGKILL: no goodbye, no answer
+            with trio.fail_after(15):
+                await ended.wait()
+            [outcome] = outcomes
+            assert outcome.kind == "app_disconnected" and "stopped answering" in outcome.message, outcome
+            await app_c.close()
+        finally:
+            c.stop()
+        a.shutdown.set()
+
+
+# --- item 3: calls must not run after their caller gave up ----------------------------------
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="SIGSTOP stalls the owner")
+async def test_a_stalled_owner_does_not_run_calls_its_caller_gave_up_on(tmp_path: Path) -> None:
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        (tmp_path / "B").mkdir()
+        (tmp_path / "B" / "config.toml").write_text("nats_announce_interval = 60\n")
+        b = await DaemonProcess(tmp_path / "B", 0, "--no-http", "--nats", nodes[0].url, "--broker-name", "B").start()
+        try:
+            app_b = await ScriptedApp(b.port, b.token).start(nursery)
+            await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core), timeout=20)
+            ok = await a.core.router.call_tool("B__Demo__echo", {"text": "before"})
+            assert ok.result is not None and app_b.invocations[-1].parameters == {"text": "before"}
+            assert b.process is not None
+            b.process.send_signal(signal.SIGSTOP)  # B stalls (a 20 s stall in the issue)
+            try:
+                gave_up = await a.core.router.call_tool("B__Demo__echo", {"text": "stale"}, timeout=1.5)
+                assert gave_up.kind in ("timeout", "app_disconnected"), gave_up
+            finally:
+                b.process.send_signal(signal.SIGCONT)
+            # B catches up with what was sent meanwhile: the stale call, then its cancel.
+            after = await a.core.router.call_tool("B__Demo__echo", {"text": "after"}, timeout=20)
+            assert after.result is not None, after
+            assert [i.parameters for i in app_b.invocations if i.tool == "echo"] == [{"text": "before"},
+                                                                                   {"text": "after"}]
+            await app_b.close()
+        finally:
+            b.stop()
+        a.shutdown.set()
+
+
+async def test_calls_to_a_dropped_broker_are_cancelled_there(tmp_path: Path) -> None:
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
+        outcomes: list[Any] = []
+        ended = trio.Event()
+
+        async def call() -> None:
+            outcomes.append(await a.core.router.call_tool("B__Demo__slow", {}, timeout=60))
+            ended.set()
+
+        nursery.start_soon(call)
+        await app_b.until(lambda: len(app_b.invocations) == 1)
+        nats_of(a)._drop_remote("B", "it stopped announcing its tools")  # as A's expiry does
+        with trio.fail_after(10):
+            await ended.wait()
+        assert outcomes[0].kind == "app_disconnected"
+        await app_b.until(lambda: len(app_b.cancels) == 1)  # B was told, and told its app
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
+# --- item 7: remote results are bounded like an app's line ----------------------------------
+
+
+async def test_a_remote_result_over_max_line_bytes_is_refused(tmp_path: Path) -> None:
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
+                               nats_announce_interval=INTERVAL, max_line_bytes=64 * 1024)
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
+        small = await a.core.router.call_tool("B__Demo__echo", {"text": "x" * 1000})
+        assert small.result is not None and small.result.success
+        # B's own limit (16 MiB) lets the answer through; A's does not.
+        big = await a.core.router.call_tool("B__Demo__echo", {"text": "x" * 100_000})
+        assert big.kind == "app_error" and "max_line_bytes" in big.message, big
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
