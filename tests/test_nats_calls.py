@@ -287,6 +287,40 @@ async def test_a_stalled_owner_does_not_run_calls_its_caller_gave_up_on(tmp_path
         a.shutdown.set()
 
 
+async def test_an_owner_never_starts_a_call_cancelled_early_past_its_deadline_or_answered_off_inbox(
+        tmp_path: Path) -> None:
+    import time
+
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(b.core, lambda: nats_of(b).connected)
+        async with nats_client(nodes[0].url) as (aio, nc, _):
+
+            async def send_all() -> bytes:
+                # In this order, from one client, so B gets them in this order.
+                await nc.publish("toolbridge.cancel.B", b"", headers={"Toolbridge-Call-Id": "early-1"})
+                await nc.publish("toolbridge.call.B.Demo__echo", b'{"text": "cancelled first"}',
+                                 reply=nc.new_inbox(), headers={"Toolbridge-Call-Id": "early-1"})
+                # A reply subject that is not an inbox: B would say goodbye for itself.
+                await nc.publish("toolbridge.call.B.Demo__echo", b'{"text": "answer on bye"}',
+                                 reply="toolbridge.bye.B", headers={"Toolbridge-Call-Id": "evil-1"})
+                past = str(round((time.time() - 5) * 1000))
+                late = await nc.request("toolbridge.call.B.Demo__echo", b'{"text": "too late"}', timeout=10,
+                                        headers={"Toolbridge-Call-Id": "late-1", "Toolbridge-Timeout-Ms": "30000",
+                                                 "Toolbridge-Deadline": past})
+                after = await nc.request("toolbridge.call.B.Demo__echo", b'{"text": "after"}', timeout=10)
+                return bytes(late.data) + b"\n" + bytes(after.data)
+
+            late, after = (await aio.run(send_all())).split(b"\n")
+        assert json.loads(late)["errorKind"] == "timeout" and b"deadline passed" in late, late
+        assert json.loads(after)["data"] == {"echo": {"text": "after"}}
+        assert [i.parameters for i in app_b.invocations] == [{"text": "after"}]
+        await app_b.close()
+        b.shutdown.set()
+
+
 async def test_calls_to_a_dropped_broker_are_cancelled_there(tmp_path: Path) -> None:
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
         a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",

@@ -347,14 +347,19 @@ class CallPath:
     # --- calls from other brokers ----------------------------------------------------------
 
     def _offer_call(self, request: Any) -> None:
+        reply = _reply_of(request)
+        if not reply.startswith("_INBOX."):
+            # This broker answers (result, progress, keep-alives) only on an inbox: a reply
+            # subject such as toolbridge.bye.<NAME> would make it say things it did not mean.
+            log.debug("nats_call_refused", reason="the reply subject is not an _INBOX subject")
+            return
         try:
             self._calls_in.send_nowait(request)
         except (trio.WouldBlock, trio.ClosedResourceError):
             if self._aio is not None:
                 self._aio_submit(request.respond(_busy_reply(self.name)))
             return
-        reply = _reply_of(request)
-        if reply and (request.headers or {}).get(H_CALL):  # a toolbridge broker: it watches
+        if (request.headers or {}).get(H_CALL):  # a toolbridge broker: it watches
             self._held[reply] = time.monotonic()
 
     def _on_cancel(self, msg: Any) -> None:
@@ -435,13 +440,14 @@ class CallPath:
         remaining = _remaining(headers)
         if remaining <= 0:
             return ToolResult(success=False, error=f"at broker {self.name!r}: the call's deadline passed before it "
-                              "could start here (this broker was stalled or far behind); it was not run",
+                              "could start here (this broker was stalled, or its clock is ahead of the caller's: "
+                              "check that both keep time with NTP); it was not run",
                               error_kind=OutcomeKind.TIMEOUT.value)
         timeout = hop_budget(remaining) if math.isfinite(remaining) else None
         reply = _reply_of(request)
         caller = CallerInfo(client_name="nats", session=_caller_of(reply), transport="nats")
         on_progress = None
-        if headers.get(H_PROGRESS) and reply:
+        if headers.get(H_PROGRESS):
 
             def on_progress(progress: float, total: float | None, message: str | None) -> None:
                 self._aio_submit(self._nc.publish(reply, _encode((progress, total, message)),
