@@ -288,7 +288,7 @@ class CallPath:
             return
         try:
             if len(data) > MAX_PROGRESS_BYTES:
-                raise ValueError("too long")
+                raise msgspec.DecodeError(f"{len(data)} bytes")
             progress, total, message = _progress_decoder.decode(data)
         except (msgspec.DecodeError, ValueError):
             log.warning("nats_bad_progress", broker=port.remote)

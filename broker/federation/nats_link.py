@@ -12,12 +12,9 @@ Subjects (``NAME`` and tool names are ``[A-Za-z0-9_-]``, so each is one subject 
 contract is protocol.md §14):
 
 * ``toolbridge.call.<NAME>.<tool>`` — a call of this broker's tool ``<tool>`` (its agent-facing
-  name here, ``WatchTower__ClickElement``), a request whose reply is a JSON ``ToolResult``.
-  Headers: ``Toolbridge-Timeout-Ms`` (the caller's remaining budget; this hop takes
-  :func:`~broker.federation.uplink.hop_budget` of it), ``Toolbridge-Call-Id`` (unguessable)
-  and ``Toolbridge-From``. A caller that wants progress names an inbox it listens on in
-  ``Toolbridge-Progress``; the owner publishes each report there as
-  ``[progress, total, message]`` before its reply.
+  name here, ``WatchTower__ClickElement``), answered on its reply subject (keep-alives,
+  progress, then a JSON ``ToolResult``); headers, deadlines and why the answers cannot be
+  forged: ``nats_calls``, which carries the calls.
 * ``toolbridge.cancel.<NAME>`` — the caller gave up on the call named by ``Toolbridge-Call-Id``.
 * ``toolbridge.tools.<NAME>`` — an :class:`Announcement`: the broker is alive and the digest
   of its own tools (never the ones it learned over NATS, so nothing goes round), sent when they
@@ -30,7 +27,8 @@ contract is protocol.md §14):
   ``toolbridge.bye.<NAME>`` says a broker leaves.
 * The NATS service ``toolbridge`` (``nats_service``): ``$SRV.PING/INFO/STATS`` list every
   broker, each of its tools as an endpoint (with its schemas as metadata) and their call counts.
-* Replies and progress reach this broker under the inbox prefix ``_INBOX.<NAME>``.
+* Replies reach this broker under the inbox prefix ``_INBOX.<NAME>`` (its calls' under
+  ``_INBOX.<NAME>.r``); it may publish on no inbox but as ``allow_responses`` grants.
 
 **Other brokers' tools.** Each other broker is registered here as one app instance named after
 the broker, whose link is a :class:`RemotePort`; its tools get the names ``<NAME>__<tool>``
@@ -42,8 +40,8 @@ runs it through its own pipeline (``transport="nats"``), so both call logs have 
 A broker is dropped — its tools leave, agents get list-changed — on its ``bye``, when it has
 not announced for :data:`EXPIRE_INTERVALS` of its intervals, and at once when a call to it
 finds **no responders** (the call fails then with ``app_disconnected``, not after its deadline).
-A ``toolCancel`` to the port cancels the request and publishes the cancel; the owner cancels
-its router call, which tells the app.
+A ``toolCancel`` to the port publishes the cancel; the owner cancels its router call, which
+tells the app.
 
 Error kinds pass unchanged (the owner answers with the app's ``ToolResult``, or one carrying
 the kind of the owner's own failure, ``at broker 'NAME': ...``).
