@@ -321,6 +321,44 @@ async def test_an_owner_never_starts_a_call_cancelled_early_past_its_deadline_or
         b.shutdown.set()
 
 
+async def test_an_owner_cancels_the_call_of_a_caller_that_is_gone(tmp_path: Path) -> None:
+    async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(b.core, lambda: nats_of(b).connected)
+        kinds: list[str] = []
+        alive = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+        # A caller on the other node of the cluster, as a broker calls: it listens on its
+        # reply subject, and B sends it keep-alives there while it runs the call.
+        async with nats_client(nodes[1].url, inbox_prefix="_INBOX.X") as (aio, nc, _):
+
+            async def on_reply(msg: Any) -> None:  # on the client's thread
+                kinds.append((msg.headers or {}).get("Toolbridge-Kind", "result"))
+                token.run_sync_soon(alive.set)
+
+            reply = "_INBOX.X.r.0123456789abcdef0123456789abcdef"
+
+            async def call() -> None:
+                await nc.subscribe(reply, cb=on_reply)
+                await nc.publish("toolbridge.call.B.Demo__slow", b"{}", reply=reply,
+                                 headers={"Toolbridge-Call-Id": "gone-1", "Toolbridge-Timeout-Ms": "60000"})
+                await nc.flush()
+
+            await aio.run(call())
+            await app_b.until(lambda: len(app_b.invocations) == 1)
+            with trio.fail_after(10):
+                await alive.wait()
+            assert kinds[0] == "alive"
+        # The caller is gone (its connection closed) without a cancel: B notices at its next
+        # keep-alive (nobody listens on the reply subject any more) and tells its app.
+        await app_b.until(lambda: len(app_b.cancels) == 1)
+        await wait_until(b.core, lambda: len(b.core.calls) == 0)
+        await app_b.close()
+        b.shutdown.set()
+
+
 async def test_calls_to_a_dropped_broker_are_cancelled_there(tmp_path: Path) -> None:
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
         a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",

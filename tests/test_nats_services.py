@@ -286,7 +286,10 @@ def test_protocol_md_documents_the_subjects_headers_and_permissions_the_code_use
         assert listed == perms[verb]["allow"], verb
     responses = perms["allow_responses"]
     assert f"`allow_responses: {{max: {responses['max']}, expires: {responses['expires']}}}`" in section
-    assert "`_INBOX.NAME.r.TOKEN`" in section and nats_link.reply_prefix("NAME") == "_INBOX.NAME.r"
+    from broker.federation.nats_calls import alive_prefix, reply_prefix
+
+    assert "`_INBOX.NAME.r.TOKEN`" in section and reply_prefix("NAME") == "_INBOX.NAME.r"
+    assert "`_INBOX.NAME.a.TOKEN`" in section and alive_prefix("NAME") == "_INBOX.NAME.a"
     assert f"`{nats_link.inbox_prefix('NAME')}`" in section
     assert nats_link.INLINE_BYTES == 256 * 1024 and "256 KiB" in section
 

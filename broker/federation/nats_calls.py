@@ -39,7 +39,10 @@ gives up: its agent cancelled, its deadline passed, the owner fell silent or was
 **Serving.** Calls from other brokers reach trio through a bounded channel (full: ``busy`` at
 once) and run through this broker's own router pipeline (``transport="nats"``), at most
 :data:`MAX_SERVING` at once. While this broker holds a call from another toolbridge broker it
-sends a keep-alive every :data:`KEEPALIVE` seconds on its reply subject. The caller's name in
+sends a keep-alive every :data:`KEEPALIVE` seconds on its reply subject, itself with a reply
+subject (``_INBOX.<this broker>.a.<token>``) that only the server uses: its "no responders"
+there says nobody listens for the call any more (the caller died or lost its connection, and
+sent no cancel), and the call is cancelled. The caller's name in
 the call log is the broker whose inbox the reply goes to, marked ``(unverified)``: NATS
 permissions make that the only broker that can read the answer, not the one that sent the call.
 """
@@ -112,6 +115,22 @@ def reply_prefix(name: str) -> str:
     return f"_INBOX.{name}.r"
 
 
+def alive_prefix(name: str) -> str:
+    """The reply subjects of broker ``name``'s keep-alives: ``_INBOX.<NAME>.a`` (one more token
+    each). Only the server's "no responders" comes there: the caller of that call is gone."""
+    return f"_INBOX.{name}.a"
+
+
+@attrs.define(eq=False)
+class _Held:
+    """A call from another broker held here (queued or running), for its keep-alives."""
+
+    call_id: str
+    #: Names it in the reply subject of its keep-alives.
+    token: str
+    since: float
+
+
 class RemotePort:
     """Another broker's link, as this broker's core sees it (a ``broker.core.ports.AppPort``)."""
 
@@ -167,8 +186,9 @@ class CallPath:
         #: Calls served here, by call id; and cancels that came before their call (expiry times).
         self._incoming: dict[str, trio.CancelScope] = {}
         self._early_cancels: dict[str, float] = {}
-        #: Reply subjects of the calls held here (queued or running) -> since when (monotonic).
-        self._held: dict[str, float] = {}
+        #: Calls from other brokers held here (queued or running), by reply subject and by token.
+        self._held: dict[str, _Held] = {}
+        self._held_tokens: dict[str, str] = {}
         self._serving = trio.Semaphore(MAX_SERVING)
         self._calls_in, self._calls_out = trio.open_memory_channel[Any](CALL_QUEUE)
 
@@ -185,8 +205,9 @@ class CallPath:
             nursery.start_soon(self._watch_outgoing)
             nursery.start_soon(self._keep_alive)
 
-    def _reply_callback(self) -> Any:
-        """The callback of the subscription ``_INBOX.<NAME>.r.*`` (runs on the asyncio thread)."""
+    async def _subscribe_calls(self, nc: Any) -> None:
+        """Subscribe to this broker's calls' replies and its keep-alives' "no responders" (on the
+        asyncio thread, with the link's other subscriptions)."""
         aio = self._aio
         assert aio is not None
 
@@ -194,7 +215,12 @@ class CallPath:
             heard = time.monotonic()  # on arrival: a slow trio loop must not look like a silent owner
             aio.to_trio(lambda: self._on_reply(msg, heard))
 
-        return on_reply
+        async def on_alive_bounced(msg: Any) -> None:
+            if (msg.headers or {}).get(_STATUS) == _NO_RESPONDERS:
+                aio.to_trio(lambda: self._caller_gone(msg.subject.rsplit(".", 1)[-1]))
+
+        await nc.subscribe(f"{reply_prefix(self.name)}.*", cb=on_reply)
+        await nc.subscribe(f"{alive_prefix(self.name)}.*", cb=on_alive_bounced)
 
     # --- calls to other brokers ------------------------------------------------------------
 
@@ -359,14 +385,32 @@ class CallPath:
             if self._aio is not None:
                 self._aio_submit(request.respond(_busy_reply(self.name)))
             return
-        if (request.headers or {}).get(H_CALL):  # a toolbridge broker: it watches
-            self._held[reply] = time.monotonic()
+        call_id = (request.headers or {}).get(H_CALL, "")[:200]
+        if call_id:  # a toolbridge broker: it watches the call, so it gets keep-alives
+            held = _Held(call_id, secrets.token_hex(8), time.monotonic())
+            self._held[reply] = held
+            self._held_tokens[held.token] = reply
+
+    def _unhold(self, request: Any) -> None:
+        held = self._held.pop(_reply_of(request), None)
+        if held is not None:
+            self._held_tokens.pop(held.token, None)
+
+    def _caller_gone(self, token: str) -> None:
+        """Nobody listens on a held call's reply subject any more (its caller died or lost its
+        connection): cancel the call as if the caller had said so."""
+        held = self._held.get(self._held_tokens.get(token, ""))
+        if held is not None:
+            log.info("nats_caller_gone", call_id=held.call_id[:64])
+            self._cancel_call(held.call_id)
 
     def _on_cancel(self, msg: Any) -> None:
         """``toolbridge.cancel.<NAME>`` (called on trio in arrival order, before queued calls run)."""
         call_id = (msg.headers or {}).get(H_CALL, "")[:200]
-        if not call_id:
-            return
+        if call_id:
+            self._cancel_call(call_id)
+
+    def _cancel_call(self, call_id: str) -> None:
         scope = self._incoming.get(call_id)
         if scope is not None:
             scope.cancel()
@@ -383,14 +427,17 @@ class CallPath:
             if not self._held or self._nc is None:
                 continue
             due = time.monotonic() - KEEPALIVE
-            subjects = [reply for reply, since in self._held.items() if since <= due]
-            if subjects:
-                self._aio_submit(self._publish_alive(subjects))
+            prefix = alive_prefix(self.name)
+            # Each with a reply subject: if nobody listens on the call's reply subject, the
+            # server says so there ("no responders", _caller_gone), and the call is cancelled.
+            targets = [(reply, f"{prefix}.{held.token}") for reply, held in self._held.items() if held.since <= due]
+            if targets:
+                self._aio_submit(self._publish_alive(targets))
 
-    async def _publish_alive(self, subjects: list[str]) -> None:
+    async def _publish_alive(self, targets: list[tuple[str, str]]) -> None:
         try:
-            for subject in subjects:
-                await self._nc.publish(subject, b"", headers={H_KIND: "alive"})
+            for subject, bounce in targets:
+                await self._nc.publish(subject, b"", reply=bounce, headers={H_KIND: "alive"})
         except Exception as exc:  # disconnected: the callers give up on their own
             log.debug("nats_keepalive_failed", error=type(exc).__name__)
 
@@ -417,7 +464,7 @@ class CallPath:
         except Exception as exc:  # the reply could not be sent (the caller's side is gone)
             log.warning("nats_reply_failed", error=type(exc).__name__)
         finally:
-            self._held.pop(_reply_of(request), None)
+            self._unhold(request)
             self._serving.release()
 
     async def _run_call(self, request: Any) -> ToolResult | None:

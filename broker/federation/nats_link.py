@@ -77,7 +77,6 @@ from .nats_calls import (  # noqa: F401 (the headers: protocol.md §14 names the
     CallPath,
     RemotePort,
     _busy_reply,
-    reply_prefix,
 )
 from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name
@@ -384,7 +383,7 @@ class NatsFederation(CallPath):
             await nc.subscribe(f"{PREFIX}.bye.*", cb=forward("bye"))
             await nc.subscribe(HELLO_SUBJECT, cb=forward("hello"))
             await nc.subscribe(f"{PREFIX}.cancel.{self.name}", cb=on_cancel)
-            await nc.subscribe(f"{reply_prefix(self.name)}.*", cb=self._reply_callback())
+            await self._subscribe_calls(nc)
             await nc.flush()
             return service
 
