@@ -359,6 +359,34 @@ async def test_an_owner_cancels_the_call_of_a_caller_that_is_gone(tmp_path: Path
         b.shutdown.set()
 
 
+async def test_an_owner_that_loses_its_nats_link_cancels_the_calls_it_can_no_longer_answer(
+        tmp_path: Path) -> None:
+    async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
+        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
+                               nats_announce_interval=INTERVAL)
+        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[1].url, broker_name="B",
+                               nats_announce_interval=INTERVAL)
+        app_b = await ScriptedApp(b.port, b.token).start(nursery)
+        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
+        outcomes: list[Any] = []
+        ended = trio.Event()
+
+        async def call() -> None:
+            outcomes.append(await a.core.router.call_tool("B__Demo__slow", {}, timeout=60))
+            ended.set()
+
+        nursery.start_soon(call)
+        await app_b.until(lambda: len(app_b.invocations) == 1)
+        nodes[1].kill()  # B's node: B moves to node 0, but its answer could not reach A
+        await app_b.until(lambda: len(app_b.cancels) == 1)
+        with trio.fail_after(10):
+            await ended.wait()
+        assert outcomes[0].kind == "app_disconnected", outcomes[0]
+        await app_b.close()
+        for daemon in (a, b):
+            daemon.shutdown.set()
+
+
 async def test_calls_to_a_dropped_broker_are_cancelled_there(tmp_path: Path) -> None:
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
         a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",

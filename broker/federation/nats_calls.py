@@ -350,11 +350,17 @@ class CallPath:
             self._give_up(entry)
 
     def _link_down(self) -> None:
-        """This broker's NATS connection was lost: replies cannot reach it, so its calls out end."""
+        """This broker's NATS connection was lost: replies cannot reach it, so its calls out end;
+        and its answers cannot reach their callers (the server's grants to answer, row 86, die
+        with the connection; the callers give up within :data:`LIVENESS`), so its calls in end."""
         for entry in list(self._outgoing.values()):
             self._end(entry, OutcomeKind.APP_DISCONNECTED,
                       f"this broker's NATS connection was lost during the call to the broker {entry.port.remote}; "
                       "retry in a moment")
+        if self._held:
+            log.info("nats_calls_abandoned", calls=len(self._held), reason="this broker's NATS connection was lost")
+        for held in list(self._held.values()):
+            self._cancel_call(held.call_id)
 
     async def _watch_outgoing(self) -> None:
         """End calls whose owner fell silent (killed, cut off, stalled), and forget ended ones."""
