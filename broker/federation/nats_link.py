@@ -66,18 +66,8 @@ from ..core.outcome import OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_bridge import AsyncioThread, open_asyncio_thread
-from .nats_calls import (  # noqa: F401 (the headers: protocol.md §14 names them)
-    H_CALL,
-    H_DEADLINE,
-    H_FROM,
-    H_KIND,
-    H_PROGRESS,
-    H_TIMEOUT,
-    REPLY_GRANT_SECONDS,
-    CallPath,
-    RemotePort,
-    _busy_reply,
-)
+from .nats_calls import H_CALL, H_DEADLINE, H_FROM, H_KIND, H_PROGRESS, H_TIMEOUT  # noqa: F401 (§14's names)
+from .nats_calls import REPLY_GRANT_SECONDS, CallPath, RemotePort, _busy_reply
 from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name
 
