@@ -66,12 +66,16 @@ class Operator:
         return json.dumps({"operator": operator_jwt, "resolver": "MEMORY",
                            "resolver_preload": {account_pub: account_jwt}})
 
-    def user(self, path: Path, name: str, permissions: dict[str, dict[str, list[str]]] | None = None) -> Path:
+    def user(self, path: Path, name: str, permissions: dict[str, Any] | None = None) -> Path:
         """Write a ``.creds`` file for a new user ``name`` (with these publish/subscribe permissions)."""
         key = new_key(nkeys.PREFIX_BYTE_USER)
         claims: dict[str, Any] = {"type": "user", "subs": NO_LIMIT, "data": NO_LIMIT, "payload": NO_LIMIT}
         if permissions is not None:
             claims["pub"] = permissions["publish"]
             claims["sub"] = permissions["subscribe"]
+            responses = permissions.get("allow_responses")
+            if responses is not None:  # a JWT's "resp": max, and ttl in nanoseconds
+                minutes = int(responses["expires"].removesuffix("m"))
+                claims["resp"] = {"max": responses["max"], "ttl": minutes * 60 * 10**9}
         path.write_text(creds_text(encode_jwt(self.account, key.public_key.decode(), name, claims), key.seed))
         return path

@@ -276,13 +276,20 @@ def test_protocol_md_documents_the_subjects_headers_and_permissions_the_code_use
     assert documented - {"toolbridge.call.*.>"} <= used | {"toolbridge.call.NAME.TOOL"}
     assert {s for s in used if "*" not in s and ">" not in s} <= documented
     headers = set(re.findall(r"`(Toolbridge-[A-Za-z-]+)`", section))
-    assert headers == {nats_link.H_CALL, nats_link.H_FROM, nats_link.H_TIMEOUT, nats_link.H_PROGRESS}
+    assert headers == {nats_link.H_CALL, nats_link.H_FROM, nats_link.H_TIMEOUT, nats_link.H_PROGRESS,
+                       nats_link.H_DEADLINE, nats_link.H_KIND}
     # The permission lists, verbatim.
     for verb in ("publish", "subscribe"):
         line = re.search(rf"^- {verb}: (.+?);?$", section.replace("\n  ", " "), re.MULTILINE)
         assert line is not None, verb
         listed = re.findall(r"`([^`]+)`", line.group(1))
         assert listed == perms[verb]["allow"], verb
+    responses = perms["allow_responses"]
+    assert f"`allow_responses: {{max: {responses['max']}, expires: {responses['expires']}}}`" in section
+    from broker.federation.nats_calls import alive_prefix, reply_prefix
+
+    assert "`_INBOX.NAME.r.TOKEN`" in section and reply_prefix("NAME") == "_INBOX.NAME.r"
+    assert "`_INBOX.NAME.a.TOKEN`" in section and alive_prefix("NAME") == "_INBOX.NAME.a"
     assert f"`{nats_link.inbox_prefix('NAME')}`" in section
     assert nats_link.INLINE_BYTES == 256 * 1024 and "256 KiB" in section
 

@@ -22,11 +22,13 @@ def permissions_text(name: str) -> str:
 
     perms = broker_permissions(check_broker_name(name))
     publish, subscribe = perms["publish"]["allow"], perms["subscribe"]["allow"]
+    responses = perms["allow_responses"]  # replies only to requests it was sent (nats_calls)
     block = json.dumps({"user": name, "password": "<its password>", "permissions": perms}, indent=2)
     return (f"# nats-server.conf, in authorization {{ users = [ ... ] }}:\n{block}\n\n"
             f"# or, with an operator (nsc), for a new user of the toolbridge account:\n"
             f"nsc add user {shlex.quote(name)} --allow-pub {shlex.quote(','.join(publish))} "
-            f"--allow-sub {shlex.quote(','.join(subscribe))}\n")
+            f"--allow-sub {shlex.quote(','.join(subscribe))} "
+            f"--allow-pub-response={responses['max']} --response-ttl {responses['expires']}\n")
 
 
 def cmd_nats_permissions(args: argparse.Namespace) -> int:

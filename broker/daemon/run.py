@@ -202,7 +202,8 @@ def _nats_federation(core: BrokerCore, options: Any) -> Any:
     from ..federation.nats_link import NatsFederation
 
     return NatsFederation(core.router, core.registry, core.federation, options,
-                          default_timeout=core.settings.default_timeout)
+                          default_timeout=core.settings.default_timeout,
+                          max_result_bytes=core.settings.max_line_bytes)
 
 
 async def _watch_signals(shutdown: trio.Event, *,

@@ -12,12 +12,9 @@ Subjects (``NAME`` and tool names are ``[A-Za-z0-9_-]``, so each is one subject 
 contract is protocol.md §14):
 
 * ``toolbridge.call.<NAME>.<tool>`` — a call of this broker's tool ``<tool>`` (its agent-facing
-  name here, ``WatchTower__ClickElement``), a request whose reply is a JSON ``ToolResult``.
-  Headers: ``Toolbridge-Timeout-Ms`` (the caller's remaining budget; this hop takes
-  :func:`~broker.federation.uplink.hop_budget` of it), ``Toolbridge-Call-Id`` (unguessable)
-  and ``Toolbridge-From``. A caller that wants progress names an inbox it listens on in
-  ``Toolbridge-Progress``; the owner publishes each report there as
-  ``[progress, total, message]`` before its reply.
+  name here, ``WatchTower__ClickElement``), answered on its reply subject (keep-alives,
+  progress, then a JSON ``ToolResult``); headers, deadlines and why the answers cannot be
+  forged: ``nats_calls``, which carries the calls.
 * ``toolbridge.cancel.<NAME>`` — the caller gave up on the call named by ``Toolbridge-Call-Id``.
 * ``toolbridge.tools.<NAME>`` — an :class:`Announcement`: the broker is alive and the digest
   of its own tools (never the ones it learned over NATS, so nothing goes round), sent when they
@@ -30,7 +27,8 @@ contract is protocol.md §14):
   ``toolbridge.bye.<NAME>`` says a broker leaves.
 * The NATS service ``toolbridge`` (``nats_service``): ``$SRV.PING/INFO/STATS`` list every
   broker, each of its tools as an endpoint (with its schemas as metadata) and their call counts.
-* Replies and progress reach this broker under the inbox prefix ``_INBOX.<NAME>``.
+* Replies reach this broker under the inbox prefix ``_INBOX.<NAME>`` (its calls' under
+  ``_INBOX.<NAME>.r``); it may publish on no inbox but as ``allow_responses`` grants.
 
 **Other brokers' tools.** Each other broker is registered here as one app instance named after
 the broker, whose link is a :class:`RemotePort`; its tools get the names ``<NAME>__<tool>``
@@ -42,8 +40,8 @@ runs it through its own pipeline (``transport="nats"``), so both call logs have 
 A broker is dropped — its tools leave, agents get list-changed — on its ``bye``, when it has
 not announced for :data:`EXPIRE_INTERVALS` of its intervals, and at once when a call to it
 finds **no responders** (the call fails then with ``app_disconnected``, not after its deadline).
-A ``toolCancel`` to the port cancels the request and publishes the cancel; the owner cancels
-its router call, which tells the app.
+A ``toolCancel`` to the port publishes the cancel; the owner cancels its router call, which
+tells the app.
 
 Error kinds pass unchanged (the owner answers with the app's ``ToolResult``, or one carrying
 the kind of the owner's own failure, ``at broker 'NAME': ...``).
@@ -51,11 +49,7 @@ the kind of the owner's own failure, ``at broker 'NAME': ...``).
 
 from __future__ import annotations
 
-import itertools
-import math
-import secrets
 import ssl
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -65,16 +59,17 @@ import msgspec
 import structlog
 import trio
 
-from app_client.protocol import Message, ToolCancel, ToolInvocation, ToolResult, ToolSpec
+from app_client.protocol import ToolSpec
 
 from ..config.net import is_loopback
-from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
-from ..core.passthrough import plain
+from ..core.outcome import OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_bridge import AsyncioThread, open_asyncio_thread
-from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, call_subject, decode_tools, digest_of, list_subject, page_decoder
-from .uplink import default_uplink_name, hop_budget
+from .nats_calls import H_CALL, H_DEADLINE, H_FROM, H_KIND, H_PROGRESS, H_TIMEOUT  # noqa: F401 (§14's names)
+from .nats_calls import REPLY_GRANT_SECONDS, CallPath, RemotePort, _busy_reply
+from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, decode_tools, digest_of, list_subject, page_decoder
+from .uplink import default_uplink_name
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -85,16 +80,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger("toolbridge.nats")
 
 HELLO_SUBJECT: Final = f"{PREFIX}.hello"
-H_TIMEOUT: Final = "Toolbridge-Timeout-Ms"
-H_CALL: Final = "Toolbridge-Call-Id"
-H_FROM: Final = "Toolbridge-From"
-H_PROGRESS: Final = "Toolbridge-Progress"
 #: Broker names are one NATS subject token and leave room in ``<NAME>__<app>__<tool>``.
 MAX_BROKER_NAME: Final = 32
-#: Calls from other brokers waiting for this broker's loop (beyond: answered ``busy``).
-CALL_QUEUE: Final = 256
-#: Calls from other brokers run at once here (each bounded further by its app's admission).
-MAX_SERVING: Final = 512
 #: Control messages (announcements, cancels) waiting for the loop; beyond, dropped.
 CONTROL_QUEUE: Final = 1024
 #: A remote broker's calls in flight here at once (its instance's admission limit).
@@ -103,8 +90,6 @@ REMOTE_CONCURRENCY: Final = 64
 EXPIRE_INTERVALS: Final = 3.5
 #: Changes of the tool set within this long are announced together.
 COALESCE_SECONDS: Final = 0.05
-#: The trip back: a request waits this much longer than the budget it gave the owner.
-REPLY_MARGIN: Final = 1.0
 #: Retry a failed first connection after this long.
 CONNECT_RETRY: Final = 2.0
 #: A changed tool list up to this size travels inline in the announcement (bigger: fetched by pages).
@@ -117,11 +102,7 @@ FETCH_TIMEOUT: Final = 10.0
 #: broker counts as one app here, whose tools ``max_tools_per_app`` bounds anyway).
 MAX_PAGES: Final = 4096
 
-_port_ids = itertools.count(-1, -1)  # negative: never a daemon connection's id
-_result_decoder = msgspec.json.Decoder(ToolResult)
 _encode = msgspec.json.Encoder().encode
-#: A progress report on the reply stream: ``[progress, total, message]``.
-_progress_decoder = msgspec.json.Decoder(tuple[float, float | None, str | None])
 
 
 class Announcement(msgspec.Struct, forbid_unknown_fields=False, omit_defaults=True):
@@ -154,17 +135,21 @@ def inbox_prefix(name: str) -> str:
     return f"_INBOX.{name}"
 
 
-def broker_permissions(name: str) -> dict[str, dict[str, list[str]]]:
+def broker_permissions(name: str) -> dict[str, Any]:
     """The NATS permissions broker ``name`` needs, and no more (README, SECURITY.md): it may
     publish only its own announcements and goodbye, and receive only its own calls, list
     requests, cancels and inbox, so another user of the account cannot speak for it, take its
-    calls or read its replies. Same shape in a ``nats-server`` users block and a user JWT."""
+    calls or read its replies. It publishes on no inbox but the reply subjects of requests
+    delivered to it (``allow_responses``: any number of messages — keep-alives, progress, the
+    result — for :data:`~broker.federation.nats_calls.REPLY_GRANT_SECONDS`), so it cannot answer
+    a call made to another broker (``nats_calls``). The shape of a ``nats-server`` users block;
+    a user JWT has ``pub``, ``sub`` and ``resp`` (``max``, ``ttl`` in ns) instead."""
     return {
         "publish": {"allow": [
             f"{PREFIX}.tools.{name}", f"{PREFIX}.bye.{name}", HELLO_SUBJECT,
             f"{PREFIX}.call.*.>", f"{PREFIX}.cancel.*", f"{PREFIX}.list.*",
-            "_INBOX.>",  # replies and progress to callers (inbox names are unguessable)
         ]},
+        "allow_responses": {"max": -1, "expires": f"{REPLY_GRANT_SECONDS // 60}m"},
         "subscribe": {"allow": [
             f"{PREFIX}.call.{name}.>", f"{PREFIX}.cancel.{name}", f"{PREFIX}.list.{name}",
             f"{PREFIX}.tools.*", f"{PREFIX}.bye.*", HELLO_SUBJECT,
@@ -242,25 +227,6 @@ def nats_options(settings: Settings) -> NatsOptions | None:
                        announce_interval=settings.nats_announce_interval)
 
 
-class RemotePort:
-    """Another broker's link, as this broker's core sees it (a ``broker.core.ports.AppPort``)."""
-
-    def __init__(self, federation: NatsFederation, remote: str) -> None:
-        self.id = next(_port_ids)
-        self.remote = remote
-        self._federation = federation
-
-    @property
-    def label(self) -> str:
-        return self.remote
-
-    def send_reliable_nowait(self, message: Message) -> bool:
-        return self._federation._port_message(self, message)
-
-    def replaced(self) -> None:
-        pass  # the same port re-registers its own instance when the broker's tools change
-
-
 @attrs.define(eq=False)
 class Remote:
     name: str
@@ -275,11 +241,11 @@ class Remote:
     interval: float = 5.0
 
 
-class NatsFederation:
+class NatsFederation(CallPath):
     """This broker's membership in a NATS cluster (see the module docstring)."""
 
     def __init__(self, router: Router, registry: Registry, federation: FederationState, options: NatsOptions,
-                 default_timeout: float = 30.0) -> None:
+                 default_timeout: float = 30.0, max_result_bytes: int = 16 * 1024 * 1024) -> None:
         self.router = router
         self.registry = registry
         self.federation = federation
@@ -287,6 +253,7 @@ class NatsFederation:
         self.name = options.name
         self.remotes: dict[str, Remote] = {}
         self._default_timeout = default_timeout
+        self._max_result_bytes = max_result_bytes
         #: Connected and subscribed (False while nats-py reconnects).
         self.connected = False
         #: Times the connection came back after a loss (nats-py moves to another server of the cluster).
@@ -297,13 +264,10 @@ class NatsFederation:
         self._last_error: tuple[str, str] | None = None
         self._nc: Any = None
         self._nursery: trio.Nursery | None = None
-        self._outgoing: dict[tuple[int, int], tuple[trio.CancelScope, str, str]] = {}
-        self._incoming: dict[str, trio.CancelScope] = {}
         self._announce_now = trio.Event()
         self._catalog = Catalog.build(self.name, [], 1 << 20)
         self._fetches = trio.CapacityLimiter(FETCHES)
-        self._serving = trio.Semaphore(MAX_SERVING)
-        self._calls_in, self._calls_out = trio.open_memory_channel[Any](CALL_QUEUE)
+        self._init_calls()
         self._control_in, self._control_out = trio.open_memory_channel[tuple[str, Any]](CONTROL_QUEUE)
 
     def status(self) -> dict[str, Any]:
@@ -323,7 +287,7 @@ class NatsFederation:
                     await self._subscribe()
                     self.connected = True  # subscribed: what others send now is heard
                     self.last_error = None
-                    nursery.start_soon(self._serve_calls)
+                    nursery.start_soon(self._run_calls)
                     nursery.start_soon(self._serve_control)
                     nursery.start_soon(self._announce_loop)
                     nursery.start_soon(self._expire_loop)
@@ -394,6 +358,9 @@ class NatsFederation:
             if not aio.to_trio(lambda: self._offer_call(request)):
                 await request.respond(_busy_reply(self.name))
 
+        async def on_cancel(msg: Any) -> None:
+            aio.to_trio(lambda: self._on_cancel(msg))  # in order with the calls (call_path)
+
         def forward(kind: str) -> Any:
             async def callback(msg: Any) -> None:
                 aio.to_trio(lambda: self._control(kind, msg))
@@ -405,7 +372,8 @@ class NatsFederation:
             await nc.subscribe(f"{PREFIX}.tools.*", cb=forward("announce"))
             await nc.subscribe(f"{PREFIX}.bye.*", cb=forward("bye"))
             await nc.subscribe(HELLO_SUBJECT, cb=forward("hello"))
-            await nc.subscribe(f"{PREFIX}.cancel.{self.name}", cb=forward("cancel"))
+            await nc.subscribe(f"{PREFIX}.cancel.{self.name}", cb=on_cancel)
+            await self._subscribe_calls(nc)
             await nc.flush()
             return service
 
@@ -446,13 +414,6 @@ class NatsFederation:
 
     # --- messages from the asyncio thread (called on trio, must not block) -------------------
 
-    def _offer_call(self, request: Any) -> None:
-        try:
-            self._calls_in.send_nowait(request)
-        except (trio.WouldBlock, trio.ClosedResourceError):
-            if self._aio is not None:
-                self._aio_submit(request.respond(_busy_reply(self.name)))
-
     def _control(self, kind: str, msg: Any) -> None:
         try:
             self._control_in.send_nowait((kind, msg))
@@ -473,13 +434,10 @@ class NatsFederation:
                 self._drop_remote(msg.subject.rsplit(".", 1)[-1], "it left the NATS cluster")
             elif kind == "hello":
                 self._announce_now.set()
-            elif kind == "cancel":
-                scope = self._incoming.get((msg.headers or {}).get(H_CALL, ""))
-                if scope is not None:
-                    scope.cancel()
             elif kind == "disconnected":
                 self.connected = False
                 log.warning("nats_disconnected", url=redacted(self.options.url))
+                self._link_down()
             elif kind == "reconnected":
                 self._last_error = self.last_error = None
                 self.connected = True
@@ -699,196 +657,11 @@ class NatsFederation:
         failed = self.router.fail_link(
             port.id, OutcomeKind.APP_DISCONNECTED,
             f"the broker {name} left the NATS cluster ({why}); its tools were withdrawn. List the tools again.")
-        for key, (scope, _, _) in list(self._outgoing.items()):
-            if key[0] == port.id:
-                scope.cancel()
+        self._calls_to_dropped(port)
         if remote.instance is not None and self.registry.unlink(remote.instance, port):
             self.registry.expire(remote.instance)
         log.info("nats_broker_gone", broker=name, reason=why, calls_failed=failed)
 
-    # --- calls to other brokers ------------------------------------------------------------
-
-    def _port_message(self, port: RemotePort, message: Message) -> bool:
-        nursery = self._nursery
-        if nursery is None or self.remotes.get(port.remote) is None:
-            return False
-        if isinstance(message, ToolInvocation):
-            try:
-                nursery.start_soon(self._forward, port, message)
-            except RuntimeError:  # the nursery is closing: the daemon is stopping
-                return False
-            return True
-        if isinstance(message, ToolCancel):
-            entry = self._outgoing.pop((port.id, message.correlation_id), None)
-            if entry is not None:
-                scope, remote, call_id = entry
-                scope.cancel()
-                self._aio_submit(self._nc.publish(f"{PREFIX}.cancel.{remote}", b"", headers={H_CALL: call_id}))
-            return True
-        return True
-
-    async def _forward(self, port: RemotePort, invocation: ToolInvocation) -> None:
-        import nats.errors
-
-        cid = invocation.correlation_id
-        # Unguessable: a cancel names the call, and any broker may publish on toolbridge.cancel.*
-        call_id = f"{self.federation.broker_id}-{cid}-{secrets.token_hex(8)}"
-        headers = {H_CALL: call_id, H_FROM: self.name}
-        budget = self._default_timeout if invocation.timeout_ms is None else invocation.timeout_ms / 1000
-        if invocation.timeout_ms is not None:
-            headers[H_TIMEOUT] = str(invocation.timeout_ms)
-        aio = self._aio
-        assert aio is not None
-        reply = None
-        progress = None
-        with trio.CancelScope() as scope:
-            self._outgoing[(port.id, cid)] = (scope, port.remote, call_id)
-            try:
-                if invocation.progress:
-                    progress = await self._progress_stream(port, cid)
-                    headers[H_PROGRESS] = progress.subject
-                reply = await aio.run(self._nc.request(
-                    call_subject(port.remote, invocation.tool), _encode(invocation.parameters),
-                    timeout=budget + REPLY_MARGIN, headers=headers))
-            except nats.errors.NoRespondersError:
-                self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
-                           f"the broker {port.remote} is not reachable over NATS (no responders): it stopped or "
-                           "lost its connection; its tools were withdrawn. List the tools again.")
-                self._drop_remote(port.remote, "no responders")
-            except nats.errors.TimeoutError:
-                pass  # the router's own deadline, earlier, has ended the call
-            except Exception as exc:  # the connection is closed or reconnecting (nats-py's errors)
-                self._fail(port, cid, OutcomeKind.APP_DISCONNECTED,
-                           f"the NATS connection to the broker {port.remote} is down ({type(exc).__name__}); "
-                           "retry in a moment")
-            finally:
-                self._outgoing.pop((port.id, cid), None)
-                if progress is not None:
-                    aio.submit(progress.unsubscribe())
-        if reply is None:
-            return
-        call = self.router.calls.get(cid)
-        if call is None or call.link is not port:
-            return  # late: the call ended meanwhile
-        try:
-            result = _result_decoder.decode(reply.data)
-        except msgspec.DecodeError:
-            self.router.fail(call, OutcomeKind.APP_ERROR, f"the broker {port.remote} sent an invalid answer")
-            return
-        self.router.resolve(call, result)
-
-    async def _progress_stream(self, port: RemotePort, cid: int) -> Any:
-        """A subscription on a fresh inbox where the owner publishes the call's progress.
-
-        The owner publishes each report before its reply, on the same connection, and this
-        subscription's callback runs before the request's reply is handed back, so the reports
-        reach the router in order and before the result (later ones would be dropped).
-        """
-        aio, nc = self._aio, self._nc
-        assert aio is not None
-
-        async def on_progress(msg: Any) -> None:
-            aio.to_trio(lambda: self._progress(port, cid, msg.data))
-
-        return await aio.run(nc.subscribe(nc.new_inbox(), cb=on_progress))
-
-    def _progress(self, port: RemotePort, cid: int, data: bytes) -> None:
-        call = self.router.calls.get(cid)
-        if call is None or call.link is not port:
-            return
-        try:
-            progress, total, message = _progress_decoder.decode(data)
-        except (msgspec.DecodeError, ValueError):
-            log.warning("nats_bad_progress", broker=port.remote)
-            return
-        call.progress(progress, total, message)
-
-    def _fail(self, port: RemotePort, cid: int, kind: OutcomeKind, message: str) -> None:
-        call = self.router.calls.get(cid)
-        if call is not None and call.link is port:
-            self.router.fail(call, kind, message)
-
-    # --- calls from other brokers ----------------------------------------------------------
-
-    async def _serve_calls(self) -> None:
-        assert self._nursery is not None
-        async for request in self._calls_out:
-            await self._serving.acquire()
-            self._nursery.start_soon(self._serve_call, request)
-
-    async def _serve_call(self, request: Any) -> None:
-        started = time.perf_counter_ns()
-        try:
-            result = await self._run_call(request)
-            stat = self._catalog.stats.get(request.subject.rsplit(".", 1)[-1])
-            if stat is not None:  # for $SRV.STATS
-                stat.num_requests += 1
-                stat.processing_time += time.perf_counter_ns() - started
-                if result is not None and not result.success:
-                    stat.num_errors += 1
-                    stat.last_error = result.error_kind or "error"
-            if result is not None:
-                assert self._aio is not None
-                await self._aio.run(request.respond(_encode(result)))
-        except Exception as exc:  # the reply could not be sent (the caller's side is gone)
-            log.warning("nats_reply_failed", error=type(exc).__name__)
-        finally:
-            self._serving.release()
-
-    async def _run_call(self, request: Any) -> ToolResult | None:
-        headers: dict[str, str] = request.headers or {}
-        tool = request.subject.rsplit(".", 1)[-1]
-        registered = self.registry.lookup(tool)
-        if registered is None or isinstance(registered.instance.link, RemotePort):
-            return ToolResult(success=False, error=f"at broker {self.name!r}: unknown tool {tool!r}: the app that "
-                              "offered it is no longer connected there. List the tools again.")
-        try:
-            arguments = msgspec.json.decode(request.data)
-        except msgspec.DecodeError:
-            arguments = None
-        if not isinstance(arguments, dict):
-            return ToolResult(success=False, error=f"at broker {self.name!r}: the arguments are not a JSON object",
-                              error_kind=OutcomeKind.INVALID_ARGUMENTS.value)
-        try:
-            remaining = int(headers.get(H_TIMEOUT, "")) / 1000
-        except ValueError:
-            remaining = math.inf
-        timeout = hop_budget(remaining) if math.isfinite(remaining) and remaining > 0 else None
-        call_id = headers.get(H_CALL, "")
-        caller = CallerInfo(client_name="nats", session=headers.get(H_FROM, "?")[:64], transport="nats")
-        on_progress = None
-        stream = headers.get(H_PROGRESS, "")
-        # Only an inbox: a caller must not make this broker publish on another broker's subjects.
-        if stream.startswith("_INBOX.") and len(stream) <= 256:
-
-            def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                self._aio_submit(self._nc.publish(stream, _encode((progress, total, message))))
-
-        with trio.CancelScope() as scope:
-            if call_id:
-                self._incoming[call_id] = scope
-            try:
-                outcome = await self.router.call_tool(tool, arguments, caller=caller, timeout=timeout,
-                                                      on_progress=on_progress)
-            finally:
-                if call_id:
-                    self._incoming.pop(call_id, None)
-        if scope.cancelled_caught:
-            return None  # the caller gave up: nobody waits for an answer
-        return self.result_of(outcome)
-
-    def result_of(self, outcome: CallOutcome) -> ToolResult:
-        if outcome.result is not None:
-            return plain(outcome.result)  # the app's own answer, its error kind included
-        return ToolResult(success=False, error=f"at broker {self.name!r}: {outcome.message or outcome.kind}",
-                          error_kind=outcome.kind.value if outcome.kind.app_reportable else None,
-                          retry_after_ms=outcome.retry_after_ms)
-
 
 def _url_text(url: Any) -> str:
     return url.geturl() if hasattr(url, "geturl") else str(url or "")[:200]
-
-
-def _busy_reply(name: str) -> bytes:
-    return _encode(ToolResult(success=False, error=f"at broker {name!r}: too many calls from other brokers; "
-                              "retry in a moment", error_kind=OutcomeKind.BUSY.value, retry_after_ms=1000))
