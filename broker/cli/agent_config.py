@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import BrokerError
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 
 __all__ = [
     "AGENTS", "ConfigFileError", "add_parser", "cmd_agent_config", "config_path", "merge_entry", "read_config",
@@ -150,7 +150,7 @@ def cmd_agent_config(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("agent-config", help="print (or --write) the MCP config entry for an agent")
+    parser = add_command(sub, "agent-config")
     parser.add_argument("agent", choices=AGENTS, help="which agent's configuration")
     add_home(parser)
     parser.add_argument("--write", action="store_true",

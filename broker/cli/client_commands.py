@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from ._common import EXIT_USAGE, SubParsers, add_home, home_from
+from ._common import EXIT_USAGE, SubParsers, add_command, add_home, home_from
 from .call_args import parse_arguments, unknown_tool_message
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
@@ -339,18 +339,18 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    status = sub.add_parser("status", help="is the daemon running; its apps, tools and calls")
+    status = add_command(sub, "status")
     add_home(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=cmd_status)
 
-    tools = sub.add_parser("tools", help="the tools agents see")
+    tools = add_command(sub, "tools")
     add_home(tools)
     tools.add_argument("--schema", action="store_true", help="show each tool's input schema")
     tools.add_argument("--json", action="store_true", help="machine-readable output")
     tools.set_defaults(func=cmd_tools)
 
-    call = sub.add_parser("call", help="call a tool as an agent would")
+    call = add_command(sub, "call")
     add_home(call)
     call.add_argument("name", nargs="?", help="agent-facing tool name, as `toolbridge tools` shows it")
     call.add_argument("--arg", action="append", metavar="KEY=VALUE",

@@ -40,7 +40,7 @@ from app_client.discovery import ENV_HOME, ENV_PORT
 from ..config import home as home_files
 from ..config.settings_file import CONFIG_FILE, env_deprecations, load_settings
 from ..errors import BrokerError
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 from .agent_config import AGENTS, ConfigFileError, config_path, read_config, toolbridge_command
 from .daemon_client import DaemonUnavailable, admin_request
 
@@ -306,7 +306,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("doctor", help="check the set-up (home, token, daemon, ports, agents) and say what to fix")
+    parser = add_command(sub, "doctor")
     add_home(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=cmd_doctor)

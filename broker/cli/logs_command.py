@@ -28,7 +28,7 @@ from typing import Any, Final, TextIO
 
 import attrs
 
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 from ..core.calllog import CALL_LOG_FILE
 
 __all__ = ["LogFilter", "parse_since", "fetch_rows", "follow", "format_row", "json_row", "cmd_logs"]
@@ -276,9 +276,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser(
-        "logs",
-        help="show the calls agents made (the call log)",
+    parser = add_command(
+        sub, "logs",
         description="Show the call log: one line per tool call, newest last. Read-only; works "
         "while the daemon runs. Exit status 1 if nothing has been logged in this home yet.",
     )
