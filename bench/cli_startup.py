@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    results: dict[str, Any] = {"machine": h.machine(), "runs": args.runs, "commands": {}}
+    results: dict[str, Any] = {"scenario": "cli_startup", "machine": h.machine(), "runs": args.runs, "commands": {}}
     with h.temp_home() as home, h.Daemon(home) as daemon:
         env = h.child_env(TOOLBRIDGE_HOME=str(home))
         with h.started([h.PYTHON, str(h.BENCH_DIR / "echo_app.py"), "--home", str(home)], env=env,
