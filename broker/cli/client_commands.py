@@ -19,12 +19,15 @@ from typing import Any
 import trio
 
 from ._common import EXIT_USAGE, SubParsers, add_command, add_home, home_from
-from .call_args import parse_arguments, unknown_tool_message
+from .call_args import argument_hints, parse_arguments, unknown_tool_message
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
 EXIT_TOOL_ERROR = 1
 EXIT_NOT_FOUND = 3
 EXIT_DAEMON_DOWN = 4
+#: Where a tool result says why the daemon failed the call (broker.mcp.results.ERROR_KIND_KEY;
+#: the wire name is spelled here because importing the MCP package would import the daemon).
+ERROR_KIND_KEY = "toolbridge/errorKind"
 
 
 def _down(exc: DaemonUnavailable) -> int:
@@ -260,8 +263,8 @@ async def _call(
             reply = await client.request("tools/call", params, on_notification)
         finally:
             bar.done()
-        if _is_unknown_tool(reply) and tools is None:
-            tools = await _list_tools(client)  # for the did-you-mean
+        if (_is_unknown_tool(reply) or _refused_arguments(reply)) and tools is None:
+            tools = await _list_tools(client)  # for the did-you-mean, or the names it accepts
         return reply, tools
     finally:
         await link.aclose()
@@ -270,6 +273,13 @@ async def _call(
 def _is_unknown_tool(reply: dict[str, Any]) -> bool:
     error = reply.get("error")
     return isinstance(error, dict) and error.get("code") == -32602 and "unknown tool" in str(error.get("message"))
+
+
+def _refused_arguments(reply: dict[str, Any]) -> bool:
+    """The daemon refused the arguments (schema validation), before the app saw the call."""
+    result = reply.get("result")
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    return isinstance(meta, dict) and meta.get(ERROR_KIND_KEY) == "invalid_arguments"
 
 
 def _call_options(args: argparse.Namespace) -> tuple[str, str | None, str, bool] | int:
@@ -335,6 +345,12 @@ def cmd_call(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_result(result, name, Path(args.save_dir))
+    if _refused_arguments(reply):
+        schema = next((t.get("inputSchema") for t in tools or [] if t.get("name") == name), None)
+        arguments = parse_arguments(request.pairs, json_text, schema, json_flag=flag)
+        for hint in argument_hints(arguments, schema):
+            print(f"toolbridge: {hint}", file=sys.stderr)
+        return EXIT_USAGE  # the command line was wrong, not the tool
     return EXIT_TOOL_ERROR if result.get("isError") else 0
 
 
