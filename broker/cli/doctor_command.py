@@ -31,6 +31,7 @@ import ssl
 import stat
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -246,36 +247,62 @@ def _is_ours(name: str, entry: dict[str, Any]) -> bool:
     return "toolbridge" in name.lower() or command.startswith("toolbridge") or args[:2] == ["-m", "broker"]
 
 
+def _agent_configs(agent: str) -> list[tuple[str, Path, Callable[[dict[str, Any]], Any]]]:
+    """Where ``agent`` may name MCP servers: (what to call the place, its file, how to find the
+    servers in it). Claude Code reads the project's ``.mcp.json`` and ``~/.claude.json``, which
+    holds the user's servers and each project's own (``claude mcp add``, scopes user and local)."""
+    places: list[tuple[str, Path, Callable[[dict[str, Any]], Any]]] = [
+        (str(config_path(agent)), config_path(agent), lambda data: data.get("mcpServers", {})),
+    ]
+    if agent == "claude-code":
+        user_file = Path.home() / ".claude.json"
+        project = str(Path.cwd())
+        places += [
+            (f"{user_file} (user scope)", user_file, lambda data: data.get("mcpServers", {})),
+            (f"{user_file} (local scope of {project})", user_file,
+             lambda data: ((data.get("projects") or {}).get(project) or {}).get("mcpServers", {})),
+        ]
+    return places
+
+
 def _agents_check(home: Path, found: list[Finding]) -> None:
+    for agent in AGENTS:
+        places = [place for place in _agent_configs(agent) if place[1].exists()]
+        if not places and agent != "claude-code":
+            found.append(Finding("ok", f"agent {agent}", f"no config file ({config_path(agent)})"))
+        for where, path, servers_in in places:
+            try:
+                servers = servers_in(read_config(path))
+            except (ConfigFileError, AttributeError) as exc:
+                detail = str(exc) if isinstance(exc, ConfigFileError) else f"{where} is not laid out as expected"
+                found.append(Finding("fail", f"agent {agent}", detail))
+                continue
+            _check_entries(agent, where, servers if isinstance(servers, dict) else {}, home, found,
+                           quiet_if_none=where != str(path))
+
+
+def _check_entries(agent: str, where: str, servers: dict[str, Any], home: Path, found: list[Finding], *,
+                   quiet_if_none: bool) -> None:
+    """One finding per toolbridge entry of ``servers`` (read from ``where``)."""
     from app_client.discovery import default_home
 
-    for agent in AGENTS:
-        path = config_path(agent)
-        if not path.exists():
-            if agent != "claude-code":
-                found.append(Finding("ok", f"agent {agent}", f"no config file ({path})"))
-            continue
-        try:
-            servers = read_config(path).get("mcpServers", {})
-        except ConfigFileError as exc:
-            found.append(Finding("fail", f"agent {agent}", str(exc)))
-            continue
-        ours = {name: entry for name, entry in servers.items() if isinstance(entry, dict) and _is_ours(name, entry)}
-        fix = f"`toolbridge agent-config {agent} --write`"
-        if not ours:
-            found.append(Finding("warn", f"agent {agent}", f"{path} has no toolbridge server", f"run {fix}"))
-            continue
-        for name, entry in ours.items():
-            command = str(entry.get("command", ""))
-            configured = _home_of_entry(entry) or default_home()
-            if not (Path(command).is_absolute() and Path(command).exists()) and not shutil.which(command):
-                found.append(Finding("fail", f"agent {agent}", f"{name!r} in {path} runs {command!r}, which the "
-                                     "agent will not find", f"use the absolute path: {fix}"))
-            elif configured.absolute() != home.absolute():
-                found.append(Finding("warn", f"agent {agent}", f"{name!r} in {path} uses the home {configured}, "
-                                     f"not {home}", f"if it should use this home: {fix}"))
-            else:
-                found.append(Finding("ok", f"agent {agent}", f"{name!r} in {path} runs {command} with this home"))
+    ours = {name: entry for name, entry in servers.items() if isinstance(entry, dict) and _is_ours(name, entry)}
+    fix = f"`toolbridge agent-config {agent} --write`"
+    if not ours:
+        if not quiet_if_none:  # ~/.claude.json holds much else: no entry there is no news
+            found.append(Finding("warn", f"agent {agent}", f"{where} has no toolbridge server", f"run {fix}"))
+        return
+    for name, entry in ours.items():
+        command = str(entry.get("command", ""))
+        configured = _home_of_entry(entry) or default_home()
+        if not (Path(command).is_absolute() and Path(command).exists()) and not shutil.which(command):
+            found.append(Finding("fail", f"agent {agent}", f"{name!r} in {where} runs {command!r}, which the "
+                                 "agent will not find", f"use the absolute path: {fix}"))
+        elif configured.absolute() != home.absolute():
+            found.append(Finding("warn", f"agent {agent}", f"{name!r} in {where} uses the home {configured}, "
+                                 f"not {home}", f"if it should use this home: {fix}"))
+        else:
+            found.append(Finding("ok", f"agent {agent}", f"{name!r} in {where} runs {command} with this home"))
 
 
 def run_checks(home: Path, source: str) -> list[Finding]:
