@@ -12,7 +12,7 @@ from typing import Any, TypeAlias
 
 from ._commands import summary_of
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "SubParsers", "add_command", "add_home", "home_from"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "SubParsers", "add_command", "add_home", "home_from", "short_id"]
 
 #: What each sub-command module's ``add_parser`` gets: the ``add_subparsers()`` group.
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -37,3 +37,11 @@ def add_home(parser: argparse.ArgumentParser) -> None:
 def add_command(sub: SubParsers, name: str, **kwargs: Any) -> argparse.ArgumentParser:
     """Add the sub-command ``name`` with its summary from the command table (``_commands``)."""
     return sub.add_parser(name, help=summary_of(name), **kwargs)
+
+
+def short_id(value: object) -> str:
+    """An id as listings show it: random ids (app instances, sessions: long hex) by their first
+    8 characters, enough to tell them apart (``--json`` output has them whole); short, chosen
+    ones (``main``) whole."""
+    text = str(value)
+    return text[:8] if len(text) > 12 else text

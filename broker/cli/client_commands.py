@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from ._common import EXIT_USAGE, SubParsers, add_command, add_home, home_from
+from ._common import EXIT_USAGE, SubParsers, add_command, add_home, home_from, short_id
 from .call_args import argument_hints, parse_arguments, unknown_tool_message
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
@@ -81,6 +81,30 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"toolbridge {status['version']} is running (pid {status['pid']}, up {_duration(status['uptimeSeconds'])}): "
         f"apps on {status['host']}:{status['port']}{http}"
     )
+    # What the user came for first (the apps, then the agents); the set-up; the event loop last.
+    apps = status["apps"]
+    print(
+        f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "
+        f"{status['agentSessions']} agent session(s) on stdio"
+    )
+    for app in apps:
+        state = "connected" if app["connected"] else "reconnecting"
+        # The label is the app's name unless two instances share it (``Notes_2``): name it then.
+        name = app["label"] if app["label"] == app["app"] else f"{app['label']} ({app['app']})"
+        print(
+            f"  {name:<24} instance {short_id(app['instance'])}: {state}, {app['tools']} tools, "
+            f"{app['inFlight']} running, {app['queued']} queued"
+        )
+    if agents is not None:
+        print(f"agents: {len(agents)} session(s) open (stdio relays and HTTP sessions; "
+              "2026-07-28 HTTP requests are stateless and not listed)")
+        for agent in agents:
+            client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
+            mode = ", discovery mode" if agent.get("discovery") else ""
+            if agent.get("app"):  # a one-app scope (stdio --app, /mcp/apps/NAME)
+                mode += f", only the app {agent['app']}"
+            print(f"  {agent['session']:<24} {client} over {agent['transport']}"
+                  f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     print(f"home: {status['home']}")
     if status.get("httpPort"):
         print(f"MCP URL: {mcp_url(home, status['httpPort'], status['host'])} (header 'Authorization: Bearer "
@@ -94,34 +118,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         state = "connected" if nats["connected"] else f"not connected (retrying: {nats.get('lastError') or '...'})"
         others = ", ".join(nats["brokers"]) or "none yet"
         print(f"NATS: as {nats['name']!r} at {nats['url']}: {state}; other brokers: {others}")
-    apps = status["apps"]
-    print(
-        f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "
-        f"{status['agentSessions']} agent session(s) on stdio"
-    )
     loop = status.get("eventLoop")
     if loop:
         print(f"event loop: longest stall {loop['maxStallMs']:g} ms ({loop['lastMinuteMaxStallMs']:g} ms in the last "
               f"minute), {loop['stallsOver100Ms']} stall(s) over 100 ms; woken at most {loop['maxLateMs']:g} ms "
               "late (includes waiting for a busy machine)")
-    for app in apps:
-        state = "connected" if app["connected"] else "reconnecting"
-        # The label is the app's name unless two instances share it (``Notes_2``): name it then.
-        name = app["label"] if app["label"] == app["app"] else f"{app['label']} ({app['app']})"
-        print(
-            f"  {name:<24} instance {app['instance']}: {state}, {app['tools']} tools, "
-            f"{app['inFlight']} running, {app['queued']} queued"
-        )
-    if agents is not None:
-        print(f"agents: {len(agents)} session(s) open (stdio relays and HTTP sessions; "
-              "2026-07-28 HTTP requests are stateless and not listed)")
-        for agent in agents:
-            client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
-            mode = ", discovery mode" if agent.get("discovery") else ""
-            if agent.get("app"):  # a one-app scope (stdio --app, /mcp/apps/NAME)
-                mode += f", only the app {agent['app']}"
-            print(f"  {agent['session']:<24} {client} over {agent['transport']}"
-                  f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     return 0
 
 
