@@ -102,6 +102,32 @@ async def test_stop_then_restart_the_daemon_of_a_home(tmp_path: Path) -> None:
             await stop_background_daemon(home)
 
 
+async def test_the_daemon_log_has_a_line_per_call_and_per_app_and_none_per_cli_command(tmp_path: Path) -> None:
+    # Issue 30 item 10: at the default level, `toolbridge call/status/tools` add nothing but the
+    # call's own line (they were three session lines each), and every event name is snake_case.
+    home = tmp_path / "home"
+    home.mkdir()
+    async with serve_process(home, "--log-format", "json") as daemon, trio.open_nursery() as nursery:
+        runtime = await wait_for_runtime(home)
+        token = (home / "token").read_text().strip()
+        app = await ScriptedApp(runtime["port"], token).start(nursery)
+        for _ in range(2):
+            assert (await run("call", "Demo__echo", "--home", str(home), "--arg", "text=x")).returncode == 0
+        assert (await run("status", "--home", str(home))).returncode == 0
+        assert (await run("tools", "--home", str(home))).returncode == 0
+        await app.close()
+        assert (await run("stop", "--home", str(home))).returncode == 0
+        with trio.fail_after(10):
+            await daemon.wait()
+        nursery.cancel_scope.cancel()
+    events = [json.loads(line)["event"] for line in (tmp_path / "serve.log").read_text().splitlines()
+              if line.startswith("{")]
+    assert events.count("tool_executed") == 2
+    assert {"app_registered", "app_disconnected"} <= set(events)
+    assert not {"agent_connected", "mcp_initialized", "agent_disconnected"} & set(events), events
+    assert [e for e in events if not e.replace("_", "").isalnum() or e != e.lower()] == []
+
+
 async def test_stop_never_signals_the_pid_of_a_stale_runtime_file(tmp_path: Path) -> None:
     """A daemon killed hard leaves runtime.json and its pid in daemon.lock; that pid may belong
     to another program by now. `stop` removes the stale file and signals nobody."""

@@ -26,7 +26,7 @@ it (a router in a test) every call is checked inline.
 :meth:`Router.call_tool` is the same pipeline for a caller with a task to spare (HTTP, the
 uplink, tests): it waits for the outcome, enforces the deadline itself, and cancelling the
 awaiting task cancels the call. Cancelling a call that was sent tells the app (``toolCancel``)
-and the audit records ``TOOL_CANCELLED``. The app is told the time left (``timeoutMs``) and
+and the audit records ``tool_cancelled``. The app is told the time left (``timeoutMs``) and
 the router waits a little longer, so the app's own timeout message, which knows more, arrives
 first.
 """

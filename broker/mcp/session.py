@@ -92,6 +92,7 @@ agent-facing URI or prompt name. A scope is never in discovery or code mode too.
 from __future__ import annotations
 
 import itertools
+import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -104,7 +105,7 @@ import trio
 
 from app_client.protocol import LOG_LEVELS
 
-from ..version import VERSION
+from ..version import CLI_CLIENT_NAME, VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
@@ -778,7 +779,8 @@ class Session:
             self._tools_seen = self.server.registry.version
             self._scope_seen = self._scope_digest()
             self.initialized.set()
-        log.info(
+        log.log(
+            logging.DEBUG if self.client_name == CLI_CLIENT_NAME else logging.INFO,
             "mcp_initialized", session=self.label, transport=self.transport, requested=requested,
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
             discovery=self.discovery, app=self.app,
