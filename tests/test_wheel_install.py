@@ -12,6 +12,7 @@ and takes ~30 s; it runs in CI with the rest of the suite (``-m "not slow"`` lea
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -50,9 +51,14 @@ def _env() -> dict[str, str]:
 
 
 async def _check(*argv: str | Path, cwd: Path | None = None) -> str:
+    return await _check_any(*argv, cwd=cwd, codes=(0,))
+
+
+async def _check_any(*argv: str | Path, cwd: Path | None = None, codes: tuple[int, ...] = (0, 1)) -> str:
+    """stdout of ``argv``, which must exit with one of ``codes`` (doctor exits 1 with no daemon)."""
     result = await trio.run_process([str(a) for a in argv], capture_stdout=True, capture_stderr=True, check=False,
                                     env=_env(), cwd=cwd)
-    assert result.returncode == 0, (argv, result.stdout.decode()[-2000:], result.stderr.decode()[-2000:])
+    assert result.returncode in codes, (argv, result.stdout.decode()[-2000:], result.stderr.decode()[-2000:])
     return result.stdout.decode()
 
 
@@ -73,6 +79,14 @@ async def test_the_wheel_gives_a_working_toolbridge_command(tmp_path: Path) -> N
     located = await _check(python, "-c", "import broker, app_client; print(broker.__file__, app_client.__file__)",
                            cwd=outside)
     assert str(ROOT) not in located and str(tmp_path / "tool") in located
+    # Issue 30 item 3: a missing extra names a command that works for this installation (a
+    # plain venv: its own interpreter and the extra's requirements; toolbridge is on no index).
+    hint = await _check(python, "-c", "from broker.extras import install_hint; print(install_hint('code'))",
+                        cwd=outside)
+    assert hint.strip() == f"{python} -m pip install 'deno>=2.1'"
+    doctor = json.loads(await _check_any(toolbridge, "doctor", "--json", "--home", tmp_path / "no-home", cwd=outside))
+    extras = {f["check"]: f["detail"] for f in doctor if f["check"].startswith("extra ")}
+    assert extras["extra code"].endswith(f"to add it: {python} -m pip install 'deno>=2.1'")
 
     home = tmp_path / "home"
     (outside / "app.py").write_text(APP)

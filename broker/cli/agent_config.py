@@ -185,6 +185,6 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument("--name", default=SERVER_NAME, help=f"the server's name in the config (default {SERVER_NAME})")
     parser.add_argument("--discovery", action="store_true", help="discovery mode (only search_tools and call_tool)")
     parser.add_argument("--code", action="store_true",
-                        help="code mode (search_tools and run_code; needs pip install 'toolbridge[code]')")
+                        help="code mode (search_tools and run_code; needs the code extra: see `toolbridge doctor`)")
     parser.set_defaults(func=cmd_agent_config)
 

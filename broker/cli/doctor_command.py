@@ -305,6 +305,18 @@ def _check_entries(agent: str, where: str, servers: dict[str, Any], home: Path, 
             found.append(Finding("ok", f"agent {agent}", f"{name!r} in {where} runs {command} with this home"))
 
 
+def _extras_check(found: list[Finding]) -> None:
+    """Which optional extras are installed; for the others, the command that adds each here."""
+    from ..extras import EXTRAS, extra_installed, install_hint
+
+    for extra, (purpose, _) in EXTRAS.items():
+        if extra_installed(extra):
+            found.append(Finding("ok", f"extra {extra}", f"installed: {purpose}"))
+        else:
+            found.append(Finding("ok", f"extra {extra}", f"not installed (optional, for {purpose}); to add it: "
+                                 f"{install_hint(extra)}"))
+
+
 def run_checks(home: Path, source: str) -> list[Finding]:
     found: list[Finding] = []
     _path_check(found)
@@ -313,6 +325,7 @@ def run_checks(home: Path, source: str) -> list[Finding]:
         _token_check(home, found)
     _daemon_check(home, found)
     _agents_check(home, found)
+    _extras_check(found)
     return found
 
 

