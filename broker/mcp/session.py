@@ -353,6 +353,9 @@ class McpServer:
         registry.on_change(self._drop_snapshot)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
+        #: More ``prometheus_client`` collectors for ``/metrics``, from the layers below that the
+        #: MCP front door does not import (the daemon's loop watchdog; ``broker.daemon.run``).
+        self.metrics_collectors: list[Any] = []
         #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
         self.open_sessions: set[Session] = set()
         #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
