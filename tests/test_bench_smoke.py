@@ -24,6 +24,7 @@ SCENARIOS = {
     "scale": ["--apps", "70", "--tools", "10", "--in-flight", "200", "--repeats", "1", "--list-repeats", "2"],
     "pipeline": ["--iterations", "200", "--repeats", "3", "--calls", "50", "--repeats-relay", "1", "--warmup", "10"],
     "large_result": ["--image-bytes", "262144", "--calls", "2", "--repeats", "1"],
+    "cli_startup": ["--runs", "1"],
 }
 
 
@@ -130,6 +131,13 @@ def test_large_result_in_flight_and_as_links() -> None:
         result = run_scenario("large_result", *extra)
         assert positive(result["summary"]["toolbridge"]["mib_per_s"]), extra
         assert result["summary"]["toolbridge"]["errors"] == 0, extra
+
+
+def test_cli_startup() -> None:
+    result = run_scenario("cli_startup")
+    assert set(result["commands"]) == {"-V", "--help", "status", "tools", "call"}
+    for command in result["commands"].values():
+        assert positive(command["median_ms"]) and command["median_ms"] <= command["max_ms"]
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

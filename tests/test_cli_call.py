@@ -37,7 +37,11 @@ TYPED_SCHEMA: dict[str, Any] = {
     "$defs": {"Opts": {"type": "object", "properties": {"a": {"type": "integer"}}}},
 }
 #: ScriptedApp answers "echo" with the parameters it got; this one declares typed properties.
-TOOLS = [*DEMO_TOOLS, ToolSpec("type_text", "Echo, typed", TYPED_SCHEMA)]
+STRICT_SCHEMA: dict[str, Any] = {
+    "type": "object", "additionalProperties": False, "required": ["field", "text"],
+    "properties": {"field": {"enum": ["title", "body"]}, "text": {"type": "string"}, "size": {"type": "integer"}},
+}
+TOOLS = [*DEMO_TOOLS, ToolSpec("type_text", "Echo, typed", TYPED_SCHEMA), ToolSpec("set_field", "Strict", STRICT_SCHEMA)]
 
 
 class TypedApp(ScriptedApp):
@@ -47,7 +51,7 @@ class TypedApp(ScriptedApp):
         super().__init__(port, token, tools=TOOLS)
 
     async def _answer(self, call: ToolInvocation) -> None:
-        if call.tool == "type_text":
+        if call.tool in ("type_text", "set_field"):
             await self.send(ToolResponse(call.correlation_id, ToolResult(data={"echo": call.parameters})))
         else:
             await super()._answer(call)
@@ -118,9 +122,35 @@ async def test_call_sends_strings_for_string_properties(tmp_path: Path) -> None:
 
         # The daemon's own validation message spells the value as JSON too.
         invalid = await run("call", "Demo__type_text", "--home", home, "--args-json", '{"text": true}')
-        assert invalid.returncode == 1
+        assert invalid.returncode == 2  # the command line was wrong (issue 30 item 6), not the tool
         assert "true is not of type 'string'" in invalid.stdout + invalid.stderr
         assert "True" not in invalid.stdout + invalid.stderr
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_missing_or_extra_argument_says_what_to_change(tmp_path: Path) -> None:
+    # Issue 30 item 6: the exit status of a usage error (2), not "the tool reported an error" (1),
+    # and what to add or which names the tool takes.
+    async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
+        app = await TypedApp(info.port, info.token).start(nursery)
+        home = str(info.core.settings.home)
+        missing = await run("call", "Demo__set_field", "--home", home, "--arg", "field=title")
+        assert missing.returncode == 2, missing.stderr
+        assert "add --arg text=VALUE (a string): it is required" in missing.stderr
+        assert "field=" not in missing.stderr.split("required")[-1]  # only the missing one
+
+        none_given = await run("call", "Demo__set_field", "--home", home)
+        assert none_given.returncode == 2
+        assert "add --arg field=VALUE" in none_given.stderr and "add --arg text=VALUE" in none_given.stderr
+
+        extra = await run("call", "Demo__set_field", "--home", home, "--arg", "field=body", "--arg", "text=x",
+                          "--arg", "colour=red")
+        assert extra.returncode == 2
+        assert "the tool has no parameter colour; its parameters: field, text, size" in extra.stderr
+        assert app.invocations == []  # the daemon refused every one before the app
+
+        ok = await run("call", "Demo__set_field", "--home", home, "--arg", "field=body", "--arg", "text=x", "--quiet")
+        assert ok.returncode == 0, ok.stderr
         nursery.cancel_scope.cancel()
 
 

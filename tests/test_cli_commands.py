@@ -41,6 +41,12 @@ async def test_status_tools_and_call(tmp_path: Path) -> None:
         assert as_json["apps"][0]["app"] == "Demo" and as_json["tools"] == len(app.tools)
         assert as_json["eventLoop"]["watching"] is True and as_json["eventLoop"]["stallsOver100Ms"] >= 0
         assert "event loop: longest stall" in status.stdout
+        # Issue 30 item 9: the apps first (after the one line that says it runs), the event loop last.
+        lines = status.stdout.splitlines()
+        assert lines[1].startswith("1 app instance(s)") and lines[2].lstrip().startswith("Demo ")
+        assert lines[-1].startswith("event loop: ")
+        instance = as_json["apps"][0]["instance"]
+        assert f"instance {instance[:8]}:" in lines[2] and (len(instance) <= 12 or instance not in status.stdout)
 
         tools = await run("tools", "--home", home(info))
         assert "Demo__echo" in tools.stdout

@@ -102,6 +102,32 @@ async def test_stop_then_restart_the_daemon_of_a_home(tmp_path: Path) -> None:
             await stop_background_daemon(home)
 
 
+async def test_the_daemon_log_has_a_line_per_call_and_per_app_and_none_per_cli_command(tmp_path: Path) -> None:
+    # Issue 30 item 10: at the default level, `toolbridge call/status/tools` add nothing but the
+    # call's own line (they were three session lines each), and every event name is snake_case.
+    home = tmp_path / "home"
+    home.mkdir()
+    async with serve_process(home, "--log-format", "json") as daemon, trio.open_nursery() as nursery:
+        runtime = await wait_for_runtime(home)
+        token = (home / "token").read_text().strip()
+        app = await ScriptedApp(runtime["port"], token).start(nursery)
+        for _ in range(2):
+            assert (await run("call", "Demo__echo", "--home", str(home), "--arg", "text=x")).returncode == 0
+        assert (await run("status", "--home", str(home))).returncode == 0
+        assert (await run("tools", "--home", str(home))).returncode == 0
+        await app.close()
+        assert (await run("stop", "--home", str(home))).returncode == 0
+        with trio.fail_after(10):
+            await daemon.wait()
+        nursery.cancel_scope.cancel()
+    events = [json.loads(line)["event"] for line in (tmp_path / "serve.log").read_text().splitlines()
+              if line.startswith("{")]
+    assert events.count("tool_executed") == 2
+    assert {"app_registered", "app_disconnected"} <= set(events)
+    assert not {"agent_connected", "mcp_initialized", "agent_disconnected"} & set(events), events
+    assert [e for e in events if not e.replace("_", "").isalnum() or e != e.lower()] == []
+
+
 async def test_stop_never_signals_the_pid_of_a_stale_runtime_file(tmp_path: Path) -> None:
     """A daemon killed hard leaves runtime.json and its pid in daemon.lock; that pid may belong
     to another program by now. `stop` removes the stale file and signals nobody."""
@@ -323,13 +349,59 @@ async def test_agent_config_prints_the_entry_and_merges_it_without_clobbering(tm
     again = await run("agent-config", "cursor", "--home", str(home), "--write", env=env)
     assert "nothing to change" in again.stdout
 
-    code = await run("agent-config", "claude-code", "--home", str(home), "--write", env=env, cwd=fake_home)
-    assert code.returncode == 0 and json.loads((fake_home / ".mcp.json").read_text())["mcpServers"]["toolbridge"] == entry
+    on_path = {**env, "PATH": str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")}
+    code = await run("agent-config", "claude-code", "--home", str(home), "--write", env=on_path, cwd=fake_home)
+    assert code.returncode == 0, code.stderr
+    shared = json.loads((fake_home / ".mcp.json").read_text())["mcpServers"]["toolbridge"]
+    assert shared == {**entry, "command": "toolbridge"}  # on PATH: the same command on every machine
+    assert f"names {home.absolute()}, which exist(s) only on this machine" in code.stderr  # --home: a local path
 
     cursor.write_text("{not json")
     broken = await run("agent-config", "cursor", "--home", str(home), "--write", env=env)
     assert broken.returncode == 1 and "not valid JSON" in broken.stderr
     assert cursor.read_text() == "{not json"  # left alone
+
+
+@pytest.mark.skipif(os.name != "posix", reason="uses the POSIX HOME variable for the agents' config files")
+async def test_agent_config_for_a_projects_mcp_json_is_json_and_portable(tmp_path: Path) -> None:
+    # Issue 30 item 8: `agent-config claude-code > .mcp.json` writes valid JSON (the `claude mcp
+    # add` line and the hints go to stderr); with the default home and toolbridge on PATH the
+    # entry names no path of this machine, so the file can be committed with the project.
+    fake_home = tmp_path / "user"
+    fake_home.mkdir()
+    env = clean_env(HOME=str(fake_home), PATH=str(Path(sys.executable).parent) + os.pathsep + "/usr/bin:/bin")
+    printed = await run("agent-config", "claude-code", env=env, cwd=fake_home)
+    assert printed.returncode == 0, printed.stderr
+    assert json.loads(printed.stdout) == {"mcpServers": {"toolbridge": {"command": "toolbridge", "args": ["stdio"]}}}
+    assert "claude mcp add toolbridge -- toolbridge stdio" in printed.stderr
+    assert "only on this machine" not in printed.stderr
+
+    off_path = await run("agent-config", "claude-code", env=clean_env(HOME=str(fake_home), PATH="/usr/bin:/bin"),
+                         cwd=fake_home)
+    entry = json.loads(off_path.stdout)["mcpServers"]["toolbridge"]
+    assert Path(entry["command"]).is_absolute() and "only on this machine" in off_path.stderr
+
+
+@pytest.mark.skipif(os.name != "posix", reason="uses the POSIX HOME variable for the agents' config files")
+async def test_doctor_reads_claude_codes_own_config_and_names_each_source(tmp_path: Path) -> None:
+    fake_home = tmp_path / "user"
+    project = tmp_path / "project"
+    project.mkdir(parents=True)
+    fake_home.mkdir()
+    home = tmp_path / "tb"
+    other = tmp_path / "other"
+    claude = {"numStartups": 3, "mcpServers": {"toolbridge": {"command": sys.executable, "args": ["-m", "broker", "stdio", "--home", str(home)]}},
+              "projects": {str(project): {"mcpServers": {"my-toolbridge": {"command": "no-such-toolbridge", "args": ["stdio"]}}},
+                           "/elsewhere": {"mcpServers": {"toolbridge": {"command": "x", "args": ["stdio", "--home", str(other)]}}}}}
+    (fake_home / ".claude.json").write_text(json.dumps(claude))
+    result = await run("doctor", "--home", str(home), "--json", env=clean_env(HOME=str(fake_home)), cwd=project)
+    findings = [f for f in json.loads(result.stdout) if f["check"] == "agent claude-code"]
+    details = sorted((f["level"], f["detail"]) for f in findings)
+    claude_json = fake_home / ".claude.json"
+    assert details == [
+        ("fail", f"'my-toolbridge' in {claude_json} (local scope of {project}) runs 'no-such-toolbridge', which the agent will not find"),
+        ("ok", f"'toolbridge' in {claude_json} (user scope) runs {sys.executable} with this home"),
+    ]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="uses the POSIX HOME variable for the agents' config files")

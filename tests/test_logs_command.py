@@ -7,6 +7,7 @@ import io
 import json
 import os
 import queue
+import re
 import sqlite3
 import subprocess
 import sys
@@ -41,9 +42,10 @@ def add_call(
     age_s: float = 0.0,
     arguments: Any = None,
     duration_ms: float = 12.5,
+    session: str | None = "sess",
 ) -> None:
     outcome = outcome or CallOutcome("ok", result=ToolResult(data={"clicked": True}), correlation_id=1)
-    pending = (NOW - age_s, tool, app, instance, "claude-code/2.0", "sess", arguments or {}, outcome, duration_ms)
+    pending = (NOW - age_s, tool, app, instance, "claude-code/2.0", session, arguments or {}, outcome, duration_ms)
     conn.execute(_INSERT, make_row(pending))
 
 
@@ -56,7 +58,8 @@ def home(tmp_path: Path) -> Path:
         add_call(conn, "WatchTower__TypeText", age_s=1800,
                  outcome=CallOutcome("timeout", "WatchTower__TypeText timed out after 30 s; the app was "
                                      "asked to stop.\nRetry.", correlation_id=2), duration_ms=30500)
-        add_call(conn, "Paint__Draw", app="Paint", instance=None, age_s=60)
+        add_call(conn, "Paint__Draw", app="Paint", instance="9f3c2a7b1e4d4c0f8a6b5d3e2f1a0b9c", age_s=60,
+                 session="0123456789abcdef0123")
         add_call(conn, "Nope__Thing", app=None, instance=None, age_s=5,
                  outcome=CallOutcome("unknown_tool", "unknown tool 'Nope__Thing'"), duration_ms=0.2)
     return tmp_path
@@ -72,11 +75,18 @@ def test_human_output(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(lines) == 4
     click, typed, draw, nope = lines
     assert click.startswith(datetime.fromtimestamp(NOW - 3 * 3600).strftime("%Y-%m-%d %H:%M:%S"))
-    assert "12.5ms" in click and " ok " in click and "WatchTower__ClickElement  WatchTower/main" in click
+    assert "12.5ms" in click and " ok " in click
+    assert click.split()[-4:] == ["WatchTower__ClickElement", "WatchTower/main", "claude-code/2.0", "sess"]
     assert "30.50s" in typed and "timeout" in typed
     assert typed.endswith("WatchTower__TypeText timed out after 30 s; the app was asked to stop. Retry.")
-    assert draw.endswith("Paint__Draw  Paint")
-    assert "unknown_tool" in nope and nope.endswith("Nope__Thing  -  unknown tool 'Nope__Thing'")
+    # Issue 30 item 9: long instance and session ids are shortened, the agent and its session shown.
+    assert draw.split()[-3:] == ["Paint/9f3c2a7b", "claude-code/2.0", "01234567"]
+    assert "unknown_tool" in nope and re.search(r"claude-code/2.0 sess +unknown tool 'Nope__Thing'$", nope)
+    # Columns line up: each starts at the same place on every line.
+    for column in ("WatchTower__", "claude-code/2.0"):
+        starts = {line.index(column) for line in (click, typed)}
+        assert len(starts) == 1, column
+    assert len({line.index("claude-code/2.0") for line in lines}) == 1
 
 
 def test_limit_keeps_the_newest_printed_oldest_first(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -175,7 +185,7 @@ def test_follow_prints_new_rows(home: Path) -> None:
 
         last = follow(reader, LogFilter(app="Paint"), after_id=4, out=out, sleep=sleep, max_polls=3)
     lines = out.getvalue().splitlines()
-    assert [line.split()[-2] for line in lines] == ["Paint__Stroke1", "Paint__Stroke2"]
+    assert [line.split()[-4] for line in lines] == ["Paint__Stroke1", "Paint__Stroke2"]
     assert polls == [0.5, 0.5, 0.5]
     assert last == 7  # the id of Paint__Stroke2
 

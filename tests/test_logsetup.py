@@ -69,12 +69,12 @@ def test_the_fast_info_line_renders_as_the_structlog_chain_does() -> None:
         """
         from broker.config.logsetup import info_line
         fields = {"tool": "Echo__echo", "app": None, "duration_ms": 1.5, "outcome": "ok"}
-        log.info("TOOL_EXECUTED", **fields)
-        assert info_line("TOOL_EXECUTED", dict(fields))
+        log.info("tool_executed", **fields)
+        assert info_line("tool_executed", dict(fields))
         configure_logging("json", level="warning", batched=True)
-        assert not info_line("TOOL_EXECUTED", dict(fields))  # below the level: structlog decides
+        assert not info_line("tool_executed", dict(fields))  # below the level: structlog decides
         configure_logging("console")
-        assert not info_line("TOOL_EXECUTED", dict(fields))
+        assert not info_line("tool_executed", dict(fields))
         """
     )
     with child:
@@ -85,4 +85,4 @@ def test_the_fast_info_line_renders_as_the_structlog_chain_does() -> None:
     assert list(chain) == list(fast)  # the same keys in the same order
     del chain["timestamp"], fast["timestamp"]
     assert chain == fast == {"tool": "Echo__echo", "app": None, "duration_ms": 1.5, "outcome": "ok",
-                             "event": "TOOL_EXECUTED", "level": "info"}
+                             "event": "tool_executed", "level": "info"}

@@ -184,3 +184,28 @@ async def test_a_call_can_ask_for_its_own_deadline(tmp_path: Path) -> None:
         assert result.is_error
         assert "timed out after 0.15 s" in text_of(result)
         await app.until(lambda: len(app.cancels) == 1)
+
+
+@pytest.mark.parametrize(("transport", "mode"), COMBOS)
+async def test_a_mistyped_tool_name_gets_did_you_mean(tmp_path: Path, transport: str, mode: str) -> None:
+    # Issue 30 item 7: typos (a few edits away) as the CLI finds them, not only case and punctuation.
+    async with setup(tmp_path, transport, mode) as (info, app, client):
+        with pytest.raises(MCPError) as typo:
+            await client.call_tool("Demo__ehco", {"text": "x"})
+        assert "Did you mean one of: Demo__echo?" in str(typo.value)
+        async with connect(transport, mode, info, tmp_path / "home", app="Demo") as scoped:
+            with pytest.raises(MCPError) as in_scope:
+                await scoped.call_tool("progres", {})
+            assert "Did you mean progress?" in str(in_scope.value)
+        assert app.invocations == []
+
+
+def test_the_fuzzy_comparison_is_bounded() -> None:
+    from broker.core.names import FUZZY_MAX_CHARS, FUZZY_MAX_NAMES, near_names
+
+    names = [f"App__tool_{i:05d}" for i in range(FUZZY_MAX_NAMES)]
+    assert near_names("App__tool_0001x", names, fuzzy=True)[:1] == ["App__tool_00010"]
+    # Past the bound only case and punctuation count (the loop's cost stays ~20 ms).
+    assert near_names("App__tool_0001x", [*names, "App__extra"], fuzzy=True) == []
+    assert near_names("App__TOOL_00010", [*names, "App__extra"], fuzzy=True) == ["App__tool_00010"]
+    assert near_names("x" * (FUZZY_MAX_CHARS + 1), ["x" * FUZZY_MAX_CHARS], fuzzy=True) == []

@@ -19,17 +19,17 @@ def test_the_kinds_are_the_strings_they_always_were() -> None:
 
 def test_what_each_kind_means_elsewhere() -> None:
     assert {k.value: k.audit_event for k in OutcomeKind} == {
-        "ok": "TOOL_EXECUTED",
-        "unknown_tool": "UNKNOWN_TOOL",
-        "invalid_arguments": "TOOL_ARG_VALIDATION_FAILURE",
-        "guard_rejected": "TOOL_GUARD_REJECTED",
-        "timeout": "TOOL_TIMEOUT",
-        "cancelled": "TOOL_CANCELLED",
-        "busy": "TOOL_EXECUTION_ERROR",
-        "app_disconnected": "TOOL_EXECUTION_ERROR",
-        "app_error": "TOOL_EXECUTION_ERROR",
-        "internal_error": "TOOL_EXECUTION_ERROR",
-        "shutdown": "TOOL_EXECUTION_ERROR",
+        "ok": "tool_executed",
+        "unknown_tool": "unknown_tool",
+        "invalid_arguments": "tool_arg_validation_failure",
+        "guard_rejected": "tool_guard_rejected",
+        "timeout": "tool_timeout",
+        "cancelled": "tool_cancelled",
+        "busy": "tool_execution_error",
+        "app_disconnected": "tool_execution_error",
+        "app_error": "tool_execution_error",
+        "internal_error": "tool_execution_error",
+        "shutdown": "tool_execution_error",
     }
     assert {k.value for k in OutcomeKind if k.app_reportable} == {
         "invalid_arguments", "guard_rejected", "busy", "timeout", "cancelled", "app_disconnected",

@@ -127,13 +127,13 @@ async def test_each_outcome_kind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
             rows = await logged_kinds(info.core.settings.home, 18)
 
-    events = {(entry["event"], entry.get("outcome")) for entry in audit if entry["event"].isupper()}
-    assert {("TOOL_EXECUTED", "ok"), ("UNKNOWN_TOOL", "unknown_tool"),
-            ("TOOL_ARG_VALIDATION_FAILURE", "invalid_arguments"), ("TOOL_GUARD_REJECTED", "guard_rejected"),
-            ("TOOL_EXECUTION_ERROR", "app_error"), ("TOOL_TIMEOUT", "timeout"), ("TOOL_EXECUTION_ERROR", "busy"),
-            ("TOOL_CANCELLED", "cancelled"), ("TOOL_EXECUTION_ERROR", "internal_error"),
-            ("TOOL_EXECUTION_ERROR", "app_disconnected")} <= events
-    executed = next(e for e in audit if e["event"] == "TOOL_EXECUTED")
+    events = {(entry["event"], entry.get("outcome")) for entry in audit if "outcome" in entry}
+    assert {("tool_executed", "ok"), ("unknown_tool", "unknown_tool"),
+            ("tool_arg_validation_failure", "invalid_arguments"), ("tool_guard_rejected", "guard_rejected"),
+            ("tool_execution_error", "app_error"), ("tool_timeout", "timeout"), ("tool_execution_error", "busy"),
+            ("tool_cancelled", "cancelled"), ("tool_execution_error", "internal_error"),
+            ("tool_execution_error", "app_disconnected")} <= events
+    executed = next(e for e in audit if e["event"] == "tool_executed")
     assert executed["app"] == "Demo" and executed["correlation_id"] and executed["duration_ms"] >= 0
     assert executed["agent"].startswith("mcp") and executed["session"]  # the SDK's clientInfo, the session
 

@@ -172,7 +172,7 @@ async def test_an_app_error_message_is_not_logged_but_reaches_the_caller(daemon:
     assert [o.kind for o in box] == ["app_error"] * 2 and all("SECRET-PIN-9999" in o.message for o in box)
     [line] = [entry for entry in logs if entry["event"] == "app_reported_error"]
     assert line["code"] == "bad_pin" and line["detail_chars"] == len("pin SECRET-PIN-9999 refused")
-    audits = [entry for entry in logs if entry["event"] == "TOOL_EXECUTION_ERROR"]
+    audits = [entry for entry in logs if entry["event"] == "tool_execution_error"]
     assert len(audits) == 2 and all("chars; not logged" in entry["error"] for entry in audits)
     assert "SECRET" not in repr(logs)  # in no line at all, the audit warnings included
 

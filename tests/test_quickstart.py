@@ -56,6 +56,8 @@ async def test_the_quick_start_works_as_written_on_a_fresh_clone(tmp_path: Path)
         output = (tmp_path / "serve.err").read_text()
         command = clone / ".venv" / "bin" / "toolbridge"
         hint = output[:output.index('"daemon_started"')]
+        # Issue 30 item 10: no setuptools warning block on the first run (pip's output shows on failure).
+        assert "Warning" not in hint and "Please be careful" not in hint, hint
         assert f"\n    {command}\n" in hint, hint
         path_line = re.search(r'^    (export PATH=".*")$', hint, re.MULTILINE)
         assert path_line is not None and path_line.group(1) == f'export PATH="{command.parent}:$PATH"', hint

@@ -18,10 +18,13 @@ import pytest
 import trio
 from prometheus_client.parser import text_string_to_metric_families
 
+from app_client.wire import Register
+
 from broker.config import tokens
 from broker.config.web_login import TICKET_SECONDS, TicketBook, check_ticket, login_key, login_label, mint_ticket
 from broker.daemon.run import DaemonInfo
 from broker.mcp.status_page import CSRF_HEADER, MAX_SESSIONS, cookie_name
+from broker.version import VERSION
 from faultkit import DaemonProcess
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 
@@ -284,6 +287,38 @@ def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
+class OneAtATimeApp(ScriptedApp):
+    """The scripted app, taking one call at a time: a second call queues for its slot."""
+
+    def _register(self) -> Register:
+        return Register(app_name=self.app_name, token=self.token, tools=self.tools, max_concurrency=1)
+
+
+async def test_queue_time_and_run_time_are_separate_histograms(tmp_path: Path) -> None:
+    # Issue 30 item 12. Two calls of `hang` (its own 300 ms deadline) at once on an app with one
+    # slot: the first holds the slot until its deadline while the second waits for it.
+    async with running_daemon(tmp_path / "home") as daemon, trio.open_nursery() as nursery:
+        await OneAtATimeApp(daemon.port, daemon.token).start(nursery)
+        outcomes: list[str] = []
+
+        async def call() -> None:
+            outcomes.append((await daemon.core.router.call_tool("Demo__hang", {})).kind)
+
+        async with trio.open_nursery() as calls:
+            calls.start_soon(call)
+            calls.start_soon(call)
+        assert outcomes == ["timeout", "timeout"]
+        async with http_client(daemon) as scraper:
+            got = samples((await scraper.get(f"{base(daemon)}/metrics")).text)
+        labels = (("app", "Demo"), ("tool", "hang"))
+        queued, ran = got[("toolbridge_call_queue_seconds_sum", labels)], got[("toolbridge_call_run_seconds_sum", labels)]
+        whole = got[("toolbridge_call_duration_seconds_sum", labels)]
+        assert ran >= 0.25  # the first call held the slot until its deadline
+        assert queued >= 0.1  # the second waited for it
+        assert abs(queued + ran - whole) < 0.01
+        nursery.cancel_scope.cancel()
+
+
 async def test_metrics_are_scraped_with_the_token(tmp_path: Path) -> None:
     async with running_daemon(tmp_path / "home") as daemon, trio.open_nursery() as nursery:
         url = f"{base(daemon)}/metrics"
@@ -304,13 +339,22 @@ async def test_metrics_are_scraped_with_the_token(tmp_path: Path) -> None:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/plain; version=")
         got = samples(response.text)
-        assert got[("toolbridge_calls_total", (("app", "Demo"), ("outcome", "ok"), ("tool", "Demo__echo")))] == 2
-        assert got[("toolbridge_calls_total", (("app", "Demo"), ("outcome", "app_error"), ("tool", "Demo__fail")))] == 1
+        # Issue 30 item 12: `tool` is the tool's own name, beside `app` (not Demo__echo).
+        assert got[("toolbridge_calls_total", (("app", "Demo"), ("outcome", "ok"), ("tool", "echo")))] == 2
+        assert got[("toolbridge_calls_total", (("app", "Demo"), ("outcome", "app_error"), ("tool", "fail")))] == 1
         # An unknown tool's name is not a label value (an agent could make up names without end).
-        assert got[("toolbridge_calls_total", (("app", ""), ("outcome", "unknown_tool"), ("tool", "")))] == 1
+        assert got[("toolbridge_calls_total", (("app", ""), ("outcome", "unknown_tool"), ("tool", "(unknown)")))] == 1
         assert "no_such_tool" not in response.text
-        assert got[("toolbridge_call_duration_seconds_count", (("app", "Demo"), ("tool", "Demo__echo")))] == 2
-        assert got[("toolbridge_call_duration_seconds_bucket", (("app", "Demo"), ("le", "+Inf"), ("tool", "Demo__echo")))] == 2
+        for histogram in ("duration", "queue", "run"):
+            assert got[(f"toolbridge_call_{histogram}_seconds_count", (("app", "Demo"), ("tool", "echo")))] == 2
+            assert got[(f"toolbridge_call_{histogram}_seconds_bucket",
+                        (("app", "Demo"), ("le", "+Inf"), ("tool", "echo")))] == 2
+        assert got[("toolbridge_build_info", (("version", VERSION),))] == 1
+        assert got[("toolbridge_calls_awaiting_answer", ())] == 0  # a gauge, named as one (was _calls_sent)
+        assert got[("toolbridge_event_loop_stall_seconds_count", ())] >= 0
+        assert ("toolbridge_event_loop_stall_seconds_bucket", (("le", "+Inf"),)) in got
+        if sys.platform.startswith("linux"):  # prometheus_client's process collector reads /proc
+            assert got[("process_resident_memory_bytes", ())] > 0 and got[("process_open_fds", ())] > 0
         assert got[("toolbridge_apps", (("state", "connected"),))] == 1
         assert got[("toolbridge_app_registrations_total", ())] == 1
         assert got[("toolbridge_app_disconnects_total", ())] == 0

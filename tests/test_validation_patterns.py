@@ -151,6 +151,6 @@ async def test_refused_argument_values_stay_out_of_the_daemon_log(tmp_path: Path
             await app.aclose()
     assert outcome.kind == "invalid_arguments"
     assert outcome.message == "invalid arguments for Patterns__unlock: $.pin: 'SECRET-PIN-9999' is not of type 'integer'"
-    [audit] = [e for e in logs if e["event"] == "TOOL_ARG_VALIDATION_FAILURE"]
+    [audit] = [e for e in logs if e["event"] == "tool_arg_validation_failure"]
     assert audit["error"] == "invalid arguments for Patterns__unlock: $.pin: not of type 'integer'"
     assert not [e for e in logs if "SECRET-PIN-9999" in repr(e)]

@@ -2,8 +2,9 @@
 
 Both build a wheel from the clone and install it, with its dependencies, into a fresh virtual
 environment of its own; the ``toolbridge`` command is that environment's script. This test does
-the same with pip (``pip wheel . --no-deps``, then ``pip install`` of the wheel into a new venv,
-dependencies from the package index like pipx), and then uses only that environment: its
+the same with PyPA's ``build`` (``python -m build``: the wheel and the sdist, both checked with
+``twine check`` and for what they hold, issue 30 item 13), then ``pip install`` of the wheel into
+a new venv (dependencies from the package index like pipx), and then uses only that environment: its
 ``toolbridge --version``, its ``toolbridge serve``, an app on its ``app_client`` and one
 ``toolbridge call`` through the daemon. It catches a package or data file missing from the
 wheel and an entry point that does not start. It needs the package index (as ``dev.py`` does)
@@ -12,10 +13,13 @@ and takes ~30 s; it runs in CI with the rest of the suite (``-m "not slow"`` lea
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tarfile
 import venv
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -50,18 +54,45 @@ def _env() -> dict[str, str]:
 
 
 async def _check(*argv: str | Path, cwd: Path | None = None) -> str:
+    return await _check_any(*argv, cwd=cwd, codes=(0,))
+
+
+async def _check_any(*argv: str | Path, cwd: Path | None = None, codes: tuple[int, ...] = (0, 1)) -> str:
+    """stdout of ``argv``, which must exit with one of ``codes`` (doctor exits 1 with no daemon)."""
     result = await trio.run_process([str(a) for a in argv], capture_stdout=True, capture_stderr=True, check=False,
                                     env=_env(), cwd=cwd)
-    assert result.returncode == 0, (argv, result.stdout.decode()[-2000:], result.stderr.decode()[-2000:])
+    assert result.returncode in codes, (argv, result.stdout.decode()[-2000:], result.stderr.decode()[-2000:])
     return result.stdout.decode()
+
+
+def check_contents(wheel: Path, sdist: Path) -> None:
+    """The wheel holds the two packages with the data files the docs promise, and nothing from
+    the tests; the sdist builds the wheel and carries the documents the README links to."""
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    dist_info = f"toolbridge-{VERSION}.dist-info"
+    assert {name.split("/")[0] for name in names} == {"broker", "app_client", dist_info}
+    assert {"broker/py.typed", "app_client/py.typed", "broker/conformance/README.md",
+            f"{dist_info}/licenses/LICENSE"} <= set(names)
+    assert any(n.startswith("broker/mcp/static/") for n in names)  # the status page
+    vectors = [n for n in names if n.startswith("broker/conformance/vectors/") and n.endswith(".json")]
+    assert len(vectors) == len(list((ROOT / "broker" / "conformance" / "vectors").glob("*.json")))
+    assert not [n for n in names if "__pycache__" in n or "conftest" in n or "/tests/" in n]
+    with tarfile.open(sdist) as archive:
+        members = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    assert {"LICENSE", "README.md", "protocol.md", "SECURITY.md", "pyproject.toml"} <= members
+    assert not [m for m in members if m.startswith("tests/")]
 
 
 @pytest.mark.slow
 async def test_the_wheel_gives_a_working_toolbridge_command(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
     with trio.fail_after(300):
-        await _check(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", wheels, ROOT)
+        await _check(sys.executable, "-m", "build", "--outdir", wheels, ROOT)
         (wheel,) = wheels.glob("toolbridge-*.whl")
+        (sdist,) = wheels.glob("toolbridge-*.tar.gz")
+        await _check(sys.executable, "-m", "twine", "check", "--strict", wheel, sdist)
+        check_contents(wheel, sdist)
         await trio.to_thread.run_sync(lambda: venv.EnvBuilder(with_pip=True).create(tmp_path / "tool"))
         python = tmp_path / "tool" / BIN / ("python.exe" if os.name == "nt" else "python")
         await _check(python, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", wheel)
@@ -73,6 +104,14 @@ async def test_the_wheel_gives_a_working_toolbridge_command(tmp_path: Path) -> N
     located = await _check(python, "-c", "import broker, app_client; print(broker.__file__, app_client.__file__)",
                            cwd=outside)
     assert str(ROOT) not in located and str(tmp_path / "tool") in located
+    # Issue 30 item 3: a missing extra names a command that works for this installation (a
+    # plain venv: its own interpreter and the extra's requirements; toolbridge is on no index).
+    hint = await _check(python, "-c", "from broker.extras import install_hint; print(install_hint('code'))",
+                        cwd=outside)
+    assert hint.strip() == f"{python} -m pip install 'deno>=2.1'"
+    doctor = json.loads(await _check_any(toolbridge, "doctor", "--json", "--home", tmp_path / "no-home", cwd=outside))
+    extras = {f["check"]: f["detail"] for f in doctor if f["check"].startswith("extra ")}
+    assert extras["extra code"].endswith(f"to add it: {python} -m pip install 'deno>=2.1'")
 
     home = tmp_path / "home"
     (outside / "app.py").write_text(APP)

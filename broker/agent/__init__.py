@@ -17,7 +17,7 @@
 ``connect("http://127.0.0.1:47701/mcp", token=...)`` goes over Streamable HTTP instead. The
 stubs written by ``toolbridge codegen --lang python`` take ``tb`` as their client:
 ``Apps(tb).WatchTower.click_element(x=100, y=50)``, typed. Runs under trio or asyncio; needs
-the MCP SDK (``pip install 'toolbridge[agent]'``).
+the MCP SDK (the ``agent`` extra; ``toolbridge doctor`` prints the command that adds it).
 
 Every exception here derives from :class:`AgentError`; a failed call raises a
 :class:`ToolCallError` (a subclass per kind). ``ToolbridgeError`` and ``ToolError`` are the

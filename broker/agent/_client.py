@@ -45,9 +45,9 @@ try:
     from mcp import Client, MCPError, StdioServerParameters
     from mcp.client.streamable_http import streamable_http_client
 except ImportError as exc:  # pragma: no cover - depends on the installation
-    raise ImportError(
-        f"broker.agent needs the MCP SDK ({exc.name} is missing): pip install 'toolbridge[agent]'"
-    ) from exc
+    from ..extras import install_hint
+
+    raise ImportError(f"broker.agent needs the MCP SDK ({exc.name} is missing): {install_hint('agent')}") from exc
 
 from ..version import VERSION
 from ._apps import Apps, build_namespace

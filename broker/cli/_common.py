@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-from app_client.discovery import resolve_home
+from ._commands import summary_of
 
-__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "SubParsers", "home_from", "add_home"]
+__all__ = ["EXIT_OK", "EXIT_ERROR", "EXIT_USAGE", "SubParsers", "add_command", "add_home", "home_from", "short_id"]
 
 #: What each sub-command module's ``add_parser`` gets: the ``add_subparsers()`` group.
 SubParsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -24,8 +24,24 @@ EXIT_USAGE = 2
 
 def home_from(args: argparse.Namespace) -> Path:
     """``--home``, else ``$TOOLBRIDGE_HOME``, else the user data dir: as apps resolve it."""
+    # Imported here: importing app_client imports trio, which `toolbridge --help` does not need.
+    from app_client.discovery import resolve_home
+
     return resolve_home(getattr(args, "home", None) or None).expanduser()
 
 
 def add_home(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--home", help="state directory (default: $TOOLBRIDGE_HOME or the user data dir)")
+
+
+def add_command(sub: SubParsers, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+    """Add the sub-command ``name`` with its summary from the command table (``_commands``)."""
+    return sub.add_parser(name, help=summary_of(name), **kwargs)
+
+
+def short_id(value: object) -> str:
+    """An id as listings show it: random ids (app instances, sessions: long hex) by their first
+    8 characters, enough to tell them apart (``--json`` output has them whole); short, chosen
+    ones (``main``) whole."""
+    text = str(value)
+    return text[:8] if len(text) > 12 else text

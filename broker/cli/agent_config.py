@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import BrokerError
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 
 __all__ = [
-    "AGENTS", "ConfigFileError", "add_parser", "cmd_agent_config", "config_path", "merge_entry", "read_config",
-    "server_entry", "toolbridge_command",
+    "AGENTS", "ConfigFileError", "add_parser", "cmd_agent_config", "config_path", "machine_specific", "merge_entry",
+    "read_config", "server_entry", "toolbridge_command",
 ]
 
 #: The agents ``agent-config`` knows, as the user names them.
@@ -53,15 +53,34 @@ def toolbridge_command() -> list[str]:
     return [str(Path(sys.executable).absolute()), "-m", "broker"]
 
 
-def server_entry(home: Path, *, discovery: bool = False, code: bool = False) -> dict[str, Any]:
-    """The ``mcpServers`` entry: absolute command, ``stdio``, and the home by ``--home``."""
+def server_entry(home: Path, *, discovery: bool = False, code: bool = False, shared: bool = False) -> dict[str, Any]:
+    """The ``mcpServers`` entry: absolute command, ``stdio``, and the home by ``--home``.
+
+    ``shared``: for a file others use too (a project's ``.mcp.json``, committed with the code):
+    plain ``toolbridge`` when that is the command on ``PATH``, and no ``--home`` for the default
+    home, so the entry works on every machine where toolbridge is installed (see
+    :func:`machine_specific`)."""
+    from app_client.discovery import default_home
+
     command = toolbridge_command()
-    args = [*command[1:], "stdio", "--home", str(home.expanduser().absolute())]
+    on_path = shutil.which("toolbridge")
+    if shared and on_path and Path(on_path).absolute() == Path(command[0]).absolute():
+        command = ["toolbridge"]
+    home = home.expanduser().absolute()
+    args = [*command[1:], "stdio"]
+    if not (shared and home == default_home().expanduser().absolute()):
+        args += ["--home", str(home)]
     if discovery:
         args.append("--discovery")
     if code:
         args.append("--code")
     return {"command": command[0], "args": args}
+
+
+def machine_specific(entry: dict[str, Any]) -> list[str]:
+    """The paths in ``entry`` that exist only on this machine (absolute ones)."""
+    words = [str(entry.get("command", "")), *(str(a) for a in entry.get("args") or [])]
+    return [word for word in words if Path(word).is_absolute()]
 
 
 def config_path(agent: str) -> Path:
@@ -127,13 +146,20 @@ def _claude_code_command(entry: dict[str, Any], name: str) -> str:
 
 def cmd_agent_config(args: argparse.Namespace) -> int:
     home = home_from(args)
-    entry = server_entry(home, discovery=args.discovery, code=args.code)
+    shared = args.agent == "claude-code"  # the project's .mcp.json, usually committed with it
+    entry = server_entry(home, discovery=args.discovery, code=args.code, shared=shared)
     path = Path(args.config).expanduser() if args.config else config_path(args.agent)
+    if shared and machine_specific(entry):
+        print(f"toolbridge: warning: this entry names {', '.join(machine_specific(entry))}, which exist(s) only on "
+              "this machine; if .mcp.json is shared with the project, put `toolbridge` on PATH (and use the "
+              "default home) so the entry works everywhere, or use `claude mcp add --scope user` instead",
+              file=sys.stderr)
     if not args.write:
+        # stdout is the JSON alone (`agent-config claude-code > .mcp.json`); the rest is for the user.
         print(json.dumps({"mcpServers": {args.name: entry}}, indent=2))
         if args.agent == "claude-code":
-            print(f"\n# or, with the Claude Code CLI:\n{_claude_code_command(entry, args.name)}")
-        print(f"\n# put the entry into {path} (or run this again with --write to merge it in)", file=sys.stderr)
+            print(f"# or, with the Claude Code CLI:\n{_claude_code_command(entry, args.name)}", file=sys.stderr)
+        print(f"# put the entry into {path} (or run this again with --write to merge it in)", file=sys.stderr)
         return EXIT_OK
     try:
         done = merge_entry(path, args.name, entry)
@@ -150,7 +176,7 @@ def cmd_agent_config(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("agent-config", help="print (or --write) the MCP config entry for an agent")
+    parser = add_command(sub, "agent-config")
     parser.add_argument("agent", choices=AGENTS, help="which agent's configuration")
     add_home(parser)
     parser.add_argument("--write", action="store_true",
@@ -159,6 +185,6 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument("--name", default=SERVER_NAME, help=f"the server's name in the config (default {SERVER_NAME})")
     parser.add_argument("--discovery", action="store_true", help="discovery mode (only search_tools and call_tool)")
     parser.add_argument("--code", action="store_true",
-                        help="code mode (search_tools and run_code; needs pip install 'toolbridge[code]')")
+                        help="code mode (search_tools and run_code; needs the code extra: see `toolbridge doctor`)")
     parser.set_defaults(func=cmd_agent_config)
 

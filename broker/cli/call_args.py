@@ -34,7 +34,7 @@ from typing import Any, Final
 
 from ..core.names import near_names
 
-__all__ = ["accepted_types", "convert_value", "parse_arguments", "unknown_tool_message"]
+__all__ = ["accepted_types", "argument_hints", "convert_value", "parse_arguments", "unknown_tool_message"]
 
 #: Every JSON Schema type; ``None`` from :func:`accepted_types` means "any of these".
 ALL_TYPES: Final = frozenset({"string", "integer", "number", "boolean", "null", "array", "object"})
@@ -198,6 +198,27 @@ def parse_arguments(
             raise ValueError(f"--arg {pair!r}: use key=value")
         arguments[key] = convert_value(key, value, property_schema(input_schema, key), root)
     return arguments
+
+
+def argument_hints(arguments: Mapping[str, Any], input_schema: Mapping[str, Any] | None) -> list[str]:
+    """What to change on the command line when the daemon refused the arguments: the ``--arg``
+    to add for each missing required one, and the names the tool accepts when one is not among
+    them. Empty when the schema names no properties (nothing useful to say)."""
+    root = _resolve(input_schema, input_schema) if isinstance(input_schema, Mapping) else None
+    if not isinstance(root, Mapping) or not isinstance(root.get("properties"), Mapping):
+        return []
+    properties: Mapping[str, Any] = root["properties"]
+    required = [name for name in root.get("required") or () if isinstance(name, str)]
+    hints = []
+    for name in required:
+        if name not in arguments:
+            types = accepted_types(properties.get(name), root)
+            hints.append(f"add --arg {name}=VALUE (a {_spell(types) if types else 'JSON value'}): it is required")
+    unknown = [name for name in arguments if name not in properties]
+    if unknown and root.get("additionalProperties") is not True:
+        accepted = ", ".join(properties) or "none"
+        hints.append(f"the tool has no parameter {_spell_names(unknown)}; its parameters: {accepted}")
+    return hints
 
 
 def unknown_tool_message(name: str, known: Iterable[str]) -> str:

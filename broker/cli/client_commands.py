@@ -18,13 +18,16 @@ from typing import Any
 
 import trio
 
-from ._common import EXIT_USAGE, SubParsers, add_home, home_from
-from .call_args import parse_arguments, unknown_tool_message
+from ._common import EXIT_USAGE, SubParsers, add_command, add_home, home_from, short_id
+from .call_args import argument_hints, parse_arguments, unknown_tool_message
 from .daemon_client import DaemonUnavailable, McpLineClient, admin_request, locate, open_agent_stream
 
 EXIT_TOOL_ERROR = 1
 EXIT_NOT_FOUND = 3
 EXIT_DAEMON_DOWN = 4
+#: Where a tool result says why the daemon failed the call (broker.mcp.results.ERROR_KIND_KEY;
+#: the wire name is spelled here because importing the MCP package would import the daemon).
+ERROR_KIND_KEY = "toolbridge/errorKind"
 
 
 def _down(exc: DaemonUnavailable) -> int:
@@ -78,6 +81,30 @@ def cmd_status(args: argparse.Namespace) -> int:
         f"toolbridge {status['version']} is running (pid {status['pid']}, up {_duration(status['uptimeSeconds'])}): "
         f"apps on {status['host']}:{status['port']}{http}"
     )
+    # What the user came for first (the apps, then the agents); the set-up; the event loop last.
+    apps = status["apps"]
+    print(
+        f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "
+        f"{status['agentSessions']} agent session(s) on stdio"
+    )
+    for app in apps:
+        state = "connected" if app["connected"] else "reconnecting"
+        # The label is the app's name unless two instances share it (``Notes_2``): name it then.
+        name = app["label"] if app["label"] == app["app"] else f"{app['label']} ({app['app']})"
+        print(
+            f"  {name:<24} instance {short_id(app['instance'])}: {state}, {app['tools']} tools, "
+            f"{app['inFlight']} running, {app['queued']} queued"
+        )
+    if agents is not None:
+        print(f"agents: {len(agents)} session(s) open (stdio relays and HTTP sessions; "
+              "2026-07-28 HTTP requests are stateless and not listed)")
+        for agent in agents:
+            client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
+            mode = ", discovery mode" if agent.get("discovery") else ""
+            if agent.get("app"):  # a one-app scope (stdio --app, /mcp/apps/NAME)
+                mode += f", only the app {agent['app']}"
+            print(f"  {agent['session']:<24} {client} over {agent['transport']}"
+                  f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     print(f"home: {status['home']}")
     if status.get("httpPort"):
         print(f"MCP URL: {mcp_url(home, status['httpPort'], status['host'])} (header 'Authorization: Bearer "
@@ -91,34 +118,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         state = "connected" if nats["connected"] else f"not connected (retrying: {nats.get('lastError') or '...'})"
         others = ", ".join(nats["brokers"]) or "none yet"
         print(f"NATS: as {nats['name']!r} at {nats['url']}: {state}; other brokers: {others}")
-    apps = status["apps"]
-    print(
-        f"{len(apps)} app instance(s), {status['tools']} tool(s), {status['callsInFlight']} call(s) in flight, "
-        f"{status['agentSessions']} agent session(s) on stdio"
-    )
     loop = status.get("eventLoop")
     if loop:
         print(f"event loop: longest stall {loop['maxStallMs']:g} ms ({loop['lastMinuteMaxStallMs']:g} ms in the last "
               f"minute), {loop['stallsOver100Ms']} stall(s) over 100 ms; woken at most {loop['maxLateMs']:g} ms "
               "late (includes waiting for a busy machine)")
-    for app in apps:
-        state = "connected" if app["connected"] else "reconnecting"
-        # The label is the app's name unless two instances share it (``Notes_2``): name it then.
-        name = app["label"] if app["label"] == app["app"] else f"{app['label']} ({app['app']})"
-        print(
-            f"  {name:<24} instance {app['instance']}: {state}, {app['tools']} tools, "
-            f"{app['inFlight']} running, {app['queued']} queued"
-        )
-    if agents is not None:
-        print(f"agents: {len(agents)} session(s) open (stdio relays and HTTP sessions; "
-              "2026-07-28 HTTP requests are stateless and not listed)")
-        for agent in agents:
-            client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
-            mode = ", discovery mode" if agent.get("discovery") else ""
-            if agent.get("app"):  # a one-app scope (stdio --app, /mcp/apps/NAME)
-                mode += f", only the app {agent['app']}"
-            print(f"  {agent['session']:<24} {client} over {agent['transport']}"
-                  f" (protocol {agent.get('protocolVersion') or 'not initialized'}){mode}")
     return 0
 
 
@@ -260,8 +264,8 @@ async def _call(
             reply = await client.request("tools/call", params, on_notification)
         finally:
             bar.done()
-        if _is_unknown_tool(reply) and tools is None:
-            tools = await _list_tools(client)  # for the did-you-mean
+        if (_is_unknown_tool(reply) or _refused_arguments(reply)) and tools is None:
+            tools = await _list_tools(client)  # for the did-you-mean, or the names it accepts
         return reply, tools
     finally:
         await link.aclose()
@@ -270,6 +274,13 @@ async def _call(
 def _is_unknown_tool(reply: dict[str, Any]) -> bool:
     error = reply.get("error")
     return isinstance(error, dict) and error.get("code") == -32602 and "unknown tool" in str(error.get("message"))
+
+
+def _refused_arguments(reply: dict[str, Any]) -> bool:
+    """The daemon refused the arguments (schema validation), before the app saw the call."""
+    result = reply.get("result")
+    meta = result.get("_meta") if isinstance(result, dict) else None
+    return isinstance(meta, dict) and meta.get(ERROR_KIND_KEY) == "invalid_arguments"
 
 
 def _call_options(args: argparse.Namespace) -> tuple[str, str | None, str, bool] | int:
@@ -335,22 +346,28 @@ def cmd_call(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2))
     else:
         print_result(result, name, Path(args.save_dir))
+    if _refused_arguments(reply):
+        schema = next((t.get("inputSchema") for t in tools or [] if t.get("name") == name), None)
+        arguments = parse_arguments(request.pairs, json_text, schema, json_flag=flag)
+        for hint in argument_hints(arguments, schema):
+            print(f"toolbridge: {hint}", file=sys.stderr)
+        return EXIT_USAGE  # the command line was wrong, not the tool
     return EXIT_TOOL_ERROR if result.get("isError") else 0
 
 
 def add_parser(sub: SubParsers) -> None:
-    status = sub.add_parser("status", help="is the daemon running; its apps, tools and calls")
+    status = add_command(sub, "status")
     add_home(status)
     status.add_argument("--json", action="store_true", help="machine-readable output")
     status.set_defaults(func=cmd_status)
 
-    tools = sub.add_parser("tools", help="the tools agents see")
+    tools = add_command(sub, "tools")
     add_home(tools)
     tools.add_argument("--schema", action="store_true", help="show each tool's input schema")
     tools.add_argument("--json", action="store_true", help="machine-readable output")
     tools.set_defaults(func=cmd_tools)
 
-    call = sub.add_parser("call", help="call a tool as an agent would")
+    call = add_command(sub, "call")
     add_home(call)
     call.add_argument("name", nargs="?", help="agent-facing tool name, as `toolbridge tools` shows it")
     call.add_argument("--arg", action="append", metavar="KEY=VALUE",

@@ -29,7 +29,7 @@ from typing import Any, Final
 import trio
 
 from ..codegen import LANGUAGES, CodegenTool, generate, tools_from_admin
-from ._common import EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_OK, SubParsers, add_command, add_home, home_from
 from .daemon_client import admin_request
 from ..errors import BrokerError
 
@@ -112,9 +112,8 @@ def cmd_codegen(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser(
-        "codegen",
-        help="write typed bindings (Python or TypeScript) for the connected apps' tools",
+    parser = add_command(
+        sub, "codegen",
         description="Write typed bindings for the tools of the running daemon's apps.",
     )
     add_home(parser)

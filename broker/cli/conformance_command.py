@@ -12,7 +12,7 @@ import sys
 
 import trio
 
-from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers
+from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers, add_command
 
 __all__ = ["add_parser", "cmd_conformance_app"]
 
@@ -59,7 +59,7 @@ def cmd_conformance_app(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    conformance = sub.add_parser("conformance", help="check an app client against the protocol's conformance kit")
+    conformance = add_command(sub, "conformance")
     kinds = conformance.add_subparsers(dest="kind", metavar="KIND", required=True)
     app = kinds.add_parser(
         "app",

@@ -29,7 +29,7 @@ from app_client.protocol import AdminResponse, AgentLinkClient, ConnectionClosed
 from app_client.transport import connect_daemon
 
 from ..errors import BrokerError
-from ..version import VERSION
+from ..version import CLI_CLIENT_NAME, VERSION
 
 #: Seconds for opening the stream to the daemon, and for the agentConnect handshake.
 CONNECT_TIMEOUT: Final = 5.0
@@ -196,7 +196,7 @@ class McpLineClient:
             message["params"] = params
         await self.link.send_line(json.dumps(message).encode())
 
-    async def initialize(self, client_name: str = "toolbridge-cli") -> dict[str, Any]:
+    async def initialize(self, client_name: str = CLI_CLIENT_NAME) -> dict[str, Any]:
         reply = await self.request(
             "initialize",
             {

@@ -39,7 +39,7 @@ import trio
 
 from ..config import home as home_files
 from ..errors import BrokerError
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 from .daemon_client import DaemonUnavailable, admin_request
 
 __all__ = ["add_parser", "cmd_restart", "cmd_stop", "stop_daemon"]
@@ -189,13 +189,13 @@ def cmd_restart(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    stop = sub.add_parser("stop", help="stop the daemon of this home (also one `toolbridge stdio` started)")
+    stop = add_command(sub, "stop")
     add_home(stop)
     stop.add_argument("--timeout", type=float, default=STOP_TIMEOUT, metavar="SECONDS",
                       help=f"how long to wait for it to exit (default {STOP_TIMEOUT:g})")
     stop.set_defaults(func=cmd_stop)
 
-    restart = sub.add_parser("restart", help="stop the daemon of this home and start it again in the background")
+    restart = add_command(sub, "restart")
     add_home(restart)
     restart.add_argument("--port", type=int, metavar="PORT", help="app port (default: the one it had)")
     restart.add_argument("--http-port", type=int, metavar="PORT", help="MCP HTTP port (default: the one it had)")

@@ -31,6 +31,7 @@ import ssl
 import stat
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -40,7 +41,7 @@ from app_client.discovery import ENV_HOME, ENV_PORT
 from ..config import home as home_files
 from ..config.settings_file import CONFIG_FILE, env_deprecations, load_settings
 from ..errors import BrokerError
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 from .agent_config import AGENTS, ConfigFileError, config_path, read_config, toolbridge_command
 from .daemon_client import DaemonUnavailable, admin_request
 
@@ -246,36 +247,74 @@ def _is_ours(name: str, entry: dict[str, Any]) -> bool:
     return "toolbridge" in name.lower() or command.startswith("toolbridge") or args[:2] == ["-m", "broker"]
 
 
+def _agent_configs(agent: str) -> list[tuple[str, Path, Callable[[dict[str, Any]], Any]]]:
+    """Where ``agent`` may name MCP servers: (what to call the place, its file, how to find the
+    servers in it). Claude Code reads the project's ``.mcp.json`` and ``~/.claude.json``, which
+    holds the user's servers and each project's own (``claude mcp add``, scopes user and local)."""
+    places: list[tuple[str, Path, Callable[[dict[str, Any]], Any]]] = [
+        (str(config_path(agent)), config_path(agent), lambda data: data.get("mcpServers", {})),
+    ]
+    if agent == "claude-code":
+        user_file = Path.home() / ".claude.json"
+        project = str(Path.cwd())
+        places += [
+            (f"{user_file} (user scope)", user_file, lambda data: data.get("mcpServers", {})),
+            (f"{user_file} (local scope of {project})", user_file,
+             lambda data: ((data.get("projects") or {}).get(project) or {}).get("mcpServers", {})),
+        ]
+    return places
+
+
 def _agents_check(home: Path, found: list[Finding]) -> None:
+    for agent in AGENTS:
+        places = [place for place in _agent_configs(agent) if place[1].exists()]
+        if not places and agent != "claude-code":
+            found.append(Finding("ok", f"agent {agent}", f"no config file ({config_path(agent)})"))
+        for where, path, servers_in in places:
+            try:
+                servers = servers_in(read_config(path))
+            except (ConfigFileError, AttributeError) as exc:
+                detail = str(exc) if isinstance(exc, ConfigFileError) else f"{where} is not laid out as expected"
+                found.append(Finding("fail", f"agent {agent}", detail))
+                continue
+            _check_entries(agent, where, servers if isinstance(servers, dict) else {}, home, found,
+                           quiet_if_none=where != str(path))
+
+
+def _check_entries(agent: str, where: str, servers: dict[str, Any], home: Path, found: list[Finding], *,
+                   quiet_if_none: bool) -> None:
+    """One finding per toolbridge entry of ``servers`` (read from ``where``)."""
     from app_client.discovery import default_home
 
-    for agent in AGENTS:
-        path = config_path(agent)
-        if not path.exists():
-            if agent != "claude-code":
-                found.append(Finding("ok", f"agent {agent}", f"no config file ({path})"))
-            continue
-        try:
-            servers = read_config(path).get("mcpServers", {})
-        except ConfigFileError as exc:
-            found.append(Finding("fail", f"agent {agent}", str(exc)))
-            continue
-        ours = {name: entry for name, entry in servers.items() if isinstance(entry, dict) and _is_ours(name, entry)}
-        fix = f"`toolbridge agent-config {agent} --write`"
-        if not ours:
-            found.append(Finding("warn", f"agent {agent}", f"{path} has no toolbridge server", f"run {fix}"))
-            continue
-        for name, entry in ours.items():
-            command = str(entry.get("command", ""))
-            configured = _home_of_entry(entry) or default_home()
-            if not (Path(command).is_absolute() and Path(command).exists()) and not shutil.which(command):
-                found.append(Finding("fail", f"agent {agent}", f"{name!r} in {path} runs {command!r}, which the "
-                                     "agent will not find", f"use the absolute path: {fix}"))
-            elif configured.absolute() != home.absolute():
-                found.append(Finding("warn", f"agent {agent}", f"{name!r} in {path} uses the home {configured}, "
-                                     f"not {home}", f"if it should use this home: {fix}"))
-            else:
-                found.append(Finding("ok", f"agent {agent}", f"{name!r} in {path} runs {command} with this home"))
+    ours = {name: entry for name, entry in servers.items() if isinstance(entry, dict) and _is_ours(name, entry)}
+    fix = f"`toolbridge agent-config {agent} --write`"
+    if not ours:
+        if not quiet_if_none:  # ~/.claude.json holds much else: no entry there is no news
+            found.append(Finding("warn", f"agent {agent}", f"{where} has no toolbridge server", f"run {fix}"))
+        return
+    for name, entry in ours.items():
+        command = str(entry.get("command", ""))
+        configured = _home_of_entry(entry) or default_home()
+        if not (Path(command).is_absolute() and Path(command).exists()) and not shutil.which(command):
+            found.append(Finding("fail", f"agent {agent}", f"{name!r} in {where} runs {command!r}, which the "
+                                 "agent will not find", f"use the absolute path: {fix}"))
+        elif configured.absolute() != home.absolute():
+            found.append(Finding("warn", f"agent {agent}", f"{name!r} in {where} uses the home {configured}, "
+                                 f"not {home}", f"if it should use this home: {fix}"))
+        else:
+            found.append(Finding("ok", f"agent {agent}", f"{name!r} in {where} runs {command} with this home"))
+
+
+def _extras_check(found: list[Finding]) -> None:
+    """Which optional extras are installed; for the others, the command that adds each here."""
+    from ..extras import EXTRAS, extra_installed, install_hint
+
+    for extra, (purpose, _) in EXTRAS.items():
+        if extra_installed(extra):
+            found.append(Finding("ok", f"extra {extra}", f"installed: {purpose}"))
+        else:
+            found.append(Finding("ok", f"extra {extra}", f"not installed (optional, for {purpose}); to add it: "
+                                 f"{install_hint(extra)}"))
 
 
 def run_checks(home: Path, source: str) -> list[Finding]:
@@ -286,6 +325,7 @@ def run_checks(home: Path, source: str) -> list[Finding]:
         _token_check(home, found)
     _daemon_check(home, found)
     _agents_check(home, found)
+    _extras_check(found)
     return found
 
 
@@ -306,7 +346,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("doctor", help="check the set-up (home, token, daemon, ports, agents) and say what to fix")
+    parser = add_command(sub, "doctor")
     add_home(parser)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.set_defaults(func=cmd_doctor)

@@ -37,7 +37,8 @@ HELP: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
               "description.",
               ("toolbridge tools --schema",)),
     "call": ("Call a tool as an agent would, and print its result (images and audio are saved to files). "
-             "Exit status 1 if the tool reported an error, 3 if there is no such tool.",
+             "Exit status 1 if the tool reported an error, 2 if the arguments are wrong (it says which --arg "
+             "to add or which parameters the tool has), 3 if there is no such tool.",
              ("toolbridge call Notes__type_text --arg field=title --arg text=Hello",)),
     "stdio": ("Relay MCP between stdin/stdout and the daemon of this home: what agents launch. Starts the "
               "daemon in the background when none runs (its output goes to <home>/daemon.log; --port and "

@@ -28,10 +28,10 @@ from typing import Any, Final, TextIO
 
 import attrs
 
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from, short_id
 from ..core.calllog import CALL_LOG_FILE
 
-__all__ = ["LogFilter", "parse_since", "fetch_rows", "follow", "format_row", "json_row", "cmd_logs"]
+__all__ = ["LogFilter", "parse_since", "fetch_rows", "follow", "format_row", "format_rows", "json_row", "cmd_logs"]
 
 POLL_SECONDS: Final = 0.5
 DEFAULT_LIMIT: Final = 50
@@ -152,20 +152,39 @@ def _short(text: str | None) -> str:
     return line if len(line) <= _ERROR_CHARS else line[: _ERROR_CHARS - 3] + "..."
 
 
-def format_row(row: dict[str, Any]) -> str:
-    """One human line: time, duration, outcome kind, tool, app/instance, short error."""
+#: Least widths of the tool, app and agent columns, so lines printed one at a time (``--follow``)
+#: still mostly line up; a batch widens a column to its longest value.
+MIN_WIDTHS: Final = (24, 16, 16)
+
+
+def _parts(row: dict[str, Any]) -> tuple[str, str, str, str, str, str, str]:
+    """The columns of one human line: time, duration, outcome kind, tool, app/instance,
+    agent/session, short error."""
     where = row.get("app") or "-"
     if row.get("instance"):
-        where += f"/{row['instance']}"
-    text = (
-        f"{_local_time(row['ts'])}  {_duration(row.get('duration_ms')):>9}  "
-        f"{row.get('error_kind') or '?':<16} {row['tool']}  {where}"
-    )
-    if row.get("is_error"):
-        error = _short(row.get("error_message"))
-        if error:
-            text += f"  {error}"
-    return text
+        where += f"/{short_id(row['instance'])}"
+    who = row.get("agent") or "-"
+    if row.get("session"):
+        who += f" {short_id(row['session'])}"
+    error = _short(row.get("error_message")) if row.get("is_error") else ""
+    return (_local_time(row["ts"]), _duration(row.get("duration_ms")), row.get("error_kind") or "?", row["tool"],
+            where, who, error or "")
+
+
+def format_rows(rows: list[dict[str, Any]]) -> list[str]:
+    """Human lines, their columns aligned across ``rows``."""
+    parts = [_parts(row) for row in rows]
+    widths = [max([least, *(len(p[column]) for p in parts)]) for column, least in zip((3, 4, 5), MIN_WIDTHS)]
+    lines = []
+    for when, took, kind, tool, where, who, error in parts:
+        line = f"{when}  {took:>9}  {kind:<16} {tool:<{widths[0]}}  {where:<{widths[1]}}  {who:<{widths[2]}}"
+        lines.append(f"{line}  {error}".rstrip() if error else line.rstrip())
+    return lines
+
+
+def format_row(row: dict[str, Any]) -> str:
+    """One human line (see :func:`format_rows`)."""
+    return format_rows([row])[0]
 
 
 def json_row(row: dict[str, Any]) -> str:
@@ -186,8 +205,9 @@ def json_row(row: dict[str, Any]) -> str:
 
 
 def _emit(rows: list[dict[str, Any]], as_json: bool, out: TextIO) -> None:
-    for row in rows:
-        out.write((json_row(row) if as_json else format_row(row)) + "\n")
+    lines = [json_row(row) for row in rows] if as_json else format_rows(rows)
+    for line in lines:
+        out.write(line + "\n")
     out.flush()
 
 
@@ -276,9 +296,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser(
-        "logs",
-        help="show the calls agents made (the call log)",
+    parser = add_command(
+        sub, "logs",
         description="Show the call log: one line per tool call, newest last. Read-only; works "
         "while the daemon runs. Exit status 1 if nothing has been logged in this home yet.",
     )

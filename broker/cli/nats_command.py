@@ -12,7 +12,7 @@ import argparse
 import json
 import shlex
 
-from ._common import EXIT_OK, SubParsers
+from ._common import EXIT_OK, SubParsers, add_command
 
 __all__ = ["add_parser", "permissions_text"]
 
@@ -42,7 +42,7 @@ def cmd_nats_permissions(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("nats-permissions", help="print the NATS permissions a broker's user needs (--nats)")
+    parser = add_command(sub, "nats-permissions")
     parser.add_argument("name", help="the broker's name (its --broker-name)")
     parser.add_argument("--json", action="store_true", help="just the permissions, as JSON")
     parser.set_defaults(func=cmd_nats_permissions)

@@ -19,7 +19,7 @@ from pathlib import Path
 from ..config import home as home_files
 from ..config.web_login import TICKET_SECONDS, login_key, mint_ticket
 from ..errors import BrokerError
-from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_home, home_from
+from ._common import EXIT_ERROR, EXIT_OK, SubParsers, add_command, add_home, home_from
 
 __all__ = ["add_parser", "login_link"]
 
@@ -70,9 +70,8 @@ def cmd_open(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser(
-        "open",
-        help="open the daemon's live status page in the browser",
+    parser = add_command(
+        sub, "open",
         description="Open the daemon's status page (apps, agents, calls in flight, recent calls) in the "
         "browser, logged in by a one-time link that works for a minute; the token never appears in a URL.",
     )

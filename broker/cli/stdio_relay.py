@@ -63,7 +63,7 @@ from app_client.protocol import ConnectionClosed, RemoteProtocolError
 from ..config import home as home_files
 from ..mcp.scope import check_app_name
 from ..errors import BrokerError
-from ._common import SubParsers, add_home, home_from
+from ._common import SubParsers, add_command, add_home, home_from
 from .daemon_client import CONNECT_TIMEOUT, DAEMON_LINE_LIMIT, DaemonUnavailable, agent_connect
 from ..config.tls import open_runtime_stream
 
@@ -650,10 +650,7 @@ def cmd_stdio(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser(
-        "stdio",
-        help="MCP over stdin/stdout, relayed to the daemon (what agents launch); starts the daemon if needed",
-    )
+    parser = add_command(sub, "stdio")
     add_home(parser)
     parser.add_argument("--port", type=int, metavar="PORT",
                         help="app port for the daemon this starts when none runs (default 47700; 0 = any free port)")
@@ -670,7 +667,7 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument(
         "--code", action="store_true",
         help="code mode: list search_tools and run_code (programs that call app tools in a Deno sandbox; "
-        "needs pip install 'toolbridge[code]')",
+        "needs the code extra: `toolbridge doctor` prints the command that installs it here)",
     )
     parser.add_argument(
         "--app", metavar="NAME",

@@ -47,7 +47,7 @@ class OutcomeKind(enum.StrEnum):
     @property
     def audit_event(self) -> str:
         """The audit log's event name for a call that ended so."""
-        return _AUDIT_EVENTS.get(self, "TOOL_EXECUTION_ERROR")
+        return _AUDIT_EVENTS.get(self, "tool_execution_error")
 
     @property
     def app_reportable(self) -> bool:
@@ -66,12 +66,12 @@ class OutcomeKind(enum.StrEnum):
 
 
 _AUDIT_EVENTS: Final[dict[OutcomeKind, str]] = {
-    OutcomeKind.OK: "TOOL_EXECUTED",
-    OutcomeKind.UNKNOWN_TOOL: "UNKNOWN_TOOL",
-    OutcomeKind.INVALID_ARGUMENTS: "TOOL_ARG_VALIDATION_FAILURE",
-    OutcomeKind.GUARD_REJECTED: "TOOL_GUARD_REJECTED",
-    OutcomeKind.TIMEOUT: "TOOL_TIMEOUT",
-    OutcomeKind.CANCELLED: "TOOL_CANCELLED",
+    OutcomeKind.OK: "tool_executed",
+    OutcomeKind.UNKNOWN_TOOL: "unknown_tool",
+    OutcomeKind.INVALID_ARGUMENTS: "tool_arg_validation_failure",
+    OutcomeKind.GUARD_REJECTED: "tool_guard_rejected",
+    OutcomeKind.TIMEOUT: "tool_timeout",
+    OutcomeKind.CANCELLED: "tool_cancelled",
 }
 _APP_REPORTABLE: Final = frozenset({
     OutcomeKind.INVALID_ARGUMENTS, OutcomeKind.GUARD_REJECTED, OutcomeKind.BUSY, OutcomeKind.TIMEOUT,

@@ -135,7 +135,7 @@ class Registry:
 
     def candidates(self, agent_name: str) -> list[str]:
         """Agent-facing names the unknown name probably meant (see :func:`names.near_names`)."""
-        return names.near_names(agent_name, self._tools, limit=10)
+        return names.near_names(agent_name, self._tools, limit=10, fuzzy=True)
 
     async def wait_changed(self, seen_version: int) -> int:
         """Wait until ``version`` differs from ``seen_version``; return the new version."""

@@ -26,7 +26,7 @@ it (a router in a test) every call is checked inline.
 :meth:`Router.call_tool` is the same pipeline for a caller with a task to spare (HTTP, the
 uplink, tests): it waits for the outcome, enforces the deadline itself, and cancelling the
 awaiting task cancels the call. Cancelling a call that was sent tells the app (``toolCancel``)
-and the audit records ``TOOL_CANCELLED``. The app is told the time left (``timeoutMs``) and
+and the audit records ``tool_cancelled``. The app is told the time left (``timeoutMs``) and
 the router waits a little longer, so the app's own timeout message, which knows more, arrives
 first.
 """
@@ -70,7 +70,7 @@ LARGE_ARGUMENTS: Final = 16 * 1024
 _CHECK_THREADS: Final = 2
 _MAX_APP_ERROR_CHARS: Final = 4000
 #: See :attr:`Router.observers`.
-CallObserver = Callable[[str, "RegisteredTool | None", CallerInfo, float, CallOutcome], None]
+CallObserver = Callable[[str, "RegisteredTool | None", CallerInfo, float, CallOutcome, float], None]
 
 
 class Router:
@@ -93,7 +93,8 @@ class Router:
         self._checks: trio.Nursery | None = None
         self._check_threads = trio.CapacityLimiter(_CHECK_THREADS)
         #: Told of every call's end after its audit (the metrics and the status page):
-        #: ``observer(name, tool, caller, duration_ms, outcome)``; must be quick and not raise.
+        #: ``observer(name, tool, caller, duration_ms, outcome, queued_ms)``, ``queued_ms`` the part
+        #: of the call spent waiting for an admission slot; must be quick and not raise.
         self.observers: list[CallObserver] = []
         #: Large responses queued for agents: app links pause reading while it is over (passthrough).
         self.payloads = PayloadBudget()
@@ -416,10 +417,12 @@ class Router:
         if call.queued is not None:
             instance.admission.withdraw(call.queued)
             call.queued = None
+        ran = 0.0
         if call.admitted_at is not None:
             instance.admission.leave(call.admitted_at)
+            ran = trio.current_time() - call.admitted_at
         try:
-            self._audit(call.name, call.tool, call.caller, call.started, outcome, call.arguments)
+            self._audit(call.name, call.tool, call.caller, call.started, outcome, call.arguments, ran=ran)
         except Exception:
             log.exception("audit_failed", tool=call.name)
         origin = call.origin
@@ -453,8 +456,13 @@ class Router:
         started: float,
         outcome: CallOutcome,
         arguments: Any,
+        *,
+        ran: float | None = None,
     ) -> None:
+        """Log, call-log and observe one ended call; ``ran``: seconds it held an admission slot
+        (None: all of it, a call that never queued)."""
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        queued_ms = 0.0 if ran is None else max(0.0, duration_ms - ran * 1000)
         instance = tool.instance if tool is not None else None
         event = outcome.kind.audit_event
         fields = {
@@ -485,7 +493,7 @@ class Router:
             )
         for observe in self.observers:
             try:
-                observe(name, tool, caller, duration_ms, outcome)
+                observe(name, tool, caller, duration_ms, outcome, queued_ms)
             except Exception:  # counting a call must never fail it (start_call never raises)
                 log.exception("call_observer_failed", tool=name)
 

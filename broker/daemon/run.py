@@ -132,6 +132,7 @@ async def _run_daemon(
                             **(extra_admin or {})},
         )
         mcp_server = McpServer.of(core)
+        mcp_server.metrics_collectors.append(core.watchdog)  # the event-loop stall histogram
         agent_handler, http_server, mcp_admin = install_mcp(mcp_server)
         # Built now, started below (its name was checked by uplink_options before binding).
         uplink = None

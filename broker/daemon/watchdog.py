@@ -16,18 +16,23 @@ minute; a blocked time over ``warn_after`` counts as a stall and is logged as a 
 (``event_loop_stalled``), and so is lateness over ``warn_after`` with the loop idle
 (``event_loop_late``: the machine was too busy to run the daemon).
 
-The cost is one timer wake-up per ``interval`` (20 a second by default).
+The cost is one timer wake-up per ``interval`` (20 a second by default). Each wake-up's blocked
+time also goes into a histogram, ``toolbridge_event_loop_stall_seconds`` on ``/metrics`` (the
+watchdog is a ``prometheus_client`` collector the composition root registers).
 """
 
 from __future__ import annotations
 
+import bisect
 import collections
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import structlog
 import trio
+from prometheus_client.core import HistogramMetricFamily, Metric
 
 log = structlog.get_logger("toolbridge.watchdog")
 
@@ -35,6 +40,8 @@ log = structlog.get_logger("toolbridge.watchdog")
 INTERVAL: Final = 0.05
 #: A wake-up blocked (or late) longer than this is logged as a warning.
 WARN_AFTER: Final = 0.1
+#: Buckets (seconds) of the stall histogram: most wake-ups are blocked well under a millisecond.
+STALL_BUCKETS: Final = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: The window of the ``lastMinute...`` figures, in whole seconds.
 _WINDOW: Final = 60
 
@@ -81,6 +88,9 @@ class LoopWatchdog:
         self._blocked = _WindowMax()
         self.stalls = 0
         self.running = False
+        #: The histogram of blocked times: a count per bucket (the last: over the largest), and the sum.
+        self._stall_counts = [0] * (len(STALL_BUCKETS) + 1)
+        self._stall_sum = 0.0
 
     async def run(self) -> None:
         self.running = True
@@ -98,6 +108,8 @@ class LoopWatchdog:
         """One wake-up ``late`` seconds late, the loop's thread having used ``busy`` s of CPU."""
         now = trio.current_time()
         blocked = min(late, busy)
+        self._stall_counts[bisect.bisect_left(STALL_BUCKETS, blocked)] += 1
+        self._stall_sum += blocked
         self._late.add(now, late)
         self._blocked.add(now, blocked)
         if blocked > self._warn_after:
@@ -118,6 +130,19 @@ class LoopWatchdog:
             "lastMinuteMaxLateMs": _ms(self._late.recent(now)),
             "stallsOver100Ms": self.stalls,
         }
+
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())  # unchecked, like the daemon's other collectors
+
+    def collect(self) -> Iterator[Metric]:
+        """The stall histogram, for ``/metrics``."""
+        histogram = HistogramMetricFamily(
+            "toolbridge_event_loop_stall_seconds",
+            "Per watchdog wake-up: how long the event loop was blocked by the daemon's own work")
+        bounds = [*(str(b) for b in STALL_BUCKETS), "+Inf"]
+        histogram.add_metric([], list(zip(bounds, itertools.accumulate(self._stall_counts))), self._stall_sum)
+        yield histogram
 
 
 def _ms(seconds: float) -> float:

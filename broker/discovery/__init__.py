@@ -34,7 +34,6 @@ from ._index import (
 from ._semantic import (
     CANDIDATES,
     DENSE,
-    EXTRA_HINT,
     RERANK_MODES,
     SEMANTIC_WEIGHT,
     SemanticReranker,
@@ -75,6 +74,5 @@ __all__ = [
     "CANDIDATES",
     "DENSE",
     "SEMANTIC_WEIGHT",
-    "EXTRA_HINT",
     "RERANK_MODES",
 ]

@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
+from ..extras import install_hint
 from ._text import MAX_QUERY_CHARS, split_words
 
 if TYPE_CHECKING:
@@ -63,7 +64,6 @@ __all__ = [
     "CANDIDATES",
     "DENSE",
     "SEMANTIC_WEIGHT",
-    "EXTRA_HINT",
     "RERANK_MODES",
     "SemanticUnavailable",
     "Embedder",
@@ -80,8 +80,6 @@ CANDIDATES: Final = 30
 DENSE: Final = 20
 #: Weight of the scaled cosine similarity against BM25's score divided by the best one.
 SEMANTIC_WEIGHT: Final = 1.0
-#: What to run when the extra is missing.
-EXTRA_HINT: Final = "pip install 'toolbridge[semantic]'"
 #: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
 #: the extra); hybrid when the extra is installed, else BM25 only (the default).
 RERANK_MODES: Final = ("off", "semantic", "auto")
@@ -123,7 +121,7 @@ def semantic_available() -> bool:
 
 def _missing_message(detail: str) -> str:
     return (f"semantic re-ranking (discovery_rerank = \"semantic\") needs the optional extra: "
-            f"{EXTRA_HINT} ({detail})")
+            f"{install_hint('semantic')} ({detail})")
 
 
 class _E5:

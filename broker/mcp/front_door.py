@@ -25,6 +25,7 @@ else changes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -39,6 +40,7 @@ from app_client.protocol import (
 
 from . import jsonrpc
 from ..core.passthrough import PayloadBudget
+from ..version import CLI_CLIENT_NAME
 from .http import serve_http
 from .scope import check_app_name
 from .session import McpServer, open_session
@@ -142,8 +144,9 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
     grant = server.auth.check(hello.token)
     outbox = ConnectionOutbox(conn, server.router.payloads)
     label = server.next_label("stdio")
-    log.info("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,
-             app=hello.app)
+    # At debug: the session's mcp_initialized line says who it is (and is quiet for the CLI's).
+    log.debug("agent_connected", conn_id=conn.id, session=label, discovery=hello.discovery, code=hello.code,
+              app=hello.app)
     async with open_session(
         server, transport="stdio", label=label, notify=outbox, reinitialize=True, discovery=hello.discovery,
         code=hello.code, app=hello.app, token=grant.name if grant is not None else None,
@@ -166,7 +169,8 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
             # app in this step (app_client.channel.write_through).
             with write_through(conn.read_drained):
                 await session.handle(message, outbox)
-    log.info("agent_disconnected", conn_id=conn.id, session=label)
+    level = logging.DEBUG if session.client_name == CLI_CLIENT_NAME else logging.INFO
+    log.log(level, "agent_disconnected", conn_id=conn.id, session=label)
 
 
 #: The MCP Streamable HTTP server :func:`install` returns: ``nursery.start(server, host, port)``

@@ -212,7 +212,7 @@ class MetaTools:
 
     def _answer(self, prepared: PreparedSearch, hits: list[SearchHit], session: str | None) -> dict[str, Any]:
         structured = search_result(hits, prepared.match if hits else None)
-        log.info("TOOL_SEARCH", session=session, query_chars=len(prepared.query), limit=prepared.limit,
+        log.info("tool_search", session=session, query_chars=len(prepared.query), limit=prepared.limit,
                  hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None)
         return {
             "content": [{"type": "text", "text": _encoder.encode(structured).decode()}],

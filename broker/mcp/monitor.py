@@ -36,8 +36,10 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client import CollectorRegistry, ProcessCollector
+from prometheus_client.core import (
+    CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily, Metric,
+)
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
@@ -57,8 +59,19 @@ LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.
                           10.0, 30.0, 60.0, 300.0)
 #: Series (app, tool, kind) kept before those of tools no longer registered are dropped.
 _MAX_SERIES: Final = 10_000
-#: Where a series' bucket counts start (after calls, seconds and the longest in ms).
-_FIRST_BUCKET: Final = 3
+#: The ``tool`` label of calls of a tool nobody offers (one series, whatever name was asked for).
+UNKNOWN_TOOL: Final = "(unknown)"
+#: A series: [calls, longest ms, then for each of the three histograms (whole call, waiting for
+#: an admission slot, running at the app) its sum of seconds, then their bucket counts].
+_CALLS, _MAX_MS, _SUMS = 0, 1, 2
+_BUCKETS: Final = len(LATENCY_BUCKETS) + 1
+_FIRST_BUCKET: Final = _SUMS + 3
+#: The histograms: (metric name, help, index in the sums).
+_HISTOGRAMS: Final = (
+    ("toolbridge_call_duration_seconds", "Time from a call's arrival to its outcome, by app and tool", 0),
+    ("toolbridge_call_queue_seconds", "Time a call waited for one of its app's admission slots", 1),
+    ("toolbridge_call_run_seconds", "Time a call held an admission slot: sent to the app until it ended", 2),
+)
 
 
 class Monitor:
@@ -71,9 +84,13 @@ class Monitor:
         #: When counting began: the HTTP server starts with the daemon.
         self.started_at = time.time()
         self.registry = CollectorRegistry()
-        #: Per (app, tool, outcome kind): [calls, seconds, max ms, one count per latency bucket].
-        self._series: dict[tuple[str, str, str], list[float]] = {}
+        #: Per (app, the tool's own name, its agent-facing name, outcome kind): see ``_CALLS``.
+        self._series: dict[tuple[str, str, str, str], list[float]] = {}
         self.registry.register(_StateCollector(self))
+        # The process's CPU, memory and descriptors (process_*: Linux; nothing where /proc is absent).
+        ProcessCollector(registry=self.registry)
+        for collector in server.metrics_collectors:
+            self.registry.register(collector)
         #: The last calls, newest last: (unix time, tool, app label, agent, session, ms, kind, message).
         self.recent: collections.deque[tuple[float, str, str, str | None, str | None, float, str, str | None]] = (
             collections.deque(maxlen=RECENT_CALLS))
@@ -89,31 +106,32 @@ class Monitor:
     # --- the hooks -----------------------------------------------------------------------------
 
     def call_ended(self, name: str, tool: RegisteredTool | None, caller: CallerInfo, duration_ms: float,
-                   outcome: CallOutcome) -> None:
+                   outcome: CallOutcome, queued_ms: float = 0.0) -> None:
         """A router observer: count one finished call (plain arithmetic; see the module docstring)."""
         kind = outcome.kind
         if tool is not None:
-            key = (tool.instance.app_name, name, kind.value)
+            key = (tool.instance.app_name, tool.spec.name, name, kind.value)
             label = tool.instance.label
         else:
-            key, label = ("", "", kind.value), ""
+            key, label = ("", UNKNOWN_TOOL, "", kind.value), ""
         series = self._series.get(key)
         if series is None:
             series = self._new_series(key)
-        seconds = duration_ms / 1000
-        series[0] += 1
-        series[1] += seconds
-        if duration_ms > series[2]:
-            series[2] = duration_ms
-        series[_FIRST_BUCKET + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
+        series[_CALLS] += 1
+        if duration_ms > series[_MAX_MS]:
+            series[_MAX_MS] = duration_ms
+        for index, ms in enumerate((duration_ms, queued_ms, duration_ms - queued_ms)):
+            seconds = ms / 1000
+            series[_SUMS + index] += seconds
+            series[_FIRST_BUCKET + index * _BUCKETS + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
         message = outcome.message if kind is not OutcomeKind.OK and kind.value_free and outcome.result is None else None
         self.recent.append((time.time(), name, label, caller.agent, caller.session, duration_ms, kind.value, message))
 
-    def _new_series(self, key: tuple[str, str, str]) -> list[float]:
+    def _new_series(self, key: tuple[str, str, str, str]) -> list[float]:
         if len(self._series) >= _MAX_SERIES:  # keep the tools still registered; the rest restart at 0
             registry = self.apps
-            self._series = {k: v for k, v in self._series.items() if not k[1] or registry.lookup(k[1])}
-        series = self._series[key] = [0, 0.0, 0.0] + [0] * (len(LATENCY_BUCKETS) + 1)
+            self._series = {k: v for k, v in self._series.items() if not k[2] or registry.lookup(k[2])}
+        series = self._series[key] = [0, 0.0] + [0.0] * 3 + [0] * (3 * _BUCKETS)
         return series
 
     def registry_changed(self) -> None:
@@ -184,13 +202,13 @@ class Monitor:
             for at, tool, app, agent, session, ms, kind, message in reversed(self.recent)
         ]
         per_tool: dict[str, list[float]] = {}  # calls, failures, seconds, max ms
-        for (_, name, kind), series in self._series.items():
+        for (_, _, name, kind), series in self._series.items():
             if name:
                 entry = per_tool.setdefault(name, [0, 0, 0.0, 0.0])
-                entry[0] += series[0]
-                entry[1] += series[0] if kind != OutcomeKind.OK else 0
-                entry[2] += series[1]
-                entry[3] = max(entry[3], series[2])
+                entry[0] += series[_CALLS]
+                entry[1] += series[_CALLS] if kind != OutcomeKind.OK else 0
+                entry[2] += series[_SUMS]
+                entry[3] = max(entry[3], series[_MAX_MS])
         tools = [
             {"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total * 1000 / n, 1),
              "maxMs": round(worst, 1)}
@@ -230,23 +248,28 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         monitor = self._monitor
-        calls = CounterMetricFamily("toolbridge_calls", "Tool calls ended, by app, tool and outcome kind",
+        yield InfoMetricFamily("toolbridge_build", "The daemon's version", value={"version": VERSION})
+        calls = CounterMetricFamily("toolbridge_calls", "Tool calls ended, by app, tool (its own name; "
+                                    f"{UNKNOWN_TOOL} for names nobody offers) and outcome kind",
                                     labels=["app", "tool", "outcome"])
-        latency: dict[tuple[str, str], list[float]] = {}
-        for (app, tool, kind), series in sorted(monitor._series.items()):
-            calls.add_metric([app, tool, kind], series[0])
-            merged = latency.setdefault((app, tool), [0.0] * len(series))
+        merged: dict[tuple[str, str], list[float]] = {}  # the histograms: every kind of outcome
+        counts: dict[tuple[str, str, str], float] = {}  # two instances of an app: one series
+        for (app, tool, _, kind), series in sorted(monitor._series.items()):
+            counts[(app, tool, kind)] = counts.get((app, tool, kind), 0) + series[_CALLS]
+            into = merged.setdefault((app, tool), [0.0] * len(series))
             for i, value in enumerate(series):
-                merged[i] += value
+                into[i] += value
+        for labels, value in counts.items():
+            calls.add_metric(list(labels), value)
         yield calls
-        histogram = HistogramMetricFamily("toolbridge_call_duration_seconds",
-                                          "Time from a call's arrival to its outcome, by app and tool",
-                                          labels=["app", "tool"])
         bounds = [*(str(b) for b in LATENCY_BUCKETS), "+Inf"]
-        for (app, tool), series in latency.items():
-            cumulative = list(itertools.accumulate(series[_FIRST_BUCKET:]))
-            histogram.add_metric([app, tool], list(zip(bounds, cumulative)), sum_value=series[1])
-        yield histogram
+        for name, documentation, index in _HISTOGRAMS:
+            histogram = HistogramMetricFamily(name, documentation, labels=["app", "tool"])
+            first = _FIRST_BUCKET + index * _BUCKETS
+            for (app, tool), series in merged.items():
+                cumulative = list(itertools.accumulate(series[first:first + _BUCKETS]))
+                histogram.add_metric([app, tool], list(zip(bounds, cumulative)), sum_value=series[_SUMS + index])
+            yield histogram
         monitor.registry_changed()
         instances = monitor.apps.instances()
         apps = GaugeMetricFamily("toolbridge_apps", "App instances registered, by state", labels=["state"])
@@ -263,7 +286,7 @@ class _StateCollector(Collector):
             queued.add_metric([instance.label], instance.admission.waiting)
         yield in_flight
         yield queued
-        yield GaugeMetricFamily("toolbridge_calls_sent", "Calls sent to apps and not answered yet",
+        yield GaugeMetricFamily("toolbridge_calls_awaiting_answer", "Calls sent to apps and not answered yet",
                                 value=len(monitor.router.calls))
         sessions = GaugeMetricFamily("toolbridge_agent_sessions",
                                      "MCP sessions open (stdio, and handshake-era HTTP), by transport",

@@ -224,7 +224,7 @@ def unknown_tool_error(view: ScopeView, name: str) -> RpcError:
             "(case-sensitive; a second copy is <App>_2).",
             {"name": shown, "app": view.label, "connected": False},
         )
-    near = near_names(name, view.names, limit=5)
+    near = near_names(name, view.names, limit=5, fuzzy=True)
     hint = f" Did you mean {', '.join(near)}?" if near else ""
     return RpcError(
         INVALID_PARAMS,

@@ -94,6 +94,7 @@ agent-facing URI or prompt name. A scope is never in discovery or code mode too.
 from __future__ import annotations
 
 import itertools
+import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -106,7 +107,7 @@ import trio
 
 from app_client.protocol import LOG_LEVELS
 
-from ..version import VERSION
+from ..version import CLI_CLIENT_NAME, VERSION
 from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
 from ..core.registry import RegisteredTool
 from ..core.calls import Call, DeadlineQueue
@@ -355,6 +356,9 @@ class McpServer:
         registry.on_change(self._drop_snapshot)
         meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
         self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
+        #: More ``prometheus_client`` collectors for ``/metrics``, from the layers below that the
+        #: MCP front door does not import (the daemon's loop watchdog; ``broker.daemon.run``).
+        self.metrics_collectors: list[Any] = []
         #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
         self.open_sessions: set[Session] = set()
         #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
@@ -791,7 +795,8 @@ class Session:
             self._tools_seen = self.server.registry.version
             self._scope_seen = self._scope_digest()
             self.initialized.set()
-        log.info(
+        log.log(
+            logging.DEBUG if self.client_name == CLI_CLIENT_NAME else logging.INFO,
             "mcp_initialized", session=self.label, transport=self.transport, requested=requested,
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
             discovery=self.discovery, app=self.app,
