@@ -175,3 +175,16 @@ def test_every_docs_page_is_linked_from_the_readme() -> None:
                                                                      "security.md", "benchmarks.md"}
     missing = sorted(page for page in pages if f"(docs/{page}" not in README)
     assert not missing, f"README.md does not link to {missing}"
+
+
+def test_the_configuration_reference_has_every_setting() -> None:
+    """Every field of Settings has a row in docs/configuration.md's table."""
+    import attrs
+
+    from broker.config.settings import Settings
+
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    rows = [line.split("|")[1] for line in page.splitlines() if line.startswith("| `")]
+    documented = {name for row in rows for name in re.findall(r"`(\w+)`", row)}
+    missing = [field.name for field in attrs.fields(Settings) if field.name not in documented]
+    assert not missing, f"docs/configuration.md has no row for the settings {missing}"
