@@ -130,6 +130,8 @@ def test_a_link_to_a_missing_repository_file_fails_the_build() -> None:
     config = {"config_file_path": str(ROOT / "mkdocs.yml"), "repo_url": None, "edit_uri": None}
     shown = repo_links.on_page_markdown("See [the app](../examples/notes_app.py).", page=page, config=config)
     assert shown == "See the app (`examples/notes_app.py`)."
+    assert repo_links.on_page_markdown("[notes_app.py](../examples/notes_app.py)", page=page,
+                                       config=config) == "`examples/notes_app.py`"
     linked = repo_links.on_page_markdown("[`notes_app.py`](../examples/notes_app.py#L1)", page=page,
                                          config={**config, "repo_url": "https://example.org/tb/"})
     assert linked == "[`notes_app.py`](https://example.org/tb/blob/main/examples/notes_app.py#L1)"

@@ -46,7 +46,9 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
         if repo_url:
             return f"[{match['text']}]({repo_url}/{edit_uri}/{path}{match['anchor'] or ''})"
         text = match["text"]
-        return text if text.startswith("`") else f"{text} (`{path}`)"
+        if text.startswith("`"):
+            return text
+        return f"`{path}`" if text in (path, posixpath.basename(path)) else f"{text} (`{path}`)"
 
     out: list[str] = []
     in_fence = False
