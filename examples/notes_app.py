@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import shlex
+import sys
 import tkinter as tk
 from typing import Any
 
@@ -141,7 +143,13 @@ def main() -> None:
     parser.add_argument("--instance-id", default="notes-main", help="stable id of this window")
     args = parser.parse_args()
 
-    root = tk.Tk()
+    try:
+        root = tk.Tk()
+    except tk.TclError as exc:  # no display (SSH, a container, CI): say how to run it anyway
+        command = shlex.join([sys.executable, *sys.argv])
+        sys.exit(f"notes_app: cannot open a window ({exc}).\n"
+                 "It needs a display. Without one, run it on a virtual display (Debian/Ubuntu: "
+                 f"sudo apt-get install xvfb):\n    xvfb-run -a {command}")
     window = NotesWindow(root)
     app = build_app(window, home=args.home, instance_id=args.instance_id)
     runner = app.start_in_thread()

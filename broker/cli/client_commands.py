@@ -1,6 +1,6 @@
 """``toolbridge status``, ``toolbridge tools`` and ``toolbridge call``: the daemon seen from a terminal.
 
-Exit codes (documented in the README): 0 ok; 1 the tool reported an error; 2 usage error;
+Exit codes (documented in docs/cli.md): 0 ok; 1 the tool reported an error; 2 usage error;
 3 no such tool; 4 the daemon is not running or not answering.
 """
 

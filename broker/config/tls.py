@@ -59,7 +59,7 @@ def check_exposure(settings: Settings, tls: ssl.SSLContext | None, loopback: boo
     if not settings.allow_insecure_remote:
         raise StartupError(
             f"refusing to listen on {settings.host} without TLS: tokens and calls would cross the "
-            "network in clear. Pass --tls-cert and --tls-key (see the README), or "
+            "network in clear. Pass --tls-cert and --tls-key (see docs/federation.md), or "
             "--allow-insecure-remote if the network itself is private."
         )
     log.warning(
