@@ -45,7 +45,7 @@ nobody has), as tool calls wait for their app.
 
 from __future__ import annotations
 
-import re
+import time
 import urllib.parse
 import weakref
 from collections.abc import Callable
@@ -59,6 +59,7 @@ from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
 
 from ..errors import BrokerError
 from .guards import find_path_traversal
+from .uri_templates import EXPRESSION, MAX_URI_CHARS, UriTemplate
 
 __all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "ResourceError", "ResourcePort",
            "agent_uri", "split_uri"]
@@ -66,7 +67,8 @@ __all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "R
 SCHEME: Final = "toolbridge://"
 #: JSON-RPC code for a resource that does not exist (MCP's "Resource not found").
 RESOURCE_NOT_FOUND: Final = -32002
-_EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_.%]+)\}")
+#: How long template matching runs on the loop before it lets other tasks run (``offers``).
+MATCH_SLICE: Final = 0.005
 
 
 class ResourceError(BrokerError):
@@ -108,18 +110,6 @@ def agent_uri(label: str, uri: str) -> str:
     return f"{SCHEME}{urllib.parse.quote(label, safe='')}/{uri}"
 
 
-def _template_regex(template: str) -> re.Pattern[str]:
-    """RFC 6570 level 1: each ``{var}`` matches one percent-encoded value (no ``/ ? #``)."""
-    parts: list[str] = []
-    last = 0
-    for match in _EXPRESSION.finditer(template):
-        parts.append(re.escape(template[last:match.start()]))
-        parts.append(r"[^/?#{}]*")
-        last = match.end()
-    parts.append(re.escape(template[last:]))
-    return re.compile("".join(parts))
-
-
 @attrs.define(eq=False)
 class AppResources:
     """One instance's resources, as the app declared them, and its link."""
@@ -129,22 +119,39 @@ class AppResources:
     resources: list[ResourceSpec]
     templates: list[ResourceTemplateSpec]
     _by_uri: dict[str, ResourceSpec] = attrs.field(init=False)
-    _patterns: list[re.Pattern[str]] = attrs.field(init=False)
+    #: Parsed, not compiled: linear in the templates' length (``uri_templates``).
+    _patterns: list[UriTemplate] = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._by_uri = {spec.uri: spec for spec in self.resources}
-        self._patterns = [_template_regex(t.uri_template) for t in self.templates]
+        self._patterns = [UriTemplate.parse(t.uri_template) for t in self.templates]
 
-    def offers(self, uri: str) -> bool:
-        """Whether ``uri`` (the app's own) is listed or matches a template (guarded)."""
+    async def offers(self, uri: str) -> bool:
+        """Whether ``uri`` (the app's own) is listed or matches a template (guarded). Matching
+        yields to the loop every :data:`MATCH_SLICE` seconds: an app may declare 1,000 templates,
+        each matched in time linear in the URI but together worth a stall."""
         if uri in self._by_uri:
             return True
-        if not any(pattern.fullmatch(uri) for pattern in self._patterns):
+        if len(uri) > MAX_URI_CHARS:
+            raise ResourceError(f"the resource URI is {len(uri)} characters; toolbridge reads resource URIs of at "
+                                f"most {MAX_URI_CHARS} (take them from resources/list or expand a template of "
+                                "resources/templates/list)", code=-32602, kind="invalid_arguments")
+        if not await self._matches_a_template(uri):
             return False
         if find_path_traversal(uri) is not None:
             raise ResourceError(f"the resource URI {uri!r} has a '..' path segment; toolbridge refuses path "
                                 "traversal in resource URIs", code=-32602, kind="guard_rejected")
         return True
+
+    async def _matches_a_template(self, uri: str) -> bool:
+        resume_by = time.perf_counter() + MATCH_SLICE
+        for pattern in self._patterns:
+            if pattern.matches(uri):
+                return True
+            if time.perf_counter() > resume_by:
+                await trio.sleep(0)
+                resume_by = time.perf_counter() + MATCH_SLICE
+        return False
 
 
 def resource_entry(label: str, spec: ResourceSpec) -> dict[str, Any]:
@@ -336,15 +343,17 @@ class ResourceDirectory:
                     "a resource, not a resource template: only a template's variables complete" if listed else
                     "no resource template of a connected app: list them with resources/templates/list"))
             return CompletionTarget(label, app.port, "uriTemplate", own,
-                                    tuple(dict.fromkeys(_EXPRESSION.findall(template.uri_template))))
+                                    tuple(dict.fromkeys(EXPRESSION.findall(template.uri_template))))
         raise _bad_ref('Invalid params: completion/complete needs "ref": {"type": "ref/prompt", "name": ...} or '
                        '{"type": "ref/resource", "uri": ...}')
 
     def updated(self, label: str, uri: str) -> None:
         """The app says its resource ``uri`` changed: tell the listeners its agent-facing URI."""
-        app = self._apps.get(label)
-        if app is None or uri not in app._by_uri and not any(p.fullmatch(uri) for p in app._patterns):
-            return  # not one of its resources: nobody can have subscribed to it
+        # Not matched against the app's templates (up to 1,000 of them, on the loop, for every
+        # update): each listener passes on only the exact URIs its agent subscribed to, which were
+        # checked then, and an app names only URIs under its own label.
+        if label not in self._apps or len(uri) > MAX_URI_CHARS:
+            return
         full = agent_uri(label, uri)
         alive = []
         for ref in self._listeners:
@@ -379,14 +388,14 @@ class ResourceDirectory:
         entries = [template_entry(label, spec) for label, app in self._apps.items() for spec in app.templates]
         return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
 
-    def resolve(self, uri: str) -> tuple[AppResources, str]:
+    async def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The app offering the agent-facing ``uri`` and the app's own URI; ResourceError if none."""
         label, own = split_uri(uri)
         app = self._apps.get(label)
         if app is None:
             raise ResourceError(f"unknown resource {uri!r}: no connected app {label!r} offers resources; "
                                 "list them again with resources/list")
-        if not app.offers(own):
+        if not await app.offers(own):
             raise ResourceError(f"unknown resource {uri!r}: the app {label!r} offers no resource {own!r}; "
                                 "list them again with resources/list or resources/templates/list")
         return app, own

@@ -295,7 +295,7 @@ class ScopedResources:
         entries = [{**template_entry(app.label, spec), "uriTemplate": spec.uri_template} for spec in app.templates]
         return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
 
-    def resolve(self, uri: str) -> tuple[AppResources, str]:
+    async def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The scope's app and ``uri`` (its own URI) when it offers it; ResourceError if not."""
         app = self._offer()
         shown = uri[:200]
@@ -304,7 +304,7 @@ class ScopedResources:
                 f"unknown resource {shown!r}: the app {self.label!r} is not connected to toolbridge now, so this "
                 "connection offers no resources; start the app (notifications/resources/list_changed says when "
                 "its resources are listed)")
-        if not app.offers(uri):
+        if not await app.offers(uri):
             raise ResourceError(
                 f"unknown resource {shown!r}: the app {self.label!r} offers no such resource; list them with "
                 "resources/list or resources/templates/list (here URIs are the app's own, with no toolbridge:// "

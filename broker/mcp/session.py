@@ -1001,7 +1001,7 @@ class Session:
         try:
             timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
             timeout = await _through_grace(self.resources.wait_for_uri, uri, started, timeout)
-            app, own = self.resources.resolve(uri)
+            app, own = await self.resources.resolve(uri)
             label = app.label
             logged = agent_uri(label, own)
             contents = await app.port.read_resource(own, timeout)
@@ -1181,12 +1181,15 @@ class Session:
             seen = directory.prompts_version
             await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
 
-    def _subscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
+    async def _subscribe(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """A task, not inline: matching the URI against an app's templates may take turns."""
         uri = request.params.get("uri")
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
         try:
-            self.resources.resolve(uri)
+            await self.resources.resolve(uri)
         except ResourceError as exc:
             raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
         if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
@@ -1344,7 +1347,7 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "resources/list": _Inline(Session._list_resources),
     "resources/templates/list": _Inline(Session._list_resource_templates),
     "resources/read": Session._read_resource,
-    "resources/subscribe": _Inline(Session._subscribe),
+    "resources/subscribe": Session._subscribe,
     "resources/unsubscribe": _Inline(Session._unsubscribe),
     "prompts/list": _Inline(Session._list_prompts),
     "prompts/get": Session._get_prompt,
