@@ -45,6 +45,7 @@ nobody has), as tool calls wait for their app.
 
 from __future__ import annotations
 
+import itertools
 import time
 import urllib.parse
 import weakref
@@ -179,7 +180,10 @@ class ResourceDirectory:
         self._apps: dict[str, AppResources] = {}
         self.version = 0
         self._changed = trio.Event()
-        self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
+        #: Who hears ``resourceUpdated``, by registration number: removed when the listener says
+        #: so (a session or request ends) or its object is gone, never left for an update to sweep.
+        self._listeners: dict[int, weakref.WeakMethod[Callable[[str], None]]] = {}
+        self._listener_numbers = itertools.count()
         #: Prompts (protocol v2) by label, with the link that renders them; their own version.
         self._prompts: dict[str, tuple[ResourcePort, list[PromptSpec]]] = {}
         self.prompts_version = 0
@@ -355,13 +359,10 @@ class ResourceDirectory:
         if label not in self._apps or len(uri) > MAX_URI_CHARS:
             return
         full = agent_uri(label, uri)
-        alive = []
-        for ref in self._listeners:
+        for ref in list(self._listeners.values()):
             listener = ref()
             if listener is not None:
-                alive.append(ref)
                 listener(full)
-        self._listeners = alive
 
     def _bump(self) -> None:
         self.version += 1
@@ -370,9 +371,22 @@ class ResourceDirectory:
 
     # --- the MCP sessions' face ----------------------------------------------------------
 
-    def on_updated(self, listener: Callable[[str], None]) -> None:
-        """Call the bound method ``listener(agent_uri)`` at each ``resourceUpdated`` (held weakly)."""
-        self._listeners.append(weakref.WeakMethod(listener))
+    def on_updated(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call the bound method ``listener(agent_uri)`` at each ``resourceUpdated`` (held weakly)
+        until the returned function is called (or the listener's object is gone)."""
+        number = next(self._listener_numbers)
+        listeners = self._listeners
+
+        def forget(_: object = None) -> None:
+            listeners.pop(number, None)
+
+        self._listeners[number] = weakref.WeakMethod(listener, forget)
+        return forget
+
+    @property
+    def listener_count(self) -> int:
+        """How many listeners hear ``resourceUpdated`` now (one per open session, and the uplink)."""
+        return len(self._listeners)
 
     async def wait_changed(self, seen: int) -> int:
         while self.version == seen:

@@ -554,7 +554,8 @@ class Session:
         self.resources: ResourceDirectory | ScopedResources = (
             server.registry.resources if app is None
             else ScopedResources(server.app_scopes, server.registry.resources, server.registry, app))
-        server.registry.resources.on_updated(self._resource_updated)
+        #: Ends this session's ``resourceUpdated`` listening (``open_session`` calls it at the end).
+        self.stop_listening = server.registry.resources.on_updated(self._resource_updated)
         #: Handshake era: the level ``logging/setLevel`` asked for (None: no log messages).
         self.log_level: str | None = None
 
@@ -1433,6 +1434,7 @@ async def open_session(
             yield session
         finally:
             server.open_sessions.discard(session)
+            session.stop_listening()
             session.closed.set()
             session.end_calls()
             if stateful:  # its paused calls (2026-07-28 over stdio) can be resumed by nobody else
