@@ -64,6 +64,24 @@ def test_lists_are_sorted_by_the_agent_facing_key_so_pages_never_skip() -> None:
         assert seen == names
 
 
+def test_lists_are_prepared_once_per_change_and_follow_every_change() -> None:
+    directory = ResourceDirectory()
+    directory.offer("B", _Port(), [ResourceSpec("x://1", "n")], [])
+    directory.offer_prompts("B", _Port(), [PromptSpec("p")])
+    resources, prompts = directory.resource_listing(), directory.prompt_listing()
+    assert directory.resource_listing() is resources and directory.prompt_listing() is prompts  # no rebuild
+    port = _Port()
+    directory.offer("A", port, [ResourceSpec("x://0", "n")], [])
+    directory.offer_prompts("A", port, [PromptSpec("q")])
+    assert directory.resource_listing().names == ["toolbridge://A/x://0", "toolbridge://B/x://1"]
+    assert directory.prompt_listing().names == ["A__q", "B__p"]
+    directory.withdraw("A", port)
+    assert directory.resource_listing().names == ["toolbridge://B/x://1"]
+    assert directory.prompt_listing().names == ["B__p"]
+    directory.offer_prompts("B", _Port(), [])
+    assert directory.prompt_listing().names == [] and directory.list_prompts() == []
+
+
 def test_withdraw_only_removes_the_links_own_offer() -> None:
     directory = ResourceDirectory()
     old, new = _Port(), _Port()

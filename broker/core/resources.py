@@ -49,7 +49,7 @@ import itertools
 import time
 import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 import attrs
@@ -60,6 +60,7 @@ from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
 
 from ..errors import BrokerError
 from .guards import find_path_traversal
+from .listing import Entry, Listing, Run, sorted_run
 from .uri_templates import EXPRESSION, MAX_URI_CHARS, UriTemplate
 
 __all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "ResourceError", "ResourcePort",
@@ -123,9 +124,15 @@ class AppResources:
     #: Parsed, not compiled: linear in the templates' length (``uri_templates``).
     _patterns: list[UriTemplate] = attrs.field(init=False)
 
+    #: The list entries, made once (``listing``): by agent-facing URI, and by template.
+    resource_run: Run = attrs.field(init=False)
+    template_run: Run = attrs.field(init=False)
+
     def __attrs_post_init__(self) -> None:
         self._by_uri = {spec.uri: spec for spec in self.resources}
         self._patterns = [UriTemplate.parse(t.uri_template) for t in self.templates]
+        self.resource_run = sorted_run((resource_entry(self.label, spec) for spec in self.resources), _uri_key)
+        self.template_run = sorted_run((template_entry(self.label, spec) for spec in self.templates), _template_key)
 
     async def offers(self, uri: str) -> bool:
         """Whether ``uri`` (the app's own) is listed or matches a template (guarded). Matching
@@ -153,6 +160,18 @@ class AppResources:
                 await trio.sleep(0)
                 resume_by = time.perf_counter() + MATCH_SLICE
         return False
+
+
+def _uri_key(entry: Entry) -> str:
+    return str(entry["uri"])
+
+
+def _template_key(entry: Entry) -> str:
+    return str(entry["uriTemplate"])
+
+
+def _name_key(entry: Entry) -> str:
+    return str(entry["name"])
 
 
 def resource_entry(label: str, spec: ResourceSpec) -> dict[str, Any]:
@@ -186,7 +205,11 @@ class ResourceDirectory:
         self._listener_numbers = itertools.count()
         #: Prompts (protocol v2) by label, with the link that renders them; their own version.
         self._prompts: dict[str, tuple[ResourcePort, list[PromptSpec]]] = {}
+        #: Each label's prompts as list entries, made once when it offers them (``listing``).
+        self._prompt_runs: dict[str, Run] = {}
         self.prompts_version = 0
+        #: The prepared lists, each with the version it was made at (rebuilt after a change).
+        self._listings: dict[str, tuple[int, Listing]] = {}
         self._prompts_changed = trio.Event()
         #: Labels in their reconnect grace period, with its deadline (trio time), and an event
         #: pulsed when one comes back or its grace ends.
@@ -219,6 +242,7 @@ class ResourceDirectory:
         prompts = self._prompts.get(label)
         if prompts is not None and prompts[0] is port:
             del self._prompts[label]
+            self._prompt_runs.pop(label, None)
             self._bump_prompts()
             withdrawn = True
         return withdrawn
@@ -265,8 +289,12 @@ class ResourceDirectory:
         """``label``'s instance offers these prompts (replacing what it offered before)."""
         if prompts:
             self._prompts[label] = (port, list(prompts))
+            self._prompt_runs[label] = sorted_run(
+                (prompt_entry(prompt_name(label, spec.name), spec) for spec in prompts), _name_key)
         elif self._prompts.pop(label, None) is None:
             return
+        else:
+            self._prompt_runs.pop(label, None)
         self._bump_prompts()
 
     def _bump_prompts(self) -> None:
@@ -281,9 +309,25 @@ class ResourceDirectory:
 
     def list_prompts(self) -> list[dict[str, Any]]:
         """Every prompt as ``<label>__<name>``, sorted (deterministic, for pagination)."""
-        entries = [prompt_entry(prompt_name(label, spec.name), spec)
-                   for label in self._prompts for spec in self._prompts[label][1]]
-        return sorted(entries, key=lambda entry: str(entry["name"]))
+        return list(self.prompt_listing().entries)
+
+    def prompt_listing(self) -> Listing:
+        """The prompts' list, prepared once per change (``broker.core.listing``)."""
+        return self._listing("prompts", self.prompts_version, self._prompt_runs.values)
+
+    def resource_listing(self) -> Listing:
+        """The resources' list, by agent-facing URI, prepared once per change."""
+        return self._listing("resources", self.version, lambda: [app.resource_run for app in self._apps.values()])
+
+    def template_listing(self) -> Listing:
+        """The templates' list, by agent-facing template, prepared once per change."""
+        return self._listing("templates", self.version, lambda: [app.template_run for app in self._apps.values()])
+
+    def _listing(self, kind: str, version: int, runs: Callable[[], Iterable[Run]]) -> Listing:
+        made = self._listings.get(kind)
+        if made is None or made[0] != version:
+            made = self._listings[kind] = (version, Listing.of(runs()))
+        return made[1]
 
     # --- one instance's offer (a one-app scope's view, ``broker.mcp.scope``) --------------
 
@@ -395,12 +439,10 @@ class ResourceDirectory:
 
     def list_resources(self) -> list[dict[str, Any]]:
         """Every resource, sorted by agent-facing URI (deterministic: pagination bisects on it)."""
-        entries = [resource_entry(label, spec) for label, app in self._apps.items() for spec in app.resources]
-        return sorted(entries, key=lambda entry: str(entry["uri"]))
+        return list(self.resource_listing().entries)
 
     def list_templates(self) -> list[dict[str, Any]]:
-        entries = [template_entry(label, spec) for label, app in self._apps.items() for spec in app.templates]
-        return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
+        return list(self.template_listing().entries)
 
     async def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The app offering the agent-facing ``uri`` and the app's own URI; ResourceError if none."""

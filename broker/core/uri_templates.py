@@ -2,9 +2,9 @@
 
 Theory of operation
 -------------------
-A template such as ``cal://{year}-{month}-{day}`` is parsed once (:meth:`UriTemplate.parse`,
-linear in its length, no regex compiled) into its literal segments ``["cal://", "-", "-", ""]``
-with a variable between each two. A variable's value is any run of characters other than
+A template such as ``cal://{year}-{month}-{day}`` is split once, when first matched
+(:attr:`UriTemplate.literals`: linear in its length, no regex compiled), into its literal segments
+``["cal://", "-", "-", ""]`` with a variable between each two. A variable's value is any run of characters other than
 ``/ ? # { }`` (what :data:`EXCLUDED` holds; possibly empty): the meaning the broker's
 templates always had (a backtracking regex ``cal://[^/?#{}]*-[^/?#{}]*-[^/?#{}]*`` before, which
 took seconds for a 2 KB near miss such as ``cal://`` followed by 2,000 ``-`` and a ``/``).
@@ -47,25 +47,27 @@ MAX_URI_CHARS: Final = 8192
 
 
 class UriTemplate:
-    """One parsed template: its literal segments (one more than its variables)."""
+    """One template: its literal segments (one more than its variables), split on first use."""
 
-    __slots__ = ("text", "literals")
+    __slots__ = ("text", "_literals")
 
-    def __init__(self, text: str, literals: tuple[str, ...]) -> None:
+    def __init__(self, text: str) -> None:
         self.text = text
-        #: ``literals[0]``, variable, ``literals[1]``, variable, ..., ``literals[-1]``.
-        self.literals = literals
+        self._literals: tuple[str, ...] | None = None
 
     @classmethod
     def parse(cls, template: str) -> UriTemplate:
-        """Split ``template`` at its ``{name}`` expressions (linear in its length)."""
-        literals: list[str] = []
-        last = 0
-        for match in EXPRESSION.finditer(template):
-            literals.append(template[last:match.start()])
-            last = match.end()
-        literals.append(template[last:])
-        return cls(template, tuple(literals))
+        """``template``, split when it is first matched (an app may offer 1,000 of 2 KB: splitting
+        them all at once, ~30-75 ms, would be a stall of its own; matching takes turns)."""
+        return cls(template)
+
+    @property
+    def literals(self) -> tuple[str, ...]:
+        """``literals[0]``, variable, ``literals[1]``, variable, ..., ``literals[-1]``."""
+        if self._literals is None:
+            # split() with the expression's one group alternates literal, name, literal, ...
+            self._literals = tuple(EXPRESSION.split(self.text)[::2])
+        return self._literals
 
     def matches(self, uri: str) -> bool:
         """Whether ``uri`` is an expansion of the template (see the module docstring)."""

@@ -70,6 +70,7 @@ import trio
 
 from app_client.protocol import PromptSpec
 
+from ..core.listing import Listing
 from ..core.names import make_label, near_names
 from ..core.resources import (
     AppResources,
@@ -295,6 +296,17 @@ class ScopedResources:
         entries = [{**template_entry(app.label, spec), "uriTemplate": spec.uri_template} for spec in app.templates]
         return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
 
+    # One app's lists (at most 1,000 entries each): made per request, as sorted as the directory's.
+
+    def resource_listing(self) -> Listing:
+        return _listing(self.list_resources(), "uri")
+
+    def template_listing(self) -> Listing:
+        return _listing(self.list_templates(), "uriTemplate")
+
+    def prompt_listing(self) -> Listing:
+        return _listing(self.list_prompts(), "name")
+
     async def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The scope's app and ``uri`` (its own URI) when it offers it; ResourceError if not."""
         app = self._offer()
@@ -402,3 +414,7 @@ class ScopedResources:
 
             nursery.start_soon(first, wait, version)
             nursery.start_soon(first, registry.wait_changed, registry.version)
+
+
+def _listing(sorted_entries: list[dict[str, Any]], key: str) -> Listing:
+    return Listing([str(entry[key]) for entry in sorted_entries], sorted_entries)

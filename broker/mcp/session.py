@@ -968,13 +968,12 @@ class Session:
     # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
 
     def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.resources.list_resources()
-        return self._resource_page("resources", [e["uri"] for e in entries], entries, request, context)
+        listing = self.resources.resource_listing()  # prepared once per change: a page is a slice
+        return self._resource_page("resources", listing.names, listing.entries, request, context)
 
     def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.resources.list_templates()
-        return self._resource_page("resourceTemplates", [e["uriTemplate"] for e in entries], entries, request,
-                                   context)
+        listing = self.resources.template_listing()
+        return self._resource_page("resourceTemplates", listing.names, listing.entries, request, context)
 
     def _resource_page(self, key: str, names: list[str], entries: list[dict[str, Any]], request: Request,
                        context: RequestContext) -> dict[str, Any]:
@@ -1039,8 +1038,8 @@ class Session:
     # --- prompts (apps' protocol v2) ----------------------------------------------------
 
     def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.resources.list_prompts()
-        return self._resource_page("prompts", [e["name"] for e in entries], entries, request, context)
+        listing = self.resources.prompt_listing()
+        return self._resource_page("prompts", listing.names, listing.entries, request, context)
 
     async def _get_prompt(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
