@@ -38,11 +38,12 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 both modes: meta-tools and app tools can be called by name either way.
 
 Resources and prompts (apps' wire protocol v2, ``broker.core.resources``): ``resources/list``,
-``resources/templates/list`` and ``prompts/list`` are answered inline from the registry's
-directory; ``resources/read`` and ``prompts/get`` run as tasks (so a cancel reaches them and
-the app gets ``toolCancel``) that await the owning app's link, and write a call-log row
-(``resource_read`` / ``prompt_get``). Handshake era: ``resources/subscribe`` keeps URIs per
-session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
+``resources/templates/list`` and ``prompts/list`` are answered inline from the directory's
+lists, prepared once per change (``broker.core.listing``); ``resources/read`` and ``prompts/get``
+run as tasks (so a cancel reaches them and the app gets ``toolCancel``) that await the owning
+app's link, and write a call-log row (``resource_read`` / ``prompt_get``). Handshake era:
+``resources/subscribe`` (a task too: matching an app's templates takes turns with the loop) keeps
+URIs per session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
 2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
 ``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``. In both eras
 an app's ``resourceUpdated`` reaches a session's agent at most once per URI per window, the
