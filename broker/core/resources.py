@@ -17,7 +17,7 @@ template, is refused (:class:`ResourceError`, ``-32002`` with a message naming t
 agent can name only resources an app offered, and only to that app. A URI a *template* matched
 also passes the path-traversal guard (``..`` segments, percent-encoded or look-alike), as tool
 arguments do; listed URIs are the app's own words and need no guard. Templates are matched in
-time linear in the URI (:mod:`.uri_templates`, nothing compiled), in 5 ms turns with the loop
+time linear in the URI (``app_client.protocol.UriTemplate``, nothing compiled), in 5 ms turns with the loop
 across an app's templates (:meth:`AppResources.offers`, so :meth:`ResourceDirectory.resolve` is
 async), and an unlisted app URI over 8,192 characters is refused without matching.
 
@@ -61,12 +61,13 @@ import attrs
 import msgspec
 import trio
 
-from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
+from app_client.protocol import BROKER_EXPRESSION as EXPRESSION
+from app_client.protocol import MAX_RESOURCE_URI_CHARS as MAX_URI_CHARS
+from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec, UriTemplate
 
 from ..errors import BrokerError
 from .guards import find_path_traversal
 from .listing import Entry, Listing, Run, sorted_run
-from .uri_templates import EXPRESSION, MAX_URI_CHARS, UriTemplate
 
 __all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "ResourceError", "ResourcePort",
            "agent_uri", "split_uri"]
@@ -135,7 +136,7 @@ class AppResources:
 
     def __attrs_post_init__(self) -> None:
         self._by_uri = {spec.uri: spec for spec in self.resources}
-        self._patterns = [UriTemplate.parse(t.uri_template) for t in self.templates]
+        self._patterns = [UriTemplate(t.uri_template) for t in self.templates]
         self.resource_run = sorted_run((resource_entry(self.label, spec) for spec in self.resources), _uri_key)
         self.template_run = sorted_run((template_entry(self.label, spec) for spec in self.templates), _template_key)
 

@@ -54,6 +54,7 @@ import trio
 
 from app_client.channel import write_through
 from app_client.protocol import (
+    MAX_RESOURCE_URI_CHARS,
     PROTOCOL_VERSION,
     AddTools,
     BadLine,
@@ -95,7 +96,6 @@ from ..config.logsetup import app_text_for_log
 from ..core.applog import AppLogRecord
 from ..core.registry import Instance, Registry, wake_link_waiters
 from ..core.resources import ResourceError, agent_uri
-from ..core.uri_templates import MAX_URI_CHARS
 
 if TYPE_CHECKING:
     from ..config.settings import Settings
@@ -601,9 +601,10 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         log.info("app_resources_set", label=instance.label, resources=len(message.resources),
                  templates=len(message.resource_templates))
     elif isinstance(message, ResourceUpdated):
-        if len(message.uri) > MAX_URI_CHARS:  # matched against templates: bounded, and the app is told
+        if len(message.uri) > MAX_RESOURCE_URI_CHARS:  # resource URIs are bounded; the app is told
             link.conn.send_nowait(Error("invalid_message", f"resourceUpdated: the uri is {len(message.uri)} "
-                                        f"characters; resource URIs are at most {MAX_URI_CHARS} (it was dropped)"))
+                                        f"characters; resource URIs are at most {MAX_RESOURCE_URI_CHARS} "
+                                        "(it was dropped)"))
         else:
             links.registry.resources.updated(instance.label, message.uri)
     elif isinstance(message, Elicit):
