@@ -127,7 +127,7 @@ class AppResources:
     resources: list[ResourceSpec]
     templates: list[ResourceTemplateSpec]
     _by_uri: dict[str, ResourceSpec] = attrs.field(init=False)
-    #: Parsed, not compiled: linear in the templates' length (``uri_templates``).
+    #: Split on first use, not compiled (``app_client.protocol.UriTemplate``).
     _patterns: list[UriTemplate] = attrs.field(init=False)
 
     #: The list entries, made once (``listing``): by agent-facing URI, and by template.
