@@ -110,7 +110,8 @@ def main() -> None:
     args = parser.parse_args()
     runs = [trio.run(run_once, args, freeze.strip()) for freeze in args.freeze_ms.split(",") if freeze.strip()]
     rows = [[r["freeze_ms"], r["gen2"]["passes"], r["gen2"]["max_ms"], r["gen2"]["p50_ms"], r["gen1"]["max_ms"],
-             r["max_stall_ms"], r["max_late_ms"], r["tracked"], r["frozen"], r["register_s"], r["calls_per_s"]] for r in runs]
+             r["max_stall_ms"], r["max_late_ms"], r["tracked"], r["frozen"], r["register_s"], r["calls_per_s"]]
+            for r in runs]
     h.emit({"scenario": "gc_pauses", "machine": h.machine(), "runs": runs}, args.json, h.table(
         ["freeze after", "full passes", "longest full ms", "median full ms", "longest gen1 ms", "loop max stall ms",
          "loop max late ms", "tracked at end", "frozen at end", "register s", "calls/s"], rows))

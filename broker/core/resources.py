@@ -17,17 +17,18 @@ template, is refused (:class:`ResourceError`, ``-32002`` with a message naming t
 agent can name only resources an app offered, and only to that app. A URI a *template* matched
 also passes the path-traversal guard (``..`` segments, percent-encoded or look-alike), as tool
 arguments do; listed URIs are the app's own words and need no guard. Templates are matched in
-time linear in the URI (``app_client.protocol.UriTemplate``, nothing compiled), in 5 ms turns with the loop
-across an app's templates (:meth:`AppResources.offers`, so :meth:`ResourceDirectory.resolve` is
-async), and an unlisted app URI over 8,192 characters is refused without matching.
+time linear in the URI (``app_client.protocol.UriTemplate``, nothing compiled), in 5 ms turns
+with the loop across an app's templates (:meth:`AppResources.offers`, so
+:meth:`ResourceDirectory.resolve` is async), and an unlisted app URI over 8,192 characters is
+refused without matching.
 
 :class:`ResourceDirectory` holds each instance's offer (``AppResources``: what it listed, and
 its link, the :class:`ResourcePort` a read goes to), a ``version`` bumped and an event pulsed at
 every change of the set (for ``notifications/resources/list_changed``), and the listeners that
 hear ``resourceUpdated`` (MCP sessions, which pass it on to agents that subscribed to exactly
 that URI; an update is not matched against the app's templates, and a session's listener goes
-when the session ends). It is the
-registry's (``Registry.resources``), so both the app links and the MCP sessions reach it.
+when the session ends). It is the registry's (``Registry.resources``), so both the app links
+and the MCP sessions reach it.
 A one-app scope reads one instance's part (``offer_of``, ``prompts_of``) through its own view
 (``broker.mcp.scope.ScopedResources``), which lists it under the app's own URIs and names.
 
@@ -404,8 +405,8 @@ class ResourceDirectory:
     def updated(self, label: str, uri: str) -> None:
         """The app says its resource ``uri`` changed: tell the listeners its agent-facing URI."""
         # Not matched against the app's templates (up to 1,000 of them, on the loop, for every
-        # update): each listener passes on only the exact URIs its agent subscribed to, which were
-        # checked then, and an app names only URIs under its own label.
+        # update): each listener passes on only the exact URIs its agent asked to hear of, and an
+        # app names only URIs under its own label, so matching would keep nothing from anyone.
         if label not in self._apps or len(uri) > MAX_URI_CHARS:
             return
         full = agent_uri(label, uri)
