@@ -42,7 +42,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec
+from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec, UriTemplate
 
 __all__ = ["Completer", "CompleterSpec", "PromptDefinition", "ResourceDefinition", "complete", "define_prompt",
            "define_resource", "define_template", "find", "read", "render"]
@@ -102,7 +102,9 @@ class ResourceDefinition:
     handler: Callable[..., Any]
     spec: ResourceSpec | None = None
     template: ResourceTemplateSpec | None = None
-    pattern: re.Pattern[str] | None = None
+    #: A template's matcher: linear in the URI (no backtracking regex), values as a greedy regex
+    #: would split them.
+    pattern: UriTemplate | None = None
     #: A template's completion functions by variable (protocol v2, section 12).
     completers: Mapping[str, Completer] = attrs.field(factory=dict)
     #: The handler takes the URI read, exactly as the broker sent it (``handler(uri=...)``),
@@ -149,17 +151,13 @@ def define_template(fn: Callable[..., Any], uri_template: str, *, name: str | No
     leftover = _EXPRESSION.sub("", uri_template)
     if "{" in leftover or "}" in leftover:
         raise ValueError(f"the template {uri_template!r} uses more than RFC 6570 level 1 ({{name}} only)")
-    parts: list[str] = []
-    last = 0
-    for match in _EXPRESSION.finditer(uri_template):
-        parts.append(re.escape(uri_template[last:match.start()]))
-        parts.append(f"(?P<{match.group(1)}>[^/?#]*)")
-        last = match.end()
-    parts.append(re.escape(uri_template[last:]))
+    if len(set(variables)) < len(variables):
+        raise ValueError(f"the template {uri_template!r} names a variable twice")
     spec = ResourceTemplateSpec(uri_template, _name_of(fn, name), title=title,
                                 description=_description_of(fn, description), mime_type=mime_type,
                                 annotations=dict(annotations) if annotations else None)
-    return ResourceDefinition(fn, template=spec, pattern=re.compile("".join(parts)),
+    return ResourceDefinition(fn, template=spec, pattern=UriTemplate(uri_template, expression=_EXPRESSION,
+                                                                     excluded="/?#"),
                               completers=_completers(complete, variables, f"the template {uri_template!r}"))
 
 
@@ -170,9 +168,9 @@ def find(definitions: Mapping[str, ResourceDefinition], uri: str) -> tuple[Resou
         return exact, {}
     for definition in definitions.values():
         if definition.pattern is not None:
-            match = definition.pattern.fullmatch(uri)
-            if match is not None:
-                return definition, {k: urllib.parse.unquote(v) for k, v in match.groupdict().items()}
+            values = definition.pattern.match(uri)
+            if values is not None:
+                return definition, {k: urllib.parse.unquote(v) for k, v in values.items()}
     return None
 
 

@@ -9,20 +9,28 @@ through the core it reports (``DaemonInfo.core``): ``bench.memory`` runs ``gc.co
 answers with the process's resident memory, so a benchmark can compare the daemon's memory
 before and after a load. With ``BENCH_TRACEMALLOC=1`` it also reports the traced Python heap
 and the top allocation sites by size (slow: for finding where memory goes, not for timing).
+
+As ``toolbridge serve`` does, it runs under ``broker.daemon.gc_policy`` (freeze after a full
+garbage-collection pass over ``BENCH_GC_FREEZE_MS``, default the daemon's; ``off``: no policy,
+for comparison), and ``bench.gc`` answers with the collector's pauses timed by a callback of its
+own (every pass since start: count and longest per generation) and how many objects are frozen.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import os
 import resource
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import trio
 
+from broker.daemon.gc_policy import FREEZE_AFTER_MS, freezing_after_long_passes
 from broker.daemon.run import run_daemon
 from broker.config.logsetup import configure_logging
 from broker.config.settings_file import load_settings
@@ -75,6 +83,32 @@ async def bench_memory(core: Any, request: Any) -> dict[str, Any]:
     return result
 
 
+class _GcTimes:
+    """Every garbage-collection pass's duration, by generation (a ``gc.callbacks`` entry)."""
+
+    def __init__(self) -> None:
+        self.passes: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.passes[info["generation"]].append((time.perf_counter() - self._started) * 1000)
+
+
+_GC_TIMES = _GcTimes()
+
+
+async def bench_gc(core: Any, request: Any) -> dict[str, Any]:
+    result: dict[str, Any] = {"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}
+    for generation, times in _GC_TIMES.passes.items():
+        ordered = sorted(times)
+        result[f"gen{generation}"] = {"passes": len(times), "max_ms": round(ordered[-1], 2) if times else 0.0,
+                                      "p50_ms": round(ordered[len(ordered) // 2], 2) if times else 0.0}
+    return result
+
+
 async def main(args: argparse.Namespace) -> None:
     settings = load_settings(args, Path(args.home))
     configure_logging(settings.log_format, batched=True)  # as `toolbridge serve`
@@ -82,9 +116,13 @@ async def main(args: argparse.Namespace) -> None:
         import tracemalloc
 
         tracemalloc.start(8)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(lambda task_status: run_daemon(
-            settings, handle_signals=True, extra_admin={"bench.memory": bench_memory}, task_status=task_status))
+    gc.callbacks.append(_GC_TIMES)
+    freeze = os.environ.get("BENCH_GC_FREEZE_MS", str(FREEZE_AFTER_MS))
+    with contextlib.nullcontext() if freeze == "off" else freezing_after_long_passes(float(freeze)):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(lambda task_status: run_daemon(
+                settings, handle_signals=True, extra_admin={"bench.memory": bench_memory, "bench.gc": bench_gc},
+                task_status=task_status))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ SCENARIOS = {
     "pipeline": ["--iterations", "200", "--repeats", "3", "--calls", "50", "--repeats-relay", "1", "--warmup", "10"],
     "large_result": ["--image-bytes", "262144", "--calls", "2", "--repeats", "1"],
     "cli_startup": ["--runs", "1"],
+    "gc_pauses": ["--apps", "2", "--tools", "50", "--calls", "20", "--freeze-ms", "off,20"],
 }
 
 
@@ -138,6 +139,14 @@ def test_cli_startup() -> None:
     assert set(result["commands"]) == {"-V", "--help", "status", "tools", "call"}
     for command in result["commands"].values():
         assert positive(command["median_ms"]) and command["median_ms"] <= command["max_ms"]
+
+
+def test_gc_pauses() -> None:
+    result = run_scenario("gc_pauses")
+    assert [run["freeze_ms"] for run in result["runs"]] == ["off", "20"]
+    for run in result["runs"]:
+        assert positive(run["calls_per_s"]) and positive(run["tracked"]) and non_negative(run["frozen"])
+        assert non_negative(run["max_stall_ms"]) and non_negative(run["gen2"]["max_ms"])
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -362,6 +362,37 @@ def _blocks(*sizes: int) -> list[list[dict[str, msgspec.Raw]]]:
     return [[{"type": msgspec.Raw(b'"text"'), "text": msgspec.Raw(b'"' + b"x" * size + b'"')}] for size in sizes]
 
 
+class _Line(bytearray):
+    """An app's line that can be watched (bytes cannot hold weak references)."""
+
+
+async def test_a_link_keeps_a_copy_of_what_it_serves_not_the_apps_line() -> None:
+    """The store's values were views of the app's whole line: 110 links of ~1.1 MiB accounted
+    for 121 MiB and held 1,055 MB. They are copied out: the line can go, the bytes stay exact."""
+    import gc
+    import weakref
+
+    content = ('[{"type":"image","mimeType":"image/png","data":"' + "QUJD" * 1000 + '"},'
+               '{"type":"text","text":"caf\\u00e9"},'
+               '{"type":"resource","resource":{"uri":"file:///a","text":"x"}}]')
+    line = _Line(b'{"type":"toolResponse","correlationId":7,"result":{"success":true,"content":'
+                 + content.encode() + b',"structuredContent":{"pad":"' + b"p" * 100_000 + b'"}}}')
+    response = decode_tool_response(line)
+    assert response is not None and isinstance(response.result, PassthroughResult)
+    store = ResultStore(max_bytes=1 << 20, ttl=60)
+    entry = store.put("p", "T", response.result.raw_blocks, len(response.result.raw_content))
+    assert entry is not None
+    watch = weakref.ref(line)
+    del line, response
+    gc.collect()
+    assert watch() is None, "the store keeps the app's line alive"
+    contents = msgspec.json.decode(msgspec.json.encode(store.read(entry.uri, "p").contents))
+    assert contents == [{"uri": entry.uri, "mimeType": "image/png", "blob": "QUJD" * 1000},
+                        {"uri": entry.uri, "mimeType": "text/plain", "text": "caf\u00e9"},
+                        {"uri": "file:///a", "text": "x"}]
+    assert bytes(store.read(entry.uri, "p").contents[1]["text"]) == b'"caf\\u00e9"'  # the app's bytes
+
+
 async def test_links_expire_after_their_ttl(autojump_clock: trio.testing.MockClock) -> None:
     store = ResultStore(max_bytes=1000, ttl=60)
     (blocks,) = _blocks(10)

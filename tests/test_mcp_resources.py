@@ -623,3 +623,26 @@ async def test_a_read_answers_as_its_era_says(tmp_path: Path, modern: bool) -> N
         error = (await outbox.next())["error"]
         assert error["code"] == (-32602 if modern else -32002) and error["data"] == {"uri": unknown}
         session.close()
+
+
+async def test_modern_http_requests_leave_no_resource_listener_behind(tmp_path: Path) -> None:
+    """Each 2026-07-28 HTTP request is a session of its own that listens for resourceUpdated while
+    it runs: its listener goes when the request ends (it stayed until some app sent an update)."""
+    from mcp_testkit import MODERN_META, http_client, mcp_url
+
+    async with running_daemon(tmp_path / "home") as info, http_client(info) as http:
+        directory = info.core.registry.resources
+
+        async def list_resources() -> None:
+            response = await http.post(
+                mcp_url(info), json={"jsonrpc": "2.0", "id": 1, "method": "resources/list",
+                                     "params": {"_meta": MODERN_META}},
+                headers={"accept": "application/json, text/event-stream", "Mcp-Method": "resources/list",
+                         "MCP-Protocol-Version": "2026-07-28"})
+            assert response.status_code == 200, response.text
+
+        await list_resources()
+        before = directory.listener_count
+        for _ in range(30):
+            await list_resources()
+        assert directory.listener_count == before

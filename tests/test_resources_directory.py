@@ -27,23 +27,23 @@ def test_scheme_round_trips_and_refuses_foreign_uris() -> None:
             split_uri(bad)
 
 
-def test_resolve_matches_listed_and_templated_uris_and_guards_values() -> None:
+async def test_resolve_matches_listed_and_templated_uris_and_guards_values() -> None:
     directory = ResourceDirectory()
     directory.offer("Notes", _Port(), [ResourceSpec("notes://a", "a")],
                     [ResourceTemplateSpec("file:///docs/{name}.md", "doc"), ResourceTemplateSpec("raw://{path}", "raw")])
-    assert directory.resolve("toolbridge://Notes/notes://a")[1] == "notes://a"
-    assert directory.resolve("toolbridge://Notes/file:///docs/x%20y.md")[1] == "file:///docs/x%20y.md"
+    assert (await directory.resolve("toolbridge://Notes/notes://a"))[1] == "notes://a"
+    assert (await directory.resolve("toolbridge://Notes/file:///docs/x%20y.md"))[1] == "file:///docs/x%20y.md"
     for uri in ("toolbridge://Notes/file:///docs/a/b.md", "toolbridge://Notes/notes://b",
                 "toolbridge://Other/notes://a"):
         with pytest.raises(ResourceError) as caught:
-            directory.resolve(uri)
+            await directory.resolve(uri)
         assert caught.value.code == -32002
     # `...md` is no traversal (the segment is not exactly `..`); an encoded `..` value is.
-    assert directory.resolve("toolbridge://Notes/file:///docs/%2e%2e.md")[1] == "file:///docs/%2e%2e.md"
+    assert (await directory.resolve("toolbridge://Notes/file:///docs/%2e%2e.md"))[1] == "file:///docs/%2e%2e.md"
     for uri in ("toolbridge://Notes/raw://%2e%2e", "toolbridge://Notes/raw://%2e%2e%2fetc%2fpasswd",
                 "toolbridge://Notes/raw://..%5Csecret", "toolbridge://Notes/raw://%EF%BC%8E%EF%BC%8E"):
         with pytest.raises(ResourceError) as caught:
-            directory.resolve(uri)
+            await directory.resolve(uri)
         assert caught.value.code == -32602, uri
 
 
@@ -62,6 +62,24 @@ def test_lists_are_sorted_by_the_agent_facing_key_so_pages_never_skip() -> None:
             if cursor is None:
                 break
         assert seen == names
+
+
+def test_lists_are_prepared_once_per_change_and_follow_every_change() -> None:
+    directory = ResourceDirectory()
+    directory.offer("B", _Port(), [ResourceSpec("x://1", "n")], [])
+    directory.offer_prompts("B", _Port(), [PromptSpec("p")])
+    resources, prompts = directory.resource_listing(), directory.prompt_listing()
+    assert directory.resource_listing() is resources and directory.prompt_listing() is prompts  # no rebuild
+    port = _Port()
+    directory.offer("A", port, [ResourceSpec("x://0", "n")], [])
+    directory.offer_prompts("A", port, [PromptSpec("q")])
+    assert directory.resource_listing().names == ["toolbridge://A/x://0", "toolbridge://B/x://1"]
+    assert directory.prompt_listing().names == ["A__q", "B__p"]
+    directory.withdraw("A", port)
+    assert directory.resource_listing().names == ["toolbridge://B/x://1"]
+    assert directory.prompt_listing().names == ["B__p"]
+    directory.offer_prompts("B", _Port(), [])
+    assert directory.prompt_listing().names == [] and directory.list_prompts() == []
 
 
 def test_withdraw_only_removes_the_links_own_offer() -> None:
@@ -104,7 +122,7 @@ async def test_reads_wait_for_an_away_app_until_it_returns_or_its_grace_ends(aut
         await trio.sleep(2)
         directory.offer("Notes", new, [ResourceSpec("notes://a", "a")], [])  # back: both go on
     assert waited == [start + 2, start + 2]
-    assert directory.resolve("toolbridge://Notes/notes://a")[0].port is new
+    assert (await directory.resolve("toolbridge://Notes/notes://a"))[0].port is new
 
     directory.withdraw("Notes", new)
     directory.await_return("Notes", trio.current_time() + 5)
@@ -112,4 +130,4 @@ async def test_reads_wait_for_an_away_app_until_it_returns_or_its_grace_ends(aut
     assert await directory.wait_for_uri("toolbridge://Notes/notes://a") is True  # the grace ends
     assert trio.current_time() == before + 5
     with pytest.raises(ResourceError, match="no connected app 'Notes'"):
-        directory.resolve("toolbridge://Notes/notes://a")
+        await directory.resolve("toolbridge://Notes/notes://a")

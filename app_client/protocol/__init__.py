@@ -15,6 +15,8 @@ send come back from ``send``. Its parts:
 * ``_errors``: the root :class:`ToolbridgeError` > :class:`ProtocolError` >
   :class:`LocalProtocolError` (we broke it) / :class:`RemoteProtocolError` (the peer did),
   and :class:`ConnectionClosed`. :mod:`app_client.errors` re-exports the same classes.
+* ``_templates``: :class:`UriTemplate`, RFC 6570 level-1 resource templates matched in time
+  linear in the URI (the broker decides whether a URI matches, the app extracts the values).
 * ``_state``: the rules, one machine per side: :class:`BrokerConnection`,
   :class:`AppConnection`, :class:`AgentLinkClient` (read its docstring).
 
@@ -76,6 +78,7 @@ from ._messages import (
     encode_message,
     message_tag,
 )
+from ._templates import BROKER_EXCLUDED, BROKER_EXPRESSION, MAX_RESOURCE_URI_CHARS, UriTemplate
 from ._state import (
     FATAL_REGISTRATION_CODES,
     INSTANCE_REPLACED,
@@ -96,6 +99,10 @@ from ._state import (
 )
 
 __all__ = [
+    "BROKER_EXCLUDED",
+    "BROKER_EXPRESSION",
+    "MAX_RESOURCE_URI_CHARS",
+    "UriTemplate",
     "LOG_LEVELS",
     "MAX_LOG_DATA_BYTES",
     "Complete",

@@ -19,6 +19,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from ..config.logsetup import configure_logging
     from ..config.settings_file import env_deprecations, load_settings
+    from ..daemon.gc_policy import freezing_after_long_passes
     from ..daemon.run import run_daemon
 
     settings = load_settings(args, home_from(args))
@@ -26,7 +27,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_format, getattr(args, "log_level", "info"), batched=True)  # run_daemon flushes it
     for note in env_deprecations():
         structlog.get_logger("toolbridge").warning("deprecated_variable", note=note)
-    trio.run(lambda: run_daemon(settings, handle_signals=True))
+    with freezing_after_long_passes():  # no long garbage-collection pauses of the loop (gc_policy)
+        trio.run(lambda: run_daemon(settings, handle_signals=True))
     return EXIT_OK
 
 

@@ -16,13 +16,19 @@ prefix, with a label no app has, or naming an app URI the app neither listed nor
 template, is refused (:class:`ResourceError`, ``-32002`` with a message naming the cause), so an
 agent can name only resources an app offered, and only to that app. A URI a *template* matched
 also passes the path-traversal guard (``..`` segments, percent-encoded or look-alike), as tool
-arguments do; listed URIs are the app's own words and need no guard.
+arguments do; listed URIs are the app's own words and need no guard. Templates are matched in
+time linear in the URI (``app_client.protocol.UriTemplate``, nothing compiled), in 5 ms turns
+with the loop across an app's templates (:meth:`AppResources.offers`, so
+:meth:`ResourceDirectory.resolve` is async), and an unlisted app URI over 8,192 characters is
+refused without matching.
 
 :class:`ResourceDirectory` holds each instance's offer (``AppResources``: what it listed, and
 its link, the :class:`ResourcePort` a read goes to), a ``version`` bumped and an event pulsed at
 every change of the set (for ``notifications/resources/list_changed``), and the listeners that
-hear ``resourceUpdated`` (MCP sessions, which pass it on to agents that subscribed). It is the
-registry's (``Registry.resources``), so both the app links and the MCP sessions reach it.
+hear ``resourceUpdated`` (MCP sessions, which pass it on to agents that subscribed to exactly
+that URI; an update is not matched against the app's templates, and a session's listener goes
+when the session ends). It is the registry's (``Registry.resources``), so both the app links
+and the MCP sessions reach it.
 A one-app scope reads one instance's part (``offer_of``, ``prompts_of``) through its own view
 (``broker.mcp.scope.ScopedResources``), which lists it under the app's own URIs and names.
 
@@ -45,20 +51,24 @@ nobody has), as tool calls wait for their app.
 
 from __future__ import annotations
 
-import re
+import itertools
+import time
 import urllib.parse
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, Protocol
 
 import attrs
 import msgspec
 import trio
 
-from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec
+from app_client.protocol import BROKER_EXPRESSION as EXPRESSION
+from app_client.protocol import MAX_RESOURCE_URI_CHARS as MAX_URI_CHARS
+from app_client.protocol import PromptSpec, ResourceSpec, ResourceTemplateSpec, UriTemplate
 
 from ..errors import BrokerError
 from .guards import find_path_traversal
+from .listing import Entry, Listing, Run, sorted_run
 
 __all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "ResourceError", "ResourcePort",
            "agent_uri", "split_uri"]
@@ -66,7 +76,8 @@ __all__ = ["SCHEME", "AppResources", "CompletionTarget", "ResourceDirectory", "R
 SCHEME: Final = "toolbridge://"
 #: JSON-RPC code for a resource that does not exist (MCP's "Resource not found").
 RESOURCE_NOT_FOUND: Final = -32002
-_EXPRESSION: Final = re.compile(r"\{([A-Za-z0-9_.%]+)\}")
+#: How long template matching runs on the loop before it lets other tasks run (``offers``).
+MATCH_SLICE: Final = 0.005
 
 
 class ResourceError(BrokerError):
@@ -108,18 +119,6 @@ def agent_uri(label: str, uri: str) -> str:
     return f"{SCHEME}{urllib.parse.quote(label, safe='')}/{uri}"
 
 
-def _template_regex(template: str) -> re.Pattern[str]:
-    """RFC 6570 level 1: each ``{var}`` matches one percent-encoded value (no ``/ ? #``)."""
-    parts: list[str] = []
-    last = 0
-    for match in _EXPRESSION.finditer(template):
-        parts.append(re.escape(template[last:match.start()]))
-        parts.append(r"[^/?#{}]*")
-        last = match.end()
-    parts.append(re.escape(template[last:]))
-    return re.compile("".join(parts))
-
-
 @attrs.define(eq=False)
 class AppResources:
     """One instance's resources, as the app declared them, and its link."""
@@ -129,22 +128,57 @@ class AppResources:
     resources: list[ResourceSpec]
     templates: list[ResourceTemplateSpec]
     _by_uri: dict[str, ResourceSpec] = attrs.field(init=False)
-    _patterns: list[re.Pattern[str]] = attrs.field(init=False)
+    #: Split on first use, not compiled (``app_client.protocol.UriTemplate``).
+    _patterns: list[UriTemplate] = attrs.field(init=False)
+
+    #: The list entries, made once (``listing``): by agent-facing URI, and by template.
+    resource_run: Run = attrs.field(init=False)
+    template_run: Run = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         self._by_uri = {spec.uri: spec for spec in self.resources}
-        self._patterns = [_template_regex(t.uri_template) for t in self.templates]
+        self._patterns = [UriTemplate(t.uri_template) for t in self.templates]
+        self.resource_run = sorted_run((resource_entry(self.label, spec) for spec in self.resources), _uri_key)
+        self.template_run = sorted_run((template_entry(self.label, spec) for spec in self.templates), _template_key)
 
-    def offers(self, uri: str) -> bool:
-        """Whether ``uri`` (the app's own) is listed or matches a template (guarded)."""
+    async def offers(self, uri: str) -> bool:
+        """Whether ``uri`` (the app's own) is listed or matches a template (guarded). Matching
+        yields to the loop every :data:`MATCH_SLICE` seconds: an app may declare 1,000 templates,
+        each matched in time linear in the URI but together worth a stall."""
         if uri in self._by_uri:
             return True
-        if not any(pattern.fullmatch(uri) for pattern in self._patterns):
+        if len(uri) > MAX_URI_CHARS:
+            raise ResourceError(f"the resource URI is {len(uri)} characters; toolbridge reads resource URIs of at "
+                                f"most {MAX_URI_CHARS} (take them from resources/list or expand a template of "
+                                "resources/templates/list)", code=-32602, kind="invalid_arguments")
+        if not await self._matches_a_template(uri):
             return False
         if find_path_traversal(uri) is not None:
             raise ResourceError(f"the resource URI {uri!r} has a '..' path segment; toolbridge refuses path "
                                 "traversal in resource URIs", code=-32602, kind="guard_rejected")
         return True
+
+    async def _matches_a_template(self, uri: str) -> bool:
+        resume_by = time.perf_counter() + MATCH_SLICE
+        for pattern in self._patterns:
+            if pattern.matches(uri):
+                return True
+            if time.perf_counter() > resume_by:
+                await trio.sleep(0)
+                resume_by = time.perf_counter() + MATCH_SLICE
+        return False
+
+
+def _uri_key(entry: Entry) -> str:
+    return str(entry["uri"])
+
+
+def _template_key(entry: Entry) -> str:
+    return str(entry["uriTemplate"])
+
+
+def _name_key(entry: Entry) -> str:
+    return str(entry["name"])
 
 
 def resource_entry(label: str, spec: ResourceSpec) -> dict[str, Any]:
@@ -172,10 +206,17 @@ class ResourceDirectory:
         self._apps: dict[str, AppResources] = {}
         self.version = 0
         self._changed = trio.Event()
-        self._listeners: list[weakref.WeakMethod[Callable[[str], None]]] = []
+        #: Who hears ``resourceUpdated``, by registration number: removed when the listener says
+        #: so (a session or request ends) or its object is gone, never left for an update to sweep.
+        self._listeners: dict[int, weakref.WeakMethod[Callable[[str], None]]] = {}
+        self._listener_numbers = itertools.count()
         #: Prompts (protocol v2) by label, with the link that renders them; their own version.
         self._prompts: dict[str, tuple[ResourcePort, list[PromptSpec]]] = {}
+        #: Each label's prompts as list entries, made once when it offers them (``listing``).
+        self._prompt_runs: dict[str, Run] = {}
         self.prompts_version = 0
+        #: The prepared lists, each with the version it was made at (rebuilt after a change).
+        self._listings: dict[str, tuple[int, Listing]] = {}
         self._prompts_changed = trio.Event()
         #: Labels in their reconnect grace period, with its deadline (trio time), and an event
         #: pulsed when one comes back or its grace ends.
@@ -208,6 +249,7 @@ class ResourceDirectory:
         prompts = self._prompts.get(label)
         if prompts is not None and prompts[0] is port:
             del self._prompts[label]
+            self._prompt_runs.pop(label, None)
             self._bump_prompts()
             withdrawn = True
         return withdrawn
@@ -254,8 +296,12 @@ class ResourceDirectory:
         """``label``'s instance offers these prompts (replacing what it offered before)."""
         if prompts:
             self._prompts[label] = (port, list(prompts))
+            self._prompt_runs[label] = sorted_run(
+                (prompt_entry(prompt_name(label, spec.name), spec) for spec in prompts), _name_key)
         elif self._prompts.pop(label, None) is None:
             return
+        else:
+            self._prompt_runs.pop(label, None)
         self._bump_prompts()
 
     def _bump_prompts(self) -> None:
@@ -270,9 +316,25 @@ class ResourceDirectory:
 
     def list_prompts(self) -> list[dict[str, Any]]:
         """Every prompt as ``<label>__<name>``, sorted (deterministic, for pagination)."""
-        entries = [prompt_entry(prompt_name(label, spec.name), spec)
-                   for label in self._prompts for spec in self._prompts[label][1]]
-        return sorted(entries, key=lambda entry: str(entry["name"]))
+        return list(self.prompt_listing().entries)
+
+    def prompt_listing(self) -> Listing:
+        """The prompts' list, prepared once per change (``broker.core.listing``)."""
+        return self._listing("prompts", self.prompts_version, self._prompt_runs.values)
+
+    def resource_listing(self) -> Listing:
+        """The resources' list, by agent-facing URI, prepared once per change."""
+        return self._listing("resources", self.version, lambda: [app.resource_run for app in self._apps.values()])
+
+    def template_listing(self) -> Listing:
+        """The templates' list, by agent-facing template, prepared once per change."""
+        return self._listing("templates", self.version, lambda: [app.template_run for app in self._apps.values()])
+
+    def _listing(self, kind: str, version: int, runs: Callable[[], Iterable[Run]]) -> Listing:
+        made = self._listings.get(kind)
+        if made is None or made[0] != version:
+            made = self._listings[kind] = (version, Listing.of(runs()))
+        return made[1]
 
     # --- one instance's offer (a one-app scope's view, ``broker.mcp.scope``) --------------
 
@@ -336,23 +398,22 @@ class ResourceDirectory:
                     "a resource, not a resource template: only a template's variables complete" if listed else
                     "no resource template of a connected app: list them with resources/templates/list"))
             return CompletionTarget(label, app.port, "uriTemplate", own,
-                                    tuple(dict.fromkeys(_EXPRESSION.findall(template.uri_template))))
+                                    tuple(dict.fromkeys(EXPRESSION.findall(template.uri_template))))
         raise _bad_ref('Invalid params: completion/complete needs "ref": {"type": "ref/prompt", "name": ...} or '
                        '{"type": "ref/resource", "uri": ...}')
 
     def updated(self, label: str, uri: str) -> None:
         """The app says its resource ``uri`` changed: tell the listeners its agent-facing URI."""
-        app = self._apps.get(label)
-        if app is None or uri not in app._by_uri and not any(p.fullmatch(uri) for p in app._patterns):
-            return  # not one of its resources: nobody can have subscribed to it
+        # Not matched against the app's templates (up to 1,000 of them, on the loop, for every
+        # update): each listener passes on only the exact URIs its agent asked to hear of, and an
+        # app names only URIs under its own label, so matching would keep nothing from anyone.
+        if label not in self._apps or len(uri) > MAX_URI_CHARS:
+            return
         full = agent_uri(label, uri)
-        alive = []
-        for ref in self._listeners:
+        for ref in list(self._listeners.values()):
             listener = ref()
             if listener is not None:
-                alive.append(ref)
                 listener(full)
-        self._listeners = alive
 
     def _bump(self) -> None:
         self.version += 1
@@ -361,9 +422,22 @@ class ResourceDirectory:
 
     # --- the MCP sessions' face ----------------------------------------------------------
 
-    def on_updated(self, listener: Callable[[str], None]) -> None:
-        """Call the bound method ``listener(agent_uri)`` at each ``resourceUpdated`` (held weakly)."""
-        self._listeners.append(weakref.WeakMethod(listener))
+    def on_updated(self, listener: Callable[[str], None]) -> Callable[[], None]:
+        """Call the bound method ``listener(agent_uri)`` at each ``resourceUpdated`` (held weakly)
+        until the returned function is called (or the listener's object is gone)."""
+        number = next(self._listener_numbers)
+        listeners = self._listeners
+
+        def forget(_: object = None) -> None:
+            listeners.pop(number, None)
+
+        self._listeners[number] = weakref.WeakMethod(listener, forget)
+        return forget
+
+    @property
+    def listener_count(self) -> int:
+        """How many listeners hear ``resourceUpdated`` now (one per open session, and the uplink)."""
+        return len(self._listeners)
 
     async def wait_changed(self, seen: int) -> int:
         while self.version == seen:
@@ -372,21 +446,19 @@ class ResourceDirectory:
 
     def list_resources(self) -> list[dict[str, Any]]:
         """Every resource, sorted by agent-facing URI (deterministic: pagination bisects on it)."""
-        entries = [resource_entry(label, spec) for label, app in self._apps.items() for spec in app.resources]
-        return sorted(entries, key=lambda entry: str(entry["uri"]))
+        return list(self.resource_listing().entries)
 
     def list_templates(self) -> list[dict[str, Any]]:
-        entries = [template_entry(label, spec) for label, app in self._apps.items() for spec in app.templates]
-        return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
+        return list(self.template_listing().entries)
 
-    def resolve(self, uri: str) -> tuple[AppResources, str]:
+    async def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The app offering the agent-facing ``uri`` and the app's own URI; ResourceError if none."""
         label, own = split_uri(uri)
         app = self._apps.get(label)
         if app is None:
             raise ResourceError(f"unknown resource {uri!r}: no connected app {label!r} offers resources; "
                                 "list them again with resources/list")
-        if not app.offers(own):
+        if not await app.offers(own):
             raise ResourceError(f"unknown resource {uri!r}: the app {label!r} offers no resource {own!r}; "
                                 "list them again with resources/list or resources/templates/list")
         return app, own

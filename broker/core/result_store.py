@@ -13,9 +13,10 @@ too: a client validates it against the tool's outputSchema). The id is 128 rando
 The resource's contents are the result's blocks, one content each, as MCP's
 ``resources/read`` has them: a text block becomes ``{uri, mimeType: "text/plain", text}``, an
 image or audio block ``{uri, mimeType, blob}`` (its base64 ``data`` *is* the blob), an
-embedded resource its own contents. The values are the app's raw JSON bytes (views of the line
-it sent), so a read returns exactly the bytes the app sent, and holding a result costs its line,
-once.
+embedded resource its own contents. The values are the app's raw JSON bytes, so a read returns
+exactly the bytes the app sent. They are *copied* out of the app's line when the entry is made
+(:func:`_own`): a view would keep the whole line (and whatever else shares its buffer) alive,
+so holding a result costs what it serves, which is what the budget counts.
 
 Each entry belongs to the principal that made the call — the name of the token its agent
 presented (``Session.token``, set by the transport when it opens the agent's session) — and
@@ -123,10 +124,15 @@ _TEXT_PLAIN: Final = msgspec.Raw(b'"text/plain"')
 
 
 def _content(uri: str, block: dict[str, msgspec.Raw]) -> Any:
-    """One result block as a ``resources/read`` content (values kept raw)."""
+    """One result block as a ``resources/read`` content (values kept raw, copied: :func:`_own`)."""
     kind = bytes(block.get("type") or b"")
     if kind == b'"text"':
-        return {"uri": uri, "mimeType": _TEXT_PLAIN, "text": block["text"]}
+        return {"uri": uri, "mimeType": _TEXT_PLAIN, "text": _own(block["text"])}
     if kind in (b'"image"', b'"audio"'):
-        return {"uri": uri, "mimeType": block["mimeType"], "blob": block["data"]}
-    return block["resource"]  # an embedded resource: its own contents (checked: an object)
+        return {"uri": uri, "mimeType": _own(block["mimeType"]), "blob": _own(block["data"])}
+    return _own(block["resource"])  # an embedded resource: its own contents (checked: an object)
+
+
+def _own(value: msgspec.Raw) -> msgspec.Raw:
+    """``value``'s bytes in a buffer of their own, not a view that keeps the app's line alive."""
+    return msgspec.Raw(bytes(value))

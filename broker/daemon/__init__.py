@@ -1,6 +1,7 @@
 """The daemon process: ``run_daemon`` (listeners, start-up, shutdown), ``BrokerCore`` (what a
 connection to the app port is: app, agent or admin), app links, the per-connection line
-writer, the Unix socket, the loop-stall watchdog, and ``admin`` (the ``tools`` and ``stop``
+writer, the Unix socket, the loop-stall watchdog, the garbage-collection policy (``gc_policy``,
+installed by ``toolbridge serve``), and ``admin`` (the ``tools`` and ``stop``
 admin handlers; ``broker.mcp.front_door.install`` returns ``agents``, which ``run_daemon``
 gives the core).
 

@@ -54,6 +54,7 @@ import trio
 
 from app_client.channel import write_through
 from app_client.protocol import (
+    MAX_RESOURCE_URI_CHARS,
     PROTOCOL_VERSION,
     AddTools,
     BadLine,
@@ -600,7 +601,12 @@ def _handle(link: AppLink, links: AppLinks, message: Message) -> None:
         log.info("app_resources_set", label=instance.label, resources=len(message.resources),
                  templates=len(message.resource_templates))
     elif isinstance(message, ResourceUpdated):
-        links.registry.resources.updated(instance.label, message.uri)
+        if len(message.uri) > MAX_RESOURCE_URI_CHARS:  # resource URIs are bounded; the app is told
+            link.conn.send_nowait(Error("invalid_message", f"resourceUpdated: the uri is {len(message.uri)} "
+                                        f"characters; resource URIs are at most {MAX_RESOURCE_URI_CHARS} "
+                                        "(it was dropped)"))
+        else:
+            links.registry.resources.updated(instance.label, message.uri)
     elif isinstance(message, Elicit):
         _elicit(link, links, message)
     elif isinstance(message, Error):

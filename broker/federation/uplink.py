@@ -399,7 +399,7 @@ class Uplink:
     async def read_resource(self, uri: str) -> list[dict[str, Any]]:
         """A read from the parent: ``uri`` is this broker's agent-facing URI."""
         try:
-            app, own = self.registry.resources.resolve(uri)
+            app, own = await self.registry.resources.resolve(uri)
             contents: list[dict[str, Any]] = await app.port.read_resource(own, self._budget())
         except ResourceError as exc:
             raise HopError(f"at hop {self.name!r}: {exc.message}") from None

@@ -70,6 +70,7 @@ import trio
 
 from app_client.protocol import PromptSpec
 
+from ..core.listing import Listing
 from ..core.names import make_label, near_names
 from ..core.resources import (
     AppResources,
@@ -295,7 +296,18 @@ class ScopedResources:
         entries = [{**template_entry(app.label, spec), "uriTemplate": spec.uri_template} for spec in app.templates]
         return sorted(entries, key=lambda entry: str(entry["uriTemplate"]))
 
-    def resolve(self, uri: str) -> tuple[AppResources, str]:
+    # One app's lists (at most 1,000 entries each): made per request, as sorted as the directory's.
+
+    def resource_listing(self) -> Listing:
+        return _listing(self.list_resources(), "uri")
+
+    def template_listing(self) -> Listing:
+        return _listing(self.list_templates(), "uriTemplate")
+
+    def prompt_listing(self) -> Listing:
+        return _listing(self.list_prompts(), "name")
+
+    async def resolve(self, uri: str) -> tuple[AppResources, str]:
         """The scope's app and ``uri`` (its own URI) when it offers it; ResourceError if not."""
         app = self._offer()
         shown = uri[:200]
@@ -304,7 +316,7 @@ class ScopedResources:
                 f"unknown resource {shown!r}: the app {self.label!r} is not connected to toolbridge now, so this "
                 "connection offers no resources; start the app (notifications/resources/list_changed says when "
                 "its resources are listed)")
-        if not app.offers(uri):
+        if not await app.offers(uri):
             raise ResourceError(
                 f"unknown resource {shown!r}: the app {self.label!r} offers no such resource; list them with "
                 "resources/list or resources/templates/list (here URIs are the app's own, with no toolbridge:// "
@@ -402,3 +414,7 @@ class ScopedResources:
 
             nursery.start_soon(first, wait, version)
             nursery.start_soon(first, registry.wait_changed, registry.version)
+
+
+def _listing(sorted_entries: list[dict[str, Any]], key: str) -> Listing:
+    return Listing([str(entry[key]) for entry in sorted_entries], sorted_entries)

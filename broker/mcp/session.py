@@ -38,11 +38,12 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 both modes: meta-tools and app tools can be called by name either way.
 
 Resources and prompts (apps' wire protocol v2, ``broker.core.resources``): ``resources/list``,
-``resources/templates/list`` and ``prompts/list`` are answered inline from the registry's
-directory; ``resources/read`` and ``prompts/get`` run as tasks (so a cancel reaches them and
-the app gets ``toolCancel``) that await the owning app's link, and write a call-log row
-(``resource_read`` / ``prompt_get``). Handshake era: ``resources/subscribe`` keeps URIs per
-session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
+``resources/templates/list`` and ``prompts/list`` are answered inline from the directory's
+lists, prepared once per change (``broker.core.listing``); ``resources/read`` and ``prompts/get``
+run as tasks (so a cancel reaches them and the app gets ``toolCancel``) that await the owning
+app's link, and write a call-log row (``resource_read`` / ``prompt_get``). Handshake era:
+``resources/subscribe`` (a task too: matching an app's templates takes turns with the loop) keeps
+URIs per session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
 2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
 ``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``. In both eras
 an app's ``resourceUpdated`` reaches a session's agent at most once per URI per window, the
@@ -554,7 +555,8 @@ class Session:
         self.resources: ResourceDirectory | ScopedResources = (
             server.registry.resources if app is None
             else ScopedResources(server.app_scopes, server.registry.resources, server.registry, app))
-        server.registry.resources.on_updated(self._resource_updated)
+        #: Ends this session's ``resourceUpdated`` listening (``open_session`` calls it at the end).
+        self.stop_listening = server.registry.resources.on_updated(self._resource_updated)
         #: Handshake era: the level ``logging/setLevel`` asked for (None: no log messages).
         self.log_level: str | None = None
 
@@ -967,13 +969,12 @@ class Session:
     # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
 
     def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.resources.list_resources()
-        return self._resource_page("resources", [e["uri"] for e in entries], entries, request, context)
+        listing = self.resources.resource_listing()  # prepared once per change: a page is a slice
+        return self._resource_page("resources", listing.names, listing.entries, request, context)
 
     def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.resources.list_templates()
-        return self._resource_page("resourceTemplates", [e["uriTemplate"] for e in entries], entries, request,
-                                   context)
+        listing = self.resources.template_listing()
+        return self._resource_page("resourceTemplates", listing.names, listing.entries, request, context)
 
     def _resource_page(self, key: str, names: list[str], entries: list[dict[str, Any]], request: Request,
                        context: RequestContext) -> dict[str, Any]:
@@ -1001,7 +1002,7 @@ class Session:
         try:
             timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
             timeout = await _through_grace(self.resources.wait_for_uri, uri, started, timeout)
-            app, own = self.resources.resolve(uri)
+            app, own = await self.resources.resolve(uri)
             label = app.label
             logged = agent_uri(label, own)
             contents = await app.port.read_resource(own, timeout)
@@ -1038,8 +1039,8 @@ class Session:
     # --- prompts (apps' protocol v2) ----------------------------------------------------
 
     def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        entries = self.resources.list_prompts()
-        return self._resource_page("prompts", [e["name"] for e in entries], entries, request, context)
+        listing = self.resources.prompt_listing()
+        return self._resource_page("prompts", listing.names, listing.entries, request, context)
 
     async def _get_prompt(
         self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
@@ -1181,12 +1182,15 @@ class Session:
             seen = directory.prompts_version
             await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
 
-    def _subscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
+    async def _subscribe(
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+    ) -> dict[str, Any]:
+        """A task, not inline: matching the URI against an app's templates may take turns."""
         uri = request.params.get("uri")
         if not isinstance(uri, str):
             raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
         try:
-            self.resources.resolve(uri)
+            await self.resources.resolve(uri)
         except ResourceError as exc:
             raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
         if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
@@ -1344,7 +1348,7 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "resources/list": _Inline(Session._list_resources),
     "resources/templates/list": _Inline(Session._list_resource_templates),
     "resources/read": Session._read_resource,
-    "resources/subscribe": _Inline(Session._subscribe),
+    "resources/subscribe": Session._subscribe,
     "resources/unsubscribe": _Inline(Session._unsubscribe),
     "prompts/list": _Inline(Session._list_prompts),
     "prompts/get": Session._get_prompt,
@@ -1430,6 +1434,7 @@ async def open_session(
             yield session
         finally:
             server.open_sessions.discard(session)
+            session.stop_listening()
             session.closed.set()
             session.end_calls()
             if stateful:  # its paused calls (2026-07-28 over stdio) can be resumed by nobody else
