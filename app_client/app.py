@@ -69,6 +69,7 @@ from .errors import (
     ToolDefinitionError,
     ToolUpdateRejected,
 )
+from .interrupt import cancel_on_ctrl_c, owns_ctrl_c
 from .invoke import GuiExecutor
 from .applog import log_message
 from .protocol import PROTOCOL_VERSION, SetPrompts, SetResources
@@ -697,7 +698,25 @@ class App:
         ``nursery.start``). Raises RegistrationRejected if the broker refuses the
         registration for good, InstanceReplaced if another process took over this
         instance id, ToolDefinitionError if a GUI-thread tool has no ``gui_executor``.
+
+        When ``run`` is the program's main task (``trio.run(app.run)``), Ctrl-C stops it
+        cleanly: it says goodbye and returns, with no traceback (:mod:`app_client.interrupt`).
         """
+        if not owns_ctrl_c():
+            await self._serve(task_status)
+            return
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_on_ctrl_c, nursery.cancel_scope)
+                await self._serve(task_status)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the app's own error, as it is (not in a group)
+            sole = _sole_error(group)
+            if sole is None:
+                raise
+            raise sole from None
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
         if self._running:
             raise RuntimeError(f"{self.name} is already running")
         for definition in self._tools.values():

@@ -27,11 +27,12 @@ by :class:`_AppLike`, and :class:`~app_client.state.ConnectionState` lives in a 
 
 from __future__ import annotations
 
+import atexit
 import functools
 import queue
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import structlog
 import trio
@@ -43,6 +44,9 @@ from .tools import ToolDefinition
 __all__ = ["AppThread", "tk_executor"]
 
 _log = structlog.get_logger(__name__)
+
+#: At the program's exit, how long to wait for a running app to say goodbye and stop.
+STOP_AT_EXIT: Final = 2.0
 
 
 class _AppLike(Protocol):
@@ -97,8 +101,17 @@ class AppThread:
         return self._thread.is_alive()
 
     def start(self) -> None:
-        """Start the thread (once)."""
+        """Start the thread (once).
+
+        If the program exits with the app still running (the host's main thread ended, or a
+        Ctrl-C ended it), the app is stopped at exit, so it says goodbye (the daemon releases its
+        names at once instead of holding them through the grace period); the wait for that is
+        at most :data:`STOP_AT_EXIT` seconds."""
         self._thread.start()
+        atexit.register(self._stop_at_exit)
+
+    def _stop_at_exit(self) -> None:
+        self.stop(timeout=STOP_AT_EXIT)
 
     def _on_state(self, state: ConnectionState) -> None:
         with self._condition:
@@ -112,6 +125,7 @@ class AppThread:
             self.error = exc
             _log.error("toolbridge app thread ended with an error", app=self.app.name, exc_info=exc)
         finally:
+            atexit.unregister(self._stop_at_exit)
             self.app._remove_listener(self._on_state)
             with self._condition:
                 self._finished = True

@@ -155,8 +155,10 @@ def main() -> None:
     runner = app.start_in_thread()
     try:
         root.mainloop()
+    except KeyboardInterrupt:  # Ctrl-C in the terminal: quit like the window's close button
+        pass
     finally:
-        runner.stop()
+        runner.stop()  # goodbye: the daemon releases the app's names at once
 
 
 if __name__ == "__main__":

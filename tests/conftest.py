@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -61,3 +63,27 @@ async def daemon(tmp_path: Path) -> AsyncIterator[DaemonInfo]:
         yield info
         await RawApp.close_all()
         shutdown.set()
+
+
+XVFB = shutil.which("Xvfb")
+
+
+@pytest.fixture
+async def display() -> AsyncIterator[str]:
+    """A private Xvfb display; its number comes back through -displayfd (no guessing)."""
+    if XVFB is None:
+        pytest.fail("Xvfb is not installed: run `apt-get install -y xvfb` (.ci/run does)")
+    read_end, write_end = os.pipe()
+    process = await trio.lowlevel.open_process(
+        [XVFB, "-displayfd", str(write_end), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
+        pass_fds=(write_end,), stderr=subprocess.DEVNULL,
+    )
+    os.close(write_end)
+    try:
+        with trio.fail_after(20):
+            number = await trio.to_thread.run_sync(lambda: os.read(read_end, 64))
+        yield f":{number.decode().strip()}"
+    finally:
+        os.close(read_end)
+        process.terminate()
+        await process.wait()

@@ -9,9 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import struct
-import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,32 +21,10 @@ from mcp import Client, StdioServerParameters
 from mcp_testkit import relay_command, relay_env
 
 ROOT = Path(__file__).resolve().parent.parent
-XVFB = shutil.which("Xvfb")
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux", reason="the example app test drives a virtual X display (Linux CI)"
 )
-
-
-@pytest.fixture
-async def display() -> AsyncIterator[str]:
-    """A private Xvfb display; its number comes back through -displayfd (no guessing)."""
-    if XVFB is None:
-        pytest.fail("Xvfb is not installed: run `apt-get install -y xvfb` (.ci/run does)")
-    read_end, write_end = os.pipe()
-    process = await trio.lowlevel.open_process(
-        [XVFB, "-displayfd", str(write_end), "-screen", "0", "1024x768x24", "-nolisten", "tcp"],
-        pass_fds=(write_end,), stderr=subprocess.DEVNULL,
-    )
-    os.close(write_end)
-    try:
-        with trio.fail_after(20):
-            number = await trio.to_thread.run_sync(lambda: os.read(read_end, 64))
-        yield f":{number.decode().strip()}"
-    finally:
-        os.close(read_end)
-        process.terminate()
-        await process.wait()
 
 
 def png_size(data: bytes) -> tuple[int, int]:
