@@ -108,7 +108,7 @@ def test_the_protocol_package_imports_msgspec_and_the_standard_library_only() ->
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 imported.add(node.module.split(".")[0])
     assert "trio" not in imported
-    assert imported <= {"__future__", "msgspec", "re", "typing", "enum", "dataclasses", "collections", "mmap"}
+    assert imported <= {"__future__", "msgspec", "re", "typing", "enum", "dataclasses", "collections", "mmap", "functools"}
 
 
 def test_the_errors_are_the_same_classes_app_client_exports() -> None:
