@@ -58,7 +58,7 @@ import { randomUUID } from "node:crypto";
 import { Backoff, type BackoffOptions } from "./backoff.js";
 import { findDaemon, type DaemonAddress } from "./discovery.js";
 import {
-  ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
+  ConnectAborted, ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
   RegistrationRejected, ToolDefinitionError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
 import { logMessage } from "./applog.js";
@@ -125,6 +125,14 @@ export interface AppOptions {
   logs?: boolean;
   /** The app's tools ask the agent's user (`ctx.elicit`, protocol.md §13): register version 2. */
   elicitation?: boolean;
+}
+
+/** How long {@link App.connect} waits for the first registration (default: until it succeeds). */
+export interface ConnectOptions {
+  /** Give up after this many milliseconds: the app stops, connect() rejects with ConnectTimeout. */
+  timeoutMs?: number;
+  /** Give up when this aborts: the app stops, connect() rejects with ConnectAborted (`cause`: the signal's reason). */
+  signal?: AbortSignal;
 }
 
 export interface ToolDeclaration extends ToolOptions {
@@ -492,13 +500,25 @@ export class App extends EventEmitter<AppEvents> {
   // --- running ---------------------------------------------------------------------------
 
   /**
-   * Start the connection loop; resolves with the `registered` message once registered. Keeps
-   * trying (with backoff) while the daemon is missing; `timeoutMs` bounds that wait (then the
-   * app stops and this rejects with {@link ConnectTimeout}). Rejects with
-   * RegistrationRejected for a refusal retrying cannot fix.
+   * Start the connection loop; resolves with the `registered` message once registered.
+   *
+   * With no daemon (none running, or not yet started), the default is to keep trying, with
+   * backoff, until one comes: right for a desktop app that may start before the daemon. The
+   * app's `state` is `"connecting"` meanwhile and {@link lastError} says why (the first failure
+   * is logged at warn level). {@link ConnectOptions} bound that wait: after `timeoutMs`, or
+   * when `signal` aborts, the app stops (as {@link close}) and this rejects with
+   * {@link ConnectTimeout} or {@link ConnectAborted}, whose message carries the last failure.
+   * Rejects with RegistrationRejected for a refusal retrying cannot fix, with
+   * ConnectionClosed when {@link close} is called first. Once registered, neither option has
+   * any effect: the app keeps reconnecting until {@link close}.
    */
-  connect(options: { timeoutMs?: number } = {}): Promise<Registered> {
+  connect(options: ConnectOptions = {}): Promise<Registered> {
     if (this.running) return Promise.reject(new ToolbridgeError(`${this.name} is already running`));
+    const { timeoutMs, signal } = options;
+    if (timeoutMs !== undefined && !(typeof timeoutMs === "number" && Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+      return Promise.reject(new RangeError(`connect(): timeoutMs must be a positive number of milliseconds, not ${String(timeoutMs)}`));
+    }
+    if (signal?.aborted) return Promise.reject(this.abortedError(signal));
     const first = new Promise<Registered>((resolve, reject) => {
       this.firstConnect = { resolve, reject };
     });
@@ -510,16 +530,38 @@ export class App extends EventEmitter<AppEvents> {
     this.loop = this.runLoop(stop.signal).finally(() => {
       this.loop = undefined;
     });
-    if (options.timeoutMs === undefined) return first;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        void this.close();
-        reject(new ConnectTimeout(`${this.name} did not register within ${options.timeoutMs} ms`
-          + (this.lastErrorValue ? `: ${this.lastErrorValue}` : "")));
-      }, options.timeoutMs);
+    if (timeoutMs === undefined && signal === undefined) return first;
+    return new Promise<Registered>((resolve, reject) => {
+      let timer: NodeJS.Timeout | undefined;
+      let settled = false;
+      const settle = (): boolean => {
+        if (settled) return false;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+        return true;
+      };
+      // Give up: stop the loop first, so the app is at rest when the promise rejects.
+      const giveUp = (error: Error): void => {
+        if (settle()) void this.close().finally(() => reject(error));
+      };
+      const onAbort = (): void => giveUp(this.abortedError(signal!));
+      if (timeoutMs !== undefined) {
+        timer = setTimeout(() => giveUp(new ConnectTimeout(`${this.name} did not register within ${timeoutMs} ms`
+          + (this.lastErrorValue ? `: ${this.lastErrorValue}` : ""))), timeoutMs);
+      }
+      signal?.addEventListener("abort", onAbort, { once: true });
+      first.then((registered) => {
+        if (settle()) resolve(registered);
+      }, (err: unknown) => {
+        if (settle()) reject(err);
+      });
     });
-    return Promise.race([first, timeout]).finally(() => clearTimeout(timer));
+  }
+
+  private abortedError(signal: AbortSignal): ConnectAborted {
+    return new ConnectAborted(`${this.name}: connect() was aborted before the app registered`
+      + (this.lastErrorValue ? ` (last attempt: ${this.lastErrorValue})` : ""), { cause: signal.reason });
   }
 
   /** Resolves when the app is registered (at once if it is). */

@@ -13,7 +13,7 @@
  * ```
  */
 export { App, CONNECT_TIMEOUT_MS, ENV_INSTANCE_ID, FATAL_REGISTRATION_CODES } from "./app.js";
-export type { AppEvents, AppOptions, ConnectionState, ToolDeclaration } from "./app.js";
+export type { AppEvents, AppOptions, ConnectOptions, ConnectionState, ToolDeclaration } from "./app.js";
 export { Backoff } from "./backoff.js";
 export type { BackoffOptions } from "./backoff.js";
 export type {
@@ -26,7 +26,7 @@ export {
 } from "./discovery.js";
 export type { DaemonAddress, DiscoveryOptions, RuntimeInfo } from "./discovery.js";
 export {
-  CallCancelled, CallTimeout, ConnectTimeout, ConnectionClosed, DaemonNotFound, ElicitationError, InstanceReplaced,
+  CallCancelled, CallTimeout, ConnectAborted, ConnectTimeout, ConnectionClosed, DaemonNotFound, ElicitationError, InstanceReplaced,
   LocalProtocolError, ProtocolError, RegistrationRejected, RemoteProtocolError, ToolDefinitionError,
   ToolError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
