@@ -65,11 +65,12 @@ import { logMessage } from "./applog.js";
 import { Limiter, Session, type Logger } from "./session.js";
 import {
   MAX_TOOLS, checkAppName, defineTool, type ToJsonSchema, type ToolDefinition, type ToolHandler, type ToolOptions,
+  type ZodLike, type ZodOutput,
 } from "./tools.js";
 import { connectDaemon } from "./transport.js";
 import {
   MAX_RESOURCES, defineResource, definePrompt, defineTemplate, type PromptDefinition, type PromptHandler, type PromptOptions,
-  type ResourceDefinition, type ResourceHandler, type ResourceOptions, type TemplateHandler, type TemplateOptions,
+  type ResourceDefinition, type ResourceHandler, type ResourceOptions, type TemplateHandler, type TemplateOptions, type TemplateVariables,
 } from "./resources.js";
 import { RESOURCES_VERSION, type JsonObject, type Registered } from "./wire.js";
 
@@ -266,9 +267,18 @@ export class App extends EventEmitter<AppEvents> {
 
   /**
    * Declare a tool before {@link connect} (afterwards use {@link addTools}). Checks it at once:
-   * throws {@link ToolDefinitionError} for a bad name or schema, or a duplicate.
+   * throws {@link ToolDefinitionError} for a bad name or schema, or a duplicate. With a zod
+   * object as `inputSchema`, the handler's arguments are typed `z.infer` of it (and parsed by
+   * it at each call).
    */
-  tool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): this {
+  tool<S extends ZodLike>(name: string, options: ToolOptions & { inputSchema: S }, handler: ToolHandler<ZodOutput<S>>): this;
+  /**
+   * With a JSON Schema (or none) the arguments are `Record<string, unknown>`; name their type
+   * with `app.tool<{text: string}>(...)` or an annotation on the handler's parameter (neither
+   * is checked against the schema, zod's or not).
+   */
+  tool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): this;
+  tool(name: string, options: ToolOptions, handler: ToolHandler<never>): this {
     if (this.running) throw new ToolDefinitionError(`${this.name} is running: use \`await app.addTools([...])\` to add tools now`);
     const definition = defineTool(name, options, handler as ToolHandler<never>, this.options.toJSONSchema);
     this.checkNew([definition]);
@@ -312,8 +322,10 @@ export class App extends EventEmitter<AppEvents> {
   }
 
   /** Add one tool at runtime (see {@link addTools}). */
-  addTool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): Promise<Record<string, string>> {
-    return this.addTools([{ ...options, name, handler: handler as ToolHandler<never> }]);
+  addTool<S extends ZodLike>(name: string, options: ToolOptions & { inputSchema: S }, handler: ToolHandler<ZodOutput<S>>): Promise<Record<string, string>>;
+  addTool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): Promise<Record<string, string>>;
+  addTool(name: string, options: ToolOptions, handler: ToolHandler<never>): Promise<Record<string, string>> {
+    return this.addTools([{ ...options, name, handler }]);
   }
 
   /**
@@ -370,9 +382,10 @@ export class App extends EventEmitter<AppEvents> {
 
   /**
    * Declare a family of resources (RFC 6570 level 1, `notes://pages/{name}`) before
-   * {@link connect}; the handler gets the variables (percent-decoded strings) and the context.
+   * {@link connect}; the handler gets the variables (percent-decoded strings; typed from the
+   * template's literal: `{name: string}` for `"notes://pages/{name}"`) and the context.
    */
-  resourceTemplate(uriTemplate: string, options: TemplateOptions, handler: TemplateHandler): this {
+  resourceTemplate<T extends string>(uriTemplate: T, options: TemplateOptions, handler: TemplateHandler<TemplateVariables<T>>): this {
     this.notRunning("resource templates", "addResourceTemplate");
     this.addResourceTemplate(uriTemplate, options, handler);
     return this;
@@ -401,8 +414,8 @@ export class App extends EventEmitter<AppEvents> {
   }
 
   /** Offer a resource template at any time (see {@link resourceTemplate}). */
-  addResourceTemplate(uriTemplate: string, options: TemplateOptions, handler: TemplateHandler): void {
-    this.putResource(defineTemplate(uriTemplate, options, handler));
+  addResourceTemplate<T extends string>(uriTemplate: T, options: TemplateOptions, handler: TemplateHandler<TemplateVariables<T>>): void {
+    this.putResource(defineTemplate(uriTemplate, options, handler as TemplateHandler));
   }
 
   private putResource(definition: ResourceDefinition): void {

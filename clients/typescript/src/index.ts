@@ -37,10 +37,12 @@ export {
   MAX_COMPLETION_VALUES, MAX_PROMPT_ARGUMENTS, MAX_RESOURCES, definePrompt, defineResource, defineTemplate, findResource, runCompleter,
 } from "./resources.js";
 export type {
-  CompleteFunction, CompleteSpec, CompletionAnswer, PromptArgument, PromptHandler, PromptOptions, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions,
+  BlobResourceContent, CompleteFunction, CompleteSpec, CompletionAnswer, PromptArgument, PromptContent, PromptHandler, PromptMessage, PromptOptions,
+  PromptValue, ResourceContent, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions, TemplateVariableNames,
+  TemplateVariables, TextResourceContent,
 } from "./resources.js";
 export { APP_NAME_PATTERN, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
-export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike } from "./tools.js";
+export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike, ZodOutput } from "./tools.js";
 export {
   DEFAULT_MAX_LINE_BYTES, LOG_LEVELS, LineFramer, MAX_LOG_DATA_BYTES, PROTOCOL_VERSION, RESOURCES_VERSION, decodeMessage, encodeMessage,
 } from "./wire.js";
