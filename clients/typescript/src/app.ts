@@ -58,10 +58,11 @@ import { randomUUID } from "node:crypto";
 import { Backoff, type BackoffOptions } from "./backoff.js";
 import { findDaemon, type DaemonAddress } from "./discovery.js";
 import {
-  ConnectAborted, ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
+  ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
   RegistrationRejected, ToolDefinitionError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
 import { logMessage } from "./applog.js";
+import { abortedError, boundedWait, checkConnectOptions, type ConnectOptions } from "./firstconnect.js";
 import { Limiter, Session, type Logger } from "./session.js";
 import {
   MAX_TOOLS, checkAppName, defineTool, type ToJsonSchema, type ToolDefinition, type ToolHandler, type ToolOptions,
@@ -126,14 +127,6 @@ export interface AppOptions {
   logs?: boolean;
   /** The app's tools ask the agent's user (`ctx.elicit`, protocol.md §13): register version 2. */
   elicitation?: boolean;
-}
-
-/** How long {@link App.connect} waits for the first registration (default: until it succeeds). */
-export interface ConnectOptions {
-  /** Give up after this many milliseconds: the app stops, connect() rejects with ConnectTimeout. */
-  timeoutMs?: number;
-  /** Give up when this aborts: the app stops, connect() rejects with ConnectAborted (`cause`: the signal's reason). */
-  signal?: AbortSignal;
 }
 
 export interface ToolDeclaration extends ToolOptions {
@@ -527,11 +520,9 @@ export class App extends EventEmitter<AppEvents> {
    */
   connect(options: ConnectOptions = {}): Promise<Registered> {
     if (this.running) return Promise.reject(new ToolbridgeError(`${this.name} is already running`));
-    const { timeoutMs, signal } = options;
-    if (timeoutMs !== undefined && !(typeof timeoutMs === "number" && Number.isFinite(timeoutMs) && timeoutMs > 0)) {
-      return Promise.reject(new RangeError(`connect(): timeoutMs must be a positive number of milliseconds, not ${String(timeoutMs)}`));
-    }
-    if (signal?.aborted) return Promise.reject(this.abortedError(signal));
+    const invalid = checkConnectOptions(options);
+    if (invalid !== undefined) return Promise.reject(invalid);
+    if (options.signal?.aborted) return Promise.reject(abortedError(this.name, options.signal, this.lastErrorValue));
     const first = new Promise<Registered>((resolve, reject) => {
       this.firstConnect = { resolve, reject };
     });
@@ -543,38 +534,7 @@ export class App extends EventEmitter<AppEvents> {
     this.loop = this.runLoop(stop.signal).finally(() => {
       this.loop = undefined;
     });
-    if (timeoutMs === undefined && signal === undefined) return first;
-    return new Promise<Registered>((resolve, reject) => {
-      let timer: NodeJS.Timeout | undefined;
-      let settled = false;
-      const settle = (): boolean => {
-        if (settled) return false;
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
-        return true;
-      };
-      // Give up: stop the loop first, so the app is at rest when the promise rejects.
-      const giveUp = (error: Error): void => {
-        if (settle()) void this.close().finally(() => reject(error));
-      };
-      const onAbort = (): void => giveUp(this.abortedError(signal!));
-      if (timeoutMs !== undefined) {
-        timer = setTimeout(() => giveUp(new ConnectTimeout(`${this.name} did not register within ${timeoutMs} ms`
-          + (this.lastErrorValue ? `: ${this.lastErrorValue}` : ""))), timeoutMs);
-      }
-      signal?.addEventListener("abort", onAbort, { once: true });
-      first.then((registered) => {
-        if (settle()) resolve(registered);
-      }, (err: unknown) => {
-        if (settle()) reject(err);
-      });
-    });
-  }
-
-  private abortedError(signal: AbortSignal): ConnectAborted {
-    return new ConnectAborted(`${this.name}: connect() was aborted before the app registered`
-      + (this.lastErrorValue ? ` (last attempt: ${this.lastErrorValue})` : ""), { cause: signal.reason });
+    return boundedWait(first, options, this.name, () => this.lastErrorValue, () => this.close());
   }
 
   /** Resolves when the app is registered (at once if it is). */

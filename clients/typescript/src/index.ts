@@ -13,8 +13,9 @@
  * ```
  */
 export { App, CONNECT_TIMEOUT_MS, ENV_INSTANCE_ID, FATAL_REGISTRATION_CODES } from "./app.js";
-export type { AppEvents, AppOptions, ConnectOptions, ConnectionState, ToolDeclaration } from "./app.js";
+export type { AppEvents, AppOptions, ConnectionState, ToolDeclaration } from "./app.js";
 export { Backoff } from "./backoff.js";
+export type { ConnectOptions } from "./firstconnect.js";
 export type { BackoffOptions } from "./backoff.js";
 export type {
   CompleteContext, ElicitRequest, Elicitation, PromptContext, RequestContext, ResourceContext, ToolContext,
