@@ -58,18 +58,20 @@ import { randomUUID } from "node:crypto";
 import { Backoff, type BackoffOptions } from "./backoff.js";
 import { findDaemon, type DaemonAddress } from "./discovery.js";
 import {
-  ConnectTimeout, ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
+  ConnectionClosed, DaemonNotFound, InstanceReplaced, LocalProtocolError,
   RegistrationRejected, ToolDefinitionError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
 import { logMessage } from "./applog.js";
+import { abortedError, boundedWait, checkConnectOptions, type ConnectOptions } from "./firstconnect.js";
 import { Limiter, Session, type Logger } from "./session.js";
 import {
   MAX_TOOLS, checkAppName, defineTool, type ToJsonSchema, type ToolDefinition, type ToolHandler, type ToolOptions,
+  type ZodLike, type ZodOutput,
 } from "./tools.js";
 import { connectDaemon } from "./transport.js";
 import {
   MAX_RESOURCES, defineResource, definePrompt, defineTemplate, type PromptDefinition, type PromptHandler, type PromptOptions,
-  type ResourceDefinition, type ResourceHandler, type ResourceOptions, type TemplateHandler, type TemplateOptions,
+  type ResourceDefinition, type ResourceHandler, type ResourceOptions, type TemplateHandler, type TemplateOptions, type TemplateVariables,
 } from "./resources.js";
 import { RESOURCES_VERSION, type JsonObject, type Registered } from "./wire.js";
 
@@ -258,9 +260,18 @@ export class App extends EventEmitter<AppEvents> {
 
   /**
    * Declare a tool before {@link connect} (afterwards use {@link addTools}). Checks it at once:
-   * throws {@link ToolDefinitionError} for a bad name or schema, or a duplicate.
+   * throws {@link ToolDefinitionError} for a bad name or schema, or a duplicate. With a zod
+   * object as `inputSchema`, the handler's arguments are typed `z.infer` of it (and parsed by
+   * it at each call).
    */
-  tool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): this {
+  tool<S extends ZodLike>(name: string, options: ToolOptions & { inputSchema: S }, handler: ToolHandler<ZodOutput<S>>): this;
+  /**
+   * With a JSON Schema (or none) the arguments are `Record<string, unknown>`; name their type
+   * with `app.tool<{text: string}>(...)` or an annotation on the handler's parameter (neither
+   * is checked against the schema, zod's or not).
+   */
+  tool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): this;
+  tool(name: string, options: ToolOptions, handler: ToolHandler<never>): this {
     if (this.running) throw new ToolDefinitionError(`${this.name} is running: use \`await app.addTools([...])\` to add tools now`);
     const definition = defineTool(name, options, handler as ToolHandler<never>, this.options.toJSONSchema);
     this.checkNew([definition]);
@@ -304,8 +315,10 @@ export class App extends EventEmitter<AppEvents> {
   }
 
   /** Add one tool at runtime (see {@link addTools}). */
-  addTool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): Promise<Record<string, string>> {
-    return this.addTools([{ ...options, name, handler: handler as ToolHandler<never> }]);
+  addTool<S extends ZodLike>(name: string, options: ToolOptions & { inputSchema: S }, handler: ToolHandler<ZodOutput<S>>): Promise<Record<string, string>>;
+  addTool<Args = Record<string, unknown>>(name: string, options: ToolOptions, handler: ToolHandler<Args>): Promise<Record<string, string>>;
+  addTool(name: string, options: ToolOptions, handler: ToolHandler<never>): Promise<Record<string, string>> {
+    return this.addTools([{ ...options, name, handler }]);
   }
 
   /**
@@ -362,9 +375,10 @@ export class App extends EventEmitter<AppEvents> {
 
   /**
    * Declare a family of resources (RFC 6570 level 1, `notes://pages/{name}`) before
-   * {@link connect}; the handler gets the variables (percent-decoded strings) and the context.
+   * {@link connect}; the handler gets the variables (percent-decoded strings; typed from the
+   * template's literal: `{name: string}` for `"notes://pages/{name}"`) and the context.
    */
-  resourceTemplate(uriTemplate: string, options: TemplateOptions, handler: TemplateHandler): this {
+  resourceTemplate<T extends string>(uriTemplate: T, options: TemplateOptions, handler: TemplateHandler<TemplateVariables<T>>): this {
     this.notRunning("resource templates", "addResourceTemplate");
     this.addResourceTemplate(uriTemplate, options, handler);
     return this;
@@ -393,8 +407,8 @@ export class App extends EventEmitter<AppEvents> {
   }
 
   /** Offer a resource template at any time (see {@link resourceTemplate}). */
-  addResourceTemplate(uriTemplate: string, options: TemplateOptions, handler: TemplateHandler): void {
-    this.putResource(defineTemplate(uriTemplate, options, handler));
+  addResourceTemplate<T extends string>(uriTemplate: T, options: TemplateOptions, handler: TemplateHandler<TemplateVariables<T>>): void {
+    this.putResource(defineTemplate(uriTemplate, options, handler as TemplateHandler));
   }
 
   private putResource(definition: ResourceDefinition): void {
@@ -492,13 +506,23 @@ export class App extends EventEmitter<AppEvents> {
   // --- running ---------------------------------------------------------------------------
 
   /**
-   * Start the connection loop; resolves with the `registered` message once registered. Keeps
-   * trying (with backoff) while the daemon is missing; `timeoutMs` bounds that wait (then the
-   * app stops and this rejects with {@link ConnectTimeout}). Rejects with
-   * RegistrationRejected for a refusal retrying cannot fix.
+   * Start the connection loop; resolves with the `registered` message once registered.
+   *
+   * With no daemon (none running, or not yet started), the default is to keep trying, with
+   * backoff, until one comes: right for a desktop app that may start before the daemon. The
+   * app's `state` is `"connecting"` meanwhile and {@link lastError} says why (the first failure
+   * is logged at warn level). {@link ConnectOptions} bound that wait: after `timeoutMs`, or
+   * when `signal` aborts, the app stops (as {@link close}) and this rejects with
+   * {@link ConnectTimeout} or {@link ConnectAborted}, whose message carries the last failure.
+   * Rejects with RegistrationRejected for a refusal retrying cannot fix, with
+   * ConnectionClosed when {@link close} is called first. Once registered, neither option has
+   * any effect: the app keeps reconnecting until {@link close}.
    */
-  connect(options: { timeoutMs?: number } = {}): Promise<Registered> {
+  connect(options: ConnectOptions = {}): Promise<Registered> {
     if (this.running) return Promise.reject(new ToolbridgeError(`${this.name} is already running`));
+    const invalid = checkConnectOptions(options);
+    if (invalid !== undefined) return Promise.reject(invalid);
+    if (options.signal?.aborted) return Promise.reject(abortedError(this.name, options.signal, this.lastErrorValue));
     const first = new Promise<Registered>((resolve, reject) => {
       this.firstConnect = { resolve, reject };
     });
@@ -510,16 +534,7 @@ export class App extends EventEmitter<AppEvents> {
     this.loop = this.runLoop(stop.signal).finally(() => {
       this.loop = undefined;
     });
-    if (options.timeoutMs === undefined) return first;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        void this.close();
-        reject(new ConnectTimeout(`${this.name} did not register within ${options.timeoutMs} ms`
-          + (this.lastErrorValue ? `: ${this.lastErrorValue}` : "")));
-      }, options.timeoutMs);
-    });
-    return Promise.race([first, timeout]).finally(() => clearTimeout(timer));
+    return boundedWait(first, options, this.name, () => this.lastErrorValue, () => this.close());
   }
 
   /** Resolves when the app is registered (at once if it is). */

@@ -5,13 +5,39 @@
  * them all at once. Protocol errors say who broke the protocol: {@link LocalProtocolError}
  * means we were about to send something invalid, {@link RemoteProtocolError} means the daemon
  * sent something invalid. Both carry the wire's machine-readable `code` (protocol.md §2).
+ *
+ * One process may load this package twice: its ES module build (`import`) and its CommonJS
+ * build (`require`, e.g. from a CommonJS dependency), each with its own classes. So that
+ * `instanceof` still holds across the two (a handler throwing the other copy's
+ * {@link ToolError} must still fail the call with its message), every error carries the names
+ * of its classes under a `Symbol.for` key that both copies share, and `instanceof` on this
+ * package's classes also accepts an error of the other copy's class of the same name. Classes
+ * an app derives from these keep ordinary `instanceof`.
  */
+
+/** Shared by every copy of this package in the process (`Symbol.for`), unlike the classes. */
+const ERROR_KINDS = Symbol.for("@toolbridge/app.errorKinds");
+/** This copy's own error classes: the ones whose `instanceof` recognises the other copy's errors. */
+const PACKAGE_CLASSES = new Set<unknown>();
 
 /** Root of every error raised or emitted by this package. */
 export class ToolbridgeError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = new.target.name;
+    const kinds: string[] = [];
+    for (let cls: unknown = new.target; typeof cls === "function" && cls !== Error; cls = Object.getPrototypeOf(cls)) {
+      kinds.push((cls as { name: string }).name);
+    }
+    Object.defineProperty(this, ERROR_KINDS, { value: kinds, enumerable: false });
+  }
+
+  /** `instanceof` that also recognises the other build's errors (see the module doc). */
+  static override [Symbol.hasInstance]<T>(this: abstract new (...args: never[]) => T, value: unknown): value is T {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    if (!PACKAGE_CLASSES.has(this) || typeof value !== "object" || value === null) return false;
+    const kinds: unknown = (value as { [ERROR_KINDS]?: unknown })[ERROR_KINDS];
+    return Array.isArray(kinds) && kinds.includes(this.name);
   }
 }
 
@@ -69,6 +95,9 @@ export class ToolUpdateRejected extends ToolbridgeError {
 /** `connect({timeoutMs})` ran out before the first registration; `lastError` says what failed. */
 export class ConnectTimeout extends ToolbridgeError {}
 
+/** `connect({signal})`: the signal aborted before the first registration; `cause` is its reason. */
+export class ConnectAborted extends ToolbridgeError {}
+
 /**
  * Throw this from a tool handler to fail the call with `message` shown to the agent. Any other
  * error fails the call with a generic `"<tool> failed: <ErrorName>"` (its details stay in the
@@ -98,3 +127,9 @@ export class ElicitationError extends ToolbridgeError {
     this.code = code;
   }
 }
+
+for (const cls of [
+  ToolbridgeError, ProtocolError, LocalProtocolError, RemoteProtocolError, ConnectionClosed, DaemonNotFound,
+  RegistrationRejected, InstanceReplaced, ToolDefinitionError, ToolUpdateRejected, ConnectTimeout, ConnectAborted, ToolError,
+  CallCancelled, CallTimeout, ElicitationError,
+]) PACKAGE_CLASSES.add(cls);

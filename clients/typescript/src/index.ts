@@ -15,6 +15,7 @@
 export { App, CONNECT_TIMEOUT_MS, ENV_INSTANCE_ID, FATAL_REGISTRATION_CODES } from "./app.js";
 export type { AppEvents, AppOptions, ConnectionState, ToolDeclaration } from "./app.js";
 export { Backoff } from "./backoff.js";
+export type { ConnectOptions } from "./firstconnect.js";
 export type { BackoffOptions } from "./backoff.js";
 export type {
   CompleteContext, ElicitRequest, Elicitation, PromptContext, RequestContext, ResourceContext, ToolContext,
@@ -26,7 +27,7 @@ export {
 } from "./discovery.js";
 export type { DaemonAddress, DiscoveryOptions, RuntimeInfo } from "./discovery.js";
 export {
-  CallCancelled, CallTimeout, ConnectTimeout, ConnectionClosed, DaemonNotFound, ElicitationError, InstanceReplaced,
+  CallCancelled, CallTimeout, ConnectAborted, ConnectTimeout, ConnectionClosed, DaemonNotFound, ElicitationError, InstanceReplaced,
   LocalProtocolError, ProtocolError, RegistrationRejected, RemoteProtocolError, ToolDefinitionError,
   ToolError, ToolUpdateRejected, ToolbridgeError,
 } from "./errors.js";
@@ -37,10 +38,12 @@ export {
   MAX_COMPLETION_VALUES, MAX_PROMPT_ARGUMENTS, MAX_RESOURCES, definePrompt, defineResource, defineTemplate, findResource, runCompleter,
 } from "./resources.js";
 export type {
-  CompleteFunction, CompleteSpec, CompletionAnswer, PromptArgument, PromptHandler, PromptOptions, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions,
+  BlobResourceContent, CompleteFunction, CompleteSpec, CompletionAnswer, PromptArgument, PromptContent, PromptHandler, PromptMessage, PromptOptions,
+  PromptValue, ResourceContent, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions, TemplateVariableNames,
+  TemplateVariables, TextResourceContent,
 } from "./resources.js";
 export { APP_NAME_PATTERN, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
-export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike } from "./tools.js";
+export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike, ZodOutput } from "./tools.js";
 export {
   DEFAULT_MAX_LINE_BYTES, LOG_LEVELS, LineFramer, MAX_LOG_DATA_BYTES, PROTOCOL_VERSION, RESOURCES_VERSION, decodeMessage, encodeMessage,
 } from "./wire.js";

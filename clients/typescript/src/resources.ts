@@ -16,8 +16,9 @@
  * `app_client.resources`).
  *
  * {@link toContents} turns what a read handler returned into `contents`: a string is one text
- * content, a `Uint8Array`/`Buffer` one blob (base64), an object with a string `text` or `blob`
- * is taken as it is (`uri` and `mimeType` filled in when missing), or an array of those.
+ * content, a `Uint8Array`/`Buffer` one blob (base64), an object with a string `text` or a
+ * `blob` (base64 string, or bytes: encoded here) is taken as it is (`uri` and `mimeType`
+ * filled in when missing), or an array of those.
  * {@link toPromptAnswer} does the same for prompts: a string is one user text message; an
  * array holds strings or MCP messages (`{role, content}`); `{messages, description?}` is the
  * whole answer.
@@ -46,12 +47,54 @@ export type CompleteFunction = (value: string, args: Record<string, string>, ctx
 /** A prompt argument's or template variable's completion: fixed options, or a function. */
 export type CompleteSpec = readonly string[] | CompleteFunction;
 
-/** What a read handler may return (see the module doc). */
-export type ResourceValue = string | Uint8Array | JsonObject | Array<string | Uint8Array | JsonObject>;
+/** Fields a resource content object may carry beside its `text` or `blob` (`uri` defaults to the one read). */
+interface ResourceContentFields {
+  uri?: string;
+  mimeType?: string;
+  annotations?: JsonObject;
+  _meta?: JsonObject;
+}
+/** A text resource content: `{text, mimeType?}`. */
+export interface TextResourceContent extends ResourceContentFields {
+  text: string;
+}
+/** A binary resource content: `{blob, mimeType?}`, the bytes as a Uint8Array/Buffer or already base64. */
+export interface BlobResourceContent extends ResourceContentFields {
+  blob: Uint8Array | string;
+}
+export type ResourceContent = TextResourceContent | BlobResourceContent;
+/** What a read handler may return (see the module doc): text, bytes, content objects, or a list of them. */
+export type ResourceValue = string | Uint8Array | ResourceContent | ReadonlyArray<string | Uint8Array | ResourceContent>;
 
-export type ResourceHandler = (ctx: ResourceContext) => unknown;
-export type TemplateHandler = (variables: Record<string, string>, ctx: ResourceContext) => unknown;
-export type PromptHandler = (args: Record<string, string>, ctx: PromptContext) => unknown;
+/** A prompt message's content: MCP's text, image, audio or embedded resource content. */
+export type PromptContent =
+  | { type: "text"; text: string; annotations?: JsonObject; _meta?: JsonObject }
+  | { type: "image" | "audio"; data: string; mimeType: string; annotations?: JsonObject; _meta?: JsonObject }
+  | { type: "resource"; resource: JsonObject; annotations?: JsonObject; _meta?: JsonObject }
+  | { type: "resource_link"; uri: string; name: string; [key: string]: Json | undefined };
+/** One message of a prompt's answer. */
+export interface PromptMessage {
+  role: "user" | "assistant";
+  content: PromptContent;
+}
+/** What a prompt handler may return: a user message's text, messages, or `{messages, description?}`. */
+export type PromptValue = string | PromptMessage | ReadonlyArray<string | PromptMessage>
+  | { messages: ReadonlyArray<string | PromptMessage>; description?: string };
+
+/**
+ * The variable names of an RFC 6570 level 1 template, from its literal type:
+ * `TemplateVariableNames<"notes://{book}/pages/{name}">` is `"book" | "name"`.
+ */
+export type TemplateVariableNames<T extends string> =
+  T extends `${string}{${infer Name}}${infer Rest}` ? Name | TemplateVariableNames<Rest> : never;
+/** A template handler's variables: `{name: string}` for `"notes://pages/{name}"` (any string keys for a non-literal template). */
+export type TemplateVariables<T extends string> =
+  string extends T ? Record<string, string> : { [K in TemplateVariableNames<T>]: string };
+
+type Awaitable<T> = T | Promise<T>;
+export type ResourceHandler = (ctx: ResourceContext) => Awaitable<ResourceValue>;
+export type TemplateHandler<Variables = Record<string, string>> = (variables: Variables, ctx: ResourceContext) => Awaitable<ResourceValue>;
+export type PromptHandler = (args: Record<string, string>, ctx: PromptContext) => Awaitable<PromptValue>;
 
 export interface ResourceOptions {
   /** The resource's name (1-256 characters); defaults to the handler's name, else the URI. */
@@ -298,16 +341,21 @@ function toJson(value: unknown): Json {
   return JSON.parse(encoded) as Json;
 }
 
+function base64(bytes: Uint8Array): string {
+  return Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString("base64");
+}
+
 /** Map a read handler's return value to `contents` (see the module doc). Throws TypeError. */
 export function toContents(value: unknown, uri: string, mimeType: string | undefined): JsonObject[] {
   const items = Array.isArray(value) ? value : [value];
   return items.map((item: unknown) => {
     let content: JsonObject;
     if (typeof item === "string") content = { uri, text: item };
-    else if (item instanceof Uint8Array) content = { uri, blob: Buffer.from(item.buffer, item.byteOffset, item.byteLength).toString("base64") };
+    else if (item instanceof Uint8Array) content = { uri, blob: base64(item) };
+    else if (isPlainObject(item) && item.blob instanceof Uint8Array) content = { uri, ...(toJson({ ...item, blob: base64(item.blob) }) as JsonObject) };
     else if (isPlainObject(item) && (typeof item.text === "string" || typeof item.blob === "string")) content = { uri, ...(toJson(item) as JsonObject) };
     else {
-      throw new TypeError("a resource handler returns a string, a Uint8Array, a content object with 'text' or 'blob', "
+      throw new TypeError("a resource handler returns a string, a Uint8Array, a content object with 'text' or 'blob' (base64 or a Uint8Array), "
         + `or an array of those; got ${item === null ? "null" : typeof item}`);
     }
     if (mimeType !== undefined && content.mimeType === undefined) content.mimeType = mimeType;

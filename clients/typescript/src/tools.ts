@@ -35,6 +35,12 @@ export interface ZodLike<Out = unknown> {
   toJSONSchema?: () => unknown;
 }
 
+/**
+ * What a handler receives for a zod input schema `S`: zod's output type, i.e. `z.infer<S>`
+ * (defaults applied), read from the schema's type without importing zod.
+ */
+export type ZodOutput<S> = S extends { _zod: { output: infer Out } } ? Out : S extends ZodLike<infer Out> ? Out : never;
+
 /** `z.toJSONSchema`, passed in by apps that use zod schemas. */
 export type ToJsonSchema = (schema: never) => unknown;
 
