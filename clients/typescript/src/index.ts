@@ -1,6 +1,6 @@
 /**
  * `@toolbridge/app`: offer a Node.js (or Electron main-process) app's tools to AI agents
- * through the toolbridge daemon. See the README section "Apps in JavaScript/TypeScript" and
+ * through the toolbridge daemon. See the package README, the docs page docs/embedding-typescript.md and
  * protocol.md for the wire contract this implements.
  *
  * ```ts
