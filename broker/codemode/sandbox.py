@@ -65,7 +65,7 @@ ToolCaller = Callable[[str, Any], Awaitable[CallOutcome]]
 
 
 class SandboxUnavailable(BrokerError):
-    """No Deno binary: code mode needs ``pip install 'toolbridge[code]'``."""
+    """No Deno binary: code mode needs the ``code`` extra (the message says how to install it)."""
 
 
 @attrs.frozen
@@ -119,9 +119,11 @@ def find_deno() -> str:
         found = shutil.which("deno")
         if found:
             return found
+        from ..extras import install_hint
+
         raise SandboxUnavailable(
-            "code mode needs Deno: install it with pip install 'toolbridge[code]' (PyPI's deno package "
-            "ships the binary) in the daemon's environment, then run the program again"
+            f"code mode needs Deno (PyPI's deno package ships the binary): install the code extra where "
+            f"the daemon runs, `{install_hint('code')}`, then run the program again"
         ) from None
     try:
         return str(find_deno_bin())

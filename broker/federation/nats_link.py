@@ -195,7 +195,9 @@ def nats_options(settings: Settings) -> NatsOptions | None:
     try:
         import nats  # noqa: F401
     except ImportError:
-        raise ConfigError("--nats needs the NATS client: pip install 'toolbridge[nats]'") from None
+        from ..extras import install_hint
+
+        raise ConfigError(f"--nats needs the NATS client, the nats extra: {install_hint('nats')}") from None
     url = settings.nats_url.strip()
     parts = urlsplit(url if "://" in url else f"nats://{url}")
     if parts.scheme not in ("nats", "tls") or not parts.hostname:
