@@ -1,0 +1,1 @@
+public static class P { public static int Main() { return 0; } }
