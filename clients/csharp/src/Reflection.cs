@@ -40,7 +40,7 @@ namespace Toolbridge
 
     public static class Reflection
     {
-        public static IList<ToolDefinition> ToolsOf(Type type, object target)
+        public static List<ToolDefinition> ToolsOf(Type type, object target)
         {
             var flags = BindingFlags.Public | BindingFlags.Static | (target != null ? BindingFlags.Instance : 0);
             var tools = new List<ToolDefinition>();

@@ -1,1 +1,0 @@
-public static class P { public static int Main() { return 0; } }
