@@ -26,8 +26,7 @@ mcs $flags -target:library -doc:"$out/Toolbridge.xml" -out:"$out/Toolbridge.dll"
 mcs $flags -target:exe -out:"$out/Toolbridge.Tests.exe" -r:"$out/Toolbridge.dll" "$here"/tests/*.cs
 mcs $flags -target:exe -out:"$out/ConformanceApp.exe" -r:"$out/Toolbridge.dll" -r:Mono.Posix.dll \
     "$here"/fixtures/ConformanceApp.cs "$here"/fixtures/QuitSignal.cs
-if [ -d "$here/examples/NotesApp" ]; then
-    mcs $flags -target:winexe -out:"$out/NotesApp.exe" -r:"$out/Toolbridge.dll" -r:Mono.Posix.dll \
-        -r:System.Windows.Forms.dll -r:System.Drawing.dll "$here"/examples/NotesApp/*.cs "$here"/fixtures/QuitSignal.cs
-fi
+# The WinForms example (examples/csharp_notes_app).
+mcs $flags -target:winexe -out:"$out/NotesApp.exe" -r:"$out/Toolbridge.dll" -r:Mono.Posix.dll \
+    -r:System.Windows.Forms.dll -r:System.Drawing.dll "$here"/../../examples/csharp_notes_app/*.cs "$here"/fixtures/QuitSignal.cs
 echo "build.sh: built $out"
