@@ -1,6 +1,6 @@
 // A minimal test runner: every public static method marked [Test] in this assembly runs; the
 // exit status is the number of failures. (NUnit 2.6 is in Debian, but the tests need nothing
-// from it, and a runner of 60 lines keeps the build one mcs call with no package.)
+// from it, and a runner of 80 lines keeps the build one mcs call with no package.)
 //
 //     mono clients/csharp/bin/Toolbridge.Tests.exe [VECTORS_DIR] [--only NAME]
 using System;
