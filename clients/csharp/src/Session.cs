@@ -43,6 +43,11 @@ namespace Toolbridge
         private int _offeredVersion;
         private long _lastHeardTicks = DateTime.UtcNow.Ticks;
         private long _silenceLimitMs = 20000;
+        private long _outboxBytes;
+
+        /// <summary>The most the outbox may hold beyond one line of maxLineBytes: a daemon that stops
+        /// reading (it closes such a link after 10 s itself) must not grow the app's memory without bound.</summary>
+        internal static long OutboxSlackBytes = 64L * 1024 * 1024;
 
         public Session(App app, Stream stream)
         {
@@ -256,6 +261,18 @@ namespace Toolbridge
         private void Enqueue(byte[] bytes)
         {
             if (_outboxClosed) return;
+            if (_outboxBytes + bytes.Length > _maxLineBytes + OutboxSlackBytes)
+            {
+                // The daemon is not reading: give up on this link (the app reconnects) rather than queue more.
+                _outboxClosed = true;
+                _closed = true;
+                _outbox.Clear();
+                _outboxSignal.Release();
+                _app.RaiseProtocolError("daemon_not_reading", "the daemon stopped reading; " + _outboxBytes + " bytes were waiting to be sent; reconnecting");
+                _stream.Dispose();
+                return;
+            }
+            _outboxBytes += bytes.Length;
             _outbox.Enqueue(bytes);
             _outboxSignal.Release();
         }
@@ -294,7 +311,11 @@ namespace Toolbridge
                     bool done;
                     lock (_gate)
                     {
-                        if (_outbox.Count > 0) line = _outbox.Dequeue();
+                        if (_outbox.Count > 0)
+                        {
+                            line = _outbox.Dequeue();
+                            _outboxBytes -= line.Length;
+                        }
                         done = line == null && _outboxClosed;
                     }
                     if (done) break;

@@ -292,6 +292,45 @@ namespace Toolbridge.Tests
             listener.Stop();
         }
 
+        [Test]
+        public static async Task ADaemonThatStopsReadingIsLeftAndTheAppReconnects()
+        {
+            var listener = new TcpListener(IPAddress.Loopback, 0);
+            listener.Start();
+            var app = NewApp(listener, new AppOptions { MaxConcurrency = 64 });
+            var big = new string('x', 512 * 1024);
+            app.AddTool("big", "", null, (arguments, context) => Task.FromResult<object>(big));
+            var errors = new List<string>();
+            app.ProtocolError += (s, e) => { lock (errors) errors.Add(e.Code); };
+            var saved = Session.OutboxSlackBytes;
+            Session.OutboxSlackBytes = 1024 * 1024;
+            var stop = new CancellationTokenSource();
+            var running = app.RunAsync(stop.Token);
+            try
+            {
+                using (var peer = await AcceptAsync(listener))
+                {
+                    await peer.ReadAsync();
+                    peer.Send(Registered);
+                    // The daemon asks for 64 large answers and never reads them: more than the socket's
+                    // buffers plus the outbox's bound.
+                    for (var i = 1; i <= 64; i++) peer.Send("{\"type\":\"toolInvocation\",\"correlationId\":" + i + ",\"tool\":\"big\",\"parameters\":{}}");
+                    using (var again = await AcceptAsync(listener, 10000))
+                    {
+                        Check.Equal("register", (await again.ReadAsync())["type"], "a new link after the stalled one");
+                        lock (errors) Check.That(errors.Contains("daemon_not_reading"), "reported: " + string.Join(",", errors));
+                        stop.Cancel();
+                    }
+                }
+                await running;
+            }
+            finally
+            {
+                Session.OutboxSlackBytes = saved;
+                listener.Stop();
+            }
+        }
+
         /// <summary>A UI thread: one thread pumping posted callbacks, as WinForms' or a Unity main-thread pump.</summary>
         private sealed class PumpContext : SynchronizationContext, IDisposable
         {
