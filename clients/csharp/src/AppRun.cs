@@ -51,7 +51,8 @@ namespace Toolbridge
         public Backoff Backoff = new Backoff();
 
         /// <summary>Stay registered until stop fires (then goodbye, close, return). Throws
-        /// RegistrationRejectedException when the broker refuses the registration for good.</summary>
+        /// RegistrationRejectedException when the broker refuses the registration for good, and
+        /// InstanceReplacedException when another process registered the same instanceId.</summary>
         public async Task RunAsync(CancellationToken stop)
         {
             while (!stop.IsCancellationRequested)
@@ -70,6 +71,8 @@ namespace Toolbridge
                         RaiseProtocolError(session.Rejected.Code, "the daemon refused the registration for good: " + session.Rejected.Message);
                         throw session.Rejected;
                     }
+                    if (session.Replaced && end != SessionEnd.Stopped)
+                        throw new InstanceReplacedException("another process registered the instance '" + InstanceId + "' of " + Name + "; this one stopped");
                     if (end == SessionEnd.Stopped) return;
                 }
                 catch (OperationCanceledException) when (stop.IsCancellationRequested) { return; }
@@ -100,6 +103,7 @@ namespace Toolbridge
                 {
                     try { await RunAsync(stop).ConfigureAwait(false); }
                     catch (RegistrationRejectedException) { } // reported through ProtocolError
+                    catch (InstanceReplacedException) { }     // reported through ProtocolError ("replaced")
                     catch (Exception exc) { RaiseProtocolError("internal_error", "the connection loop failed: " + exc.Message, exc); }
                 });
             }

@@ -25,6 +25,13 @@ namespace Toolbridge
         public string Code { get; private set; }
     }
 
+    /// <summary>Another process registered this app's instanceId, so the broker closed this link
+    /// (error "replaced"): reconnecting would only take it back, so RunAsync ends with this.</summary>
+    public sealed class InstanceReplacedException : Exception
+    {
+        public InstanceReplacedException(string message) : base(message) { }
+    }
+
     /// <summary>Content blocks for results and prompt messages (MCP's shapes).</summary>
     public static class Content
     {

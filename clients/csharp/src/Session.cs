@@ -58,6 +58,7 @@ namespace Toolbridge
         public bool Registered { get; private set; }
         public int Version { get; private set; }
         public RegistrationRejectedException Rejected { get; private set; }
+        public bool Replaced { get; private set; }
         public string AppLabel { get; private set; }
 
         public async Task<SessionEnd> RunAsync(string token, CancellationToken stop)
@@ -235,6 +236,11 @@ namespace Toolbridge
             var code = message.Get("code") as string ?? "unknown";
             var text = message.Get("message") as string ?? "";
             _app.RaiseProtocolError(code, "the daemon reported: " + text);
+            if (code == "replaced")
+            {
+                Replaced = true;
+                return SessionEnd.LinkLost;
+            }
             if (CorrelationIdOf(message) == null) _app.OnUpdateRefused(code, text);
             return true.Equals(message.Get("fatal")) ? SessionEnd.LinkLost : (SessionEnd?)null;
         }

@@ -391,6 +391,28 @@ namespace Toolbridge.Tests
         }
 
         [Test]
+        public static async Task ReplacedByAnotherProcessEndsRunAsync()
+        {
+            var listener = new TcpListener(IPAddress.Loopback, 0);
+            listener.Start();
+            var app = NewApp(listener);
+            var running = app.RunAsync(CancellationToken.None);
+            using (var peer = await AcceptAsync(listener))
+            {
+                await peer.ReadAsync();
+                peer.Send(Registered);
+                peer.Send("{\"type\":\"error\",\"code\":\"replaced\",\"message\":\"another connection registered this instance\",\"fatal\":true}");
+                try
+                {
+                    await running;
+                    throw new AssertionFailed("RunAsync should end with InstanceReplacedException");
+                }
+                catch (InstanceReplacedException) { }
+            }
+            listener.Stop();
+        }
+
+        [Test]
         public static async Task AFinalRefusalEndsRunAsyncAndAnythingElseIsRetried()
         {
             var listener = new TcpListener(IPAddress.Loopback, 0);
