@@ -197,7 +197,8 @@ namespace Toolbridge
         /// <summary>Tell agents that subscribed that a resource changed (version 2).</summary>
         public void ResourceUpdated(string uri)
         {
-            var session = _session;
+            Session session;
+            lock (_lock) { session = _session; }
             if (session != null && session.Registered && session.Version >= 2)
                 session.Send(new JsonObject().With("type", "resourceUpdated").With("uri", uri));
         }
@@ -205,13 +206,29 @@ namespace Toolbridge
         /// <summary>An app-wide log message for agents (version 2; level: debug, info, notice, warning, error, ...).</summary>
         public void Log(string level, object data, string logger = null)
         {
-            var session = _session;
+            Session session;
+            lock (_lock) { session = _session; }
             if (session == null || !session.Registered) return;
             var message = session.LogMessage(level, data, logger);
             if (message != null) session.Send(message);
         }
 
         // ---- what the session asks ----
+
+        /// <summary>Queue the register on the session, and from now on send it the declarations' changes
+        /// as updates: both under the lock, so no change is lost between them. Returns the version offered.</summary>
+        internal int SendRegister(string token, Session session)
+        {
+            lock (_lock)
+            {
+                var register = BuildRegister(token);
+                _session = session;
+                _pendingUpdates.Clear();
+                _resourcesChanged = _promptsChanged = false;
+                session.Send(register);
+                return (int)(long)register["protocolVersion"];
+            }
+        }
 
         internal JsonObject BuildRegister(string token)
         {

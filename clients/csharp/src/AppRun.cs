@@ -46,6 +46,7 @@ namespace Toolbridge
         private CancellationTokenSource _running;
         private Task _runTask;
         private readonly Queue<string> _pendingUpdates = new Queue<string>();
+        private bool _resourcesChanged, _promptsChanged;
 
         /// <summary>The backoff between attempts (tests shorten it).</summary>
         public Backoff Backoff = new Backoff();
@@ -83,7 +84,7 @@ namespace Toolbridge
                 }
                 finally
                 {
-                    lock (_lock) { _session = null; _pendingUpdates.Clear(); }
+                    lock (_lock) { _session = null; _pendingUpdates.Clear(); } // the next register carries the whole set
                 }
                 if (registered) Backoff.Reset();
                 try { await Task.Delay(TimeSpan.FromMilliseconds(Backoff.NextDelayMs()), stop).ConfigureAwait(false); }
@@ -128,7 +129,15 @@ namespace Toolbridge
 
         internal void OnRegistered(Session session, JsonObject message)
         {
-            lock (_lock) { _session = session; }
+            bool resources, prompts;
+            lock (_lock)
+            {
+                resources = _resourcesChanged;
+                prompts = _promptsChanged;
+                _resourcesChanged = _promptsChanged = false;
+            }
+            if (resources) SendResources(); // changed between the register and its answer
+            if (prompts) SendPrompts();
             var args = new RegisteredEventArgs { AppLabel = message.Get("appLabel") as string, ProtocolVersion = session.Version };
             var names = message.Get("toolNames") as JsonObject;
             if (names != null) foreach (var pair in names) if (pair.Value is string) args.ToolNames[pair.Key] = (string)pair.Value;
@@ -140,11 +149,14 @@ namespace Toolbridge
             lock (_lock) { if (_pendingUpdates.Count > 0) _pendingUpdates.Dequeue(); }
         }
 
-        internal void OnUpdateRefused(string code, string text)
+        /// <summary>An error without correlationId: the answer to the oldest update, when one is pending.</summary>
+        internal bool OnUpdateRefused(string code, string text)
         {
             string update = null;
             lock (_lock) { if (_pendingUpdates.Count > 0) update = _pendingUpdates.Dequeue(); }
-            if (update != null) RaiseProtocolError(code, "the daemon refused '" + update + "': " + text);
+            if (update == null) return false;
+            RaiseProtocolError(code, "the daemon refused '" + update + "': " + text);
+            return true;
         }
 
         private void SendToolUpdate(JsonObject update)
@@ -164,7 +176,9 @@ namespace Toolbridge
             lock (_lock)
             {
                 var session = _session;
-                if (session == null || session.Version < 2) return;
+                if (session == null) return; // the next register carries the whole set
+                if (!session.Registered) { _resourcesChanged = true; return; } // sent once registered (version 2)
+                if (session.Version < 2) return; // a version-1 link cannot carry them
                 var message = new JsonObject().With("type", "setResources");
                 var resources = new List<object>();
                 foreach (var resource in _resources) resources.Add(resource.ToJson());
@@ -179,7 +193,9 @@ namespace Toolbridge
             lock (_lock)
             {
                 var session = _session;
-                if (session == null || session.Version < 2) return;
+                if (session == null) return;
+                if (!session.Registered) { _promptsChanged = true; return; }
+                if (session.Version < 2) return;
                 var prompts = new List<object>();
                 foreach (var prompt in _prompts) prompts.Add(prompt.ToJson());
                 session.Send(new JsonObject().With("type", "setPrompts").With("prompts", prompts));

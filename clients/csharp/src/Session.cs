@@ -59,15 +59,14 @@ namespace Toolbridge
         public int Version { get; private set; }
         public RegistrationRejectedException Rejected { get; private set; }
         public bool Replaced { get; private set; }
+        public int OfferedVersion { get { return _offeredVersion; } }
         public string AppLabel { get; private set; }
 
         public async Task<SessionEnd> RunAsync(string token, CancellationToken stop)
         {
             var writer = Task.Run(WriteLoopAsync);
-            var register = _app.BuildRegister(token);
-            _offeredVersion = (int)(long)register["protocolVersion"];
             Version = 1;
-            Send(register);
+            _offeredVersion = _app.SendRegister(token, this);
             var end = SessionEnd.LinkLost;
             using (stop.Register(BeginGoodbye))
             using (new Timer(CheckSilence, null, 100, 100))
@@ -235,13 +234,14 @@ namespace Toolbridge
         {
             var code = message.Get("code") as string ?? "unknown";
             var text = message.Get("message") as string ?? "";
-            _app.RaiseProtocolError(code, "the daemon reported: " + text);
+            // Without a correlationId it may answer the oldest addTools/removeTools (protocol.md section 2).
+            if (CorrelationIdOf(message) != null || !_app.OnUpdateRefused(code, text))
+                _app.RaiseProtocolError(code, "the daemon reported: " + text);
             if (code == "replaced")
             {
                 Replaced = true;
                 return SessionEnd.LinkLost;
             }
-            if (CorrelationIdOf(message) == null) _app.OnUpdateRefused(code, text);
             return true.Equals(message.Get("fatal")) ? SessionEnd.LinkLost : (SessionEnd?)null;
         }
 
@@ -274,7 +274,8 @@ namespace Toolbridge
                 _closed = true;
                 _outbox.Clear();
                 _outboxSignal.Release();
-                _app.RaiseProtocolError("daemon_not_reading", "the daemon stopped reading; " + _outboxBytes + " bytes were waiting to be sent; reconnecting");
+                var waiting = _outboxBytes;
+                Task.Run(() => _app.RaiseProtocolError("daemon_not_reading", "the daemon stopped reading; " + waiting + " bytes were waiting to be sent; reconnecting")); // not under _gate
                 _stream.Dispose();
                 return;
             }

@@ -391,6 +391,39 @@ namespace Toolbridge.Tests
         }
 
         [Test]
+        public static async Task ToolUpdatesAreSentAndTheirAnswersPairedFirstInFirstOut()
+        {
+            var listener = new TcpListener(IPAddress.Loopback, 0);
+            listener.Start();
+            var app = NewApp(listener);
+            app.AddTool("first", "", null, (a, c) => Task.FromResult<object>(null));
+            var refused = new TaskCompletionSource<string>();
+            app.ProtocolError += (s, e) => { if (e.Code == "duplicate_tool") refused.TrySetResult(e.Message); };
+            var stop = new CancellationTokenSource();
+            var running = app.RunAsync(stop.Token);
+            using (var peer = await AcceptAsync(listener))
+            {
+                var register = await peer.ReadAsync();
+                Check.Equal(1, ((List<object>)register["tools"]).Count);
+                peer.Send(Registered);
+                peer.Send("{\"type\":\"ping\",\"id\":1}");
+                await peer.ReadAsync(); // registered by now
+                app.AddTool("second", "", null, (a, c) => Task.FromResult<object>(null));
+                app.RemoveTool("first");
+                var add = await peer.ReadAsync();
+                Check.Equal("addTools", add["type"]);
+                Check.Equal("second", ((JsonObject)((List<object>)add["tools"])[0])["name"]);
+                Check.Equal("{\"type\":\"removeTools\",\"names\":[\"first\"]}", Json.Instance.Serialize(await peer.ReadAsync()));
+                peer.Send("{\"type\":\"error\",\"code\":\"duplicate_tool\",\"message\":\"no\"}"); // answers the oldest: addTools
+                Check.That(await Task.WhenAny(refused.Task, Task.Delay(5000)) == refused.Task, "the refusal is reported");
+                Check.That(refused.Task.Result.Contains("'addTools'"), refused.Task.Result);
+                stop.Cancel();
+            }
+            await running;
+            listener.Stop();
+        }
+
+        [Test]
         public static async Task ReplacedByAnotherProcessEndsRunAsync()
         {
             var listener = new TcpListener(IPAddress.Loopback, 0);
