@@ -96,7 +96,7 @@ namespace Toolbridge
                 var pinned = ReadCertificates(address.TlsPin);
                 // Pinning: exactly the daemon's own certificate, whatever host name it carries.
                 return (sender, certificate, chain, errors) =>
-                    certificate != null && Array.Exists(pinned, pin => pin.Equals(new X509Certificate2(certificate)));
+                    certificate != null && Array.Exists(pinned, pin => SameBytes(pin.RawData, certificate.GetRawCertData()));
             }
             if (address.TlsCa != null)
             {
@@ -106,17 +106,25 @@ namespace Toolbridge
                     if (certificate == null) return false;
                     if ((errors & SslPolicyErrors.RemoteCertificateNameMismatch) != 0) return false;
                     var leaf = new X509Certificate2(certificate);
-                    if (Array.Exists(authorities, ca => ca.Equals(leaf))) return true; // the server's own certificate given as CA
+                    if (Array.Exists(authorities, ca => SameBytes(ca.RawData, leaf.RawData))) return true; // the server's own certificate given as CA
                     var ownChain = new X509Chain();
                     ownChain.ChainPolicy.RevocationMode = X509RevocationMode.NoCheck;
                     ownChain.ChainPolicy.VerificationFlags = X509VerificationFlags.AllowUnknownCertificateAuthority;
                     foreach (var ca in authorities) ownChain.ChainPolicy.ExtraStore.Add(ca);
                     if (!ownChain.Build(leaf)) return false;
                     var root = ownChain.ChainElements[ownChain.ChainElements.Count - 1].Certificate;
-                    return Array.Exists(authorities, ca => ca.Equals(root));
+                    return Array.Exists(authorities, ca => SameBytes(ca.RawData, root.RawData));
                 };
             }
             return (sender, certificate, chain, errors) => errors == SslPolicyErrors.None;
+        }
+
+        // X509Certificate.Equals compares issuer and serial number only: pinning compares the whole certificate.
+        private static bool SameBytes(byte[] a, byte[] b)
+        {
+            if (a == null || b == null || a.Length != b.Length) return false;
+            for (var i = 0; i < a.Length; i++) if (a[i] != b[i]) return false;
+            return true;
         }
 
         /// <summary>The certificates of a PEM file (IOException when it holds none).</summary>
