@@ -29,11 +29,11 @@ async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_rest
     build()
     home = tmp_path / "home"
     command = relay_command(home, "--no-start")
-    params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
+    server = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
     asked: list[types.ElicitRequestParams] = []
 
-    async def user(context: Any, request: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(request)
+    async def user(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
         return types.ElicitResult(action="accept", content={"overwrite": True})
 
     async with trio.open_nursery() as nursery:
@@ -46,7 +46,7 @@ async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_rest
         stdout, stderr = Output(app.stdout), Output(app.stderr)
         try:
             await stdout.wait_for("connected Conformance\n")
-            async with Client(params, elicitation_callback=user) as agent:
+            async with Client(server, elicitation_callback=user) as agent:
                 names = {tool.name for tool in (await agent.list_tools()).tools}
                 assert {f"Conformance__{n}" for n in ("echo", "progress", "slow", "image", "structured", "fail", "ask")} <= names
 
@@ -82,8 +82,8 @@ async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_rest
                     assert (await agent.call_tool("Conformance__echo", {"text": text})).content[0].text == text  # type: ignore[union-attr]
                 assert "unknown_correlation_id" not in stderr.text
 
-                text = (await agent.read_resource("toolbridge://Conformance/conformance://text")).contents[0]
-                assert isinstance(text, mcp_types.TextResourceContents) and text.text == "hello from Conformance"
+                fixed = (await agent.read_resource("toolbridge://Conformance/conformance://text")).contents[0]
+                assert isinstance(fixed, mcp_types.TextResourceContents) and fixed.text == "hello from Conformance"
                 page = (await agent.read_resource("toolbridge://Conformance/conformance://pages/plan%20b")).contents[0]
                 assert isinstance(page, mcp_types.TextResourceContents) and page.text == "# plan b"
 

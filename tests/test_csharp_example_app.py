@@ -8,10 +8,12 @@ from __future__ import annotations
 import base64
 import struct
 import subprocess
+import sys
 import zlib
 from pathlib import Path
 
 import mcp_types
+import pytest
 import trio
 from mcp import Client, StdioServerParameters
 
@@ -21,6 +23,10 @@ from test_example_app import display, png_size  # noqa: F401  (the Xvfb fixture)
 from test_ts_agent import Output
 
 NOTES_APP = BIN / "NotesApp.exe"
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="the WinForms example's test drives a virtual X display (Linux CI)"
+)
 
 
 def png_pixels(data: bytes) -> tuple[int, int, list[bytes]]:

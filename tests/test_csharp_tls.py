@@ -33,7 +33,7 @@ async def test_the_csharp_app_pins_the_daemons_certificate(tmp_path: Path) -> No
         try:
             await Output(app.stdout).wait_for("connected Conformance\n")
             outcome = await daemon.core.router.call_tool("Conformance__echo", {"text": "over tls"})
-            assert outcome.result.data == "over tls"
+            assert outcome.result is not None and outcome.result.data == "over tls"
         finally:
             app.terminate()
             with trio.fail_after(10):
@@ -85,7 +85,7 @@ async def test_the_unix_socket_in_runtime_json_comes_first(tmp_path: Path) -> No
         try:
             await Output(app.stdout).wait_for("connected Conformance\n")
             outcome = await daemon.core.router.call_tool("Conformance__echo", {"text": "over the socket"})
-            assert outcome.result.data == "over the socket"
+            assert outcome.result is not None and outcome.result.data == "over the socket"
         finally:
             app.terminate()
             with trio.fail_after(10):
