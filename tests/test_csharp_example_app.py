@@ -124,7 +124,10 @@ async def test_an_agent_changes_the_winforms_window_and_the_screenshot_shows_it(
                 assert any(pixel != (255, 255, 255) for pixel in title_row)  # the title's text is drawn
 
                 note = (await agent.read_resource("toolbridge://Notes/notes://current")).contents[0]
-                assert isinstance(note, mcp_types.TextResourceContents) and note.text.startswith("Groceries\n\n")
+                assert isinstance(note, mcp_types.TextResourceContents) and note.text == "Groceries\n\neggs\nmilk"
+                prompt = await agent.get_prompt("Notes__summarize", {"style": "bullets"})
+                assert prompt.messages[0].content == mcp_types.TextContent(
+                    type="text", text="Summarize the note 'Groceries' (bullets):\n\neggs\nmilk")
             app.terminate()  # SIGTERM: the window closes, goodbye, exit 0
             with trio.fail_after(15):
                 assert await app.wait() == 0

@@ -9,7 +9,8 @@
 // gets the form's SynchronizationContext, so every tool runs on the UI thread, where touching
 // controls is safe, while the library reads the socket (and answers heartbeats) on a background
 // thread: a busy window is not a dead app. Tools: type_text, read_text, set_color, save (with
-// progress), screenshot (a PNG of the window as it is on screen); the note is also a resource.
+// progress), screenshot (a PNG of the window as it is on screen); the note is also a resource
+// (notes://current) and a prompt (summarize), all declared with attributes.
 using System;
 using System.ComponentModel;
 using System.Drawing;
@@ -89,6 +90,18 @@ namespace Toolbridge.Examples
             return _form.Status.Text;
         }
 
+        [Resource("notes://current", Name = "current", MimeType = "text/plain", Description = "The note in the window")]
+        public string current()
+        {
+            return _form.Title.Text + "\n\n" + _form.Body.Text.Replace(Environment.NewLine, "\n");
+        }
+
+        [Prompt("Summarize the note in the window")]
+        public string summarize([Description("how: one line, bullets, ...")] string style = "one line")
+        {
+            return "Summarize the note '" + _form.Title.Text + "' (" + style + "):\n\n" + _form.Body.Text.Replace(Environment.NewLine, "\n");
+        }
+
         [Tool("A PNG screenshot of the Notes window as it is on the screen.", ReadOnly = true)]
         public ToolResult screenshot()
         {
@@ -121,8 +134,7 @@ namespace Toolbridge.Examples
             {
                 // Inside the message loop: SynchronizationContext.Current is the form's.
                 app = new App("Notes", new AppOptions { InstanceId = "csharp-notes-main", SynchronizationContext = SynchronizationContext.Current });
-                app.AddTools(new NotesTools(form));
-                app.AddResource("notes://current", "current", context => Task.FromResult<object>(form.Title.Text + "\n\n" + form.Body.Text), "text/plain", "The note in the window");
+                app.AddFrom(new NotesTools(form)); // its [Tool], [Resource] and [Prompt] methods
                 app.Registered += (s, registered) => Console.WriteLine("connected " + registered.AppLabel);
                 app.ProtocolError += (s, error) => Console.Error.WriteLine("notes: " + error.Code + ": " + error.Message);
                 app.Start();

@@ -115,6 +115,19 @@ namespace Toolbridge
             return tools;
         }
 
+        /// <summary>Add every [Tool], [Resource] and [Prompt] method of an object (static ones too).</summary>
+        public void AddFrom(object target)
+        {
+            AddTools(target);
+            var resources = new List<ResourceDefinition>();
+            var templates = new List<TemplateDefinition>();
+            Reflection.ResourcesOf(target.GetType(), target, resources, templates);
+            foreach (var resource in resources) AddResource(resource.Uri, resource.Name, resource.Read, resource.MimeType, resource.Description);
+            foreach (var template in templates) AddResourceTemplate(template.UriTemplate, template.Name, template.Read, template.MimeType, template.Description);
+            foreach (var prompt in Reflection.PromptsOf(target.GetType(), target))
+                AddPrompt(prompt.Name, prompt.Description, prompt.Render, new List<PromptArgument>(prompt.Arguments).ToArray());
+        }
+
         public bool RemoveTool(string name)
         {
             lock (_lock)

@@ -36,6 +36,33 @@ namespace Toolbridge
         public string OutputSchema { get; set; }
         public bool ReadOnly { get; set; }
         public bool Destructive { get; set; }
+        public bool Idempotent { get; set; }
+        public bool OpenWorld { get; set; }
+    }
+
+    /// <summary>Marks a method as a prompt: its string parameters are the prompt's arguments (required
+    /// unless they have a default); it returns a string (one user message), a PromptResult or messages.</summary>
+    [AttributeUsage(AttributeTargets.Method)]
+    public sealed class PromptAttribute : Attribute
+    {
+        public PromptAttribute(string description = null) { Description = description; }
+
+        public string Description { get; private set; }
+        public string Name { get; set; }
+    }
+
+    /// <summary>Marks a method as a resource (a URI without variables; no parameters) or a resource
+    /// template (a URI with {variables}: string parameters of the same names); it returns a string
+    /// (text), byte[] (a blob) or ResourceContents.</summary>
+    [AttributeUsage(AttributeTargets.Method)]
+    public sealed class ResourceAttribute : Attribute
+    {
+        public ResourceAttribute(string uri) { Uri = uri; }
+
+        public string Uri { get; private set; }
+        public string Name { get; set; }
+        public string MimeType { get; set; }
+        public string Description { get; set; }
     }
 
     public static class Reflection
@@ -71,14 +98,92 @@ namespace Toolbridge
                 TimeoutMs = attribute.TimeoutMs > 0 ? (int?)attribute.TimeoutMs : null,
                 PathGuard = attribute.PathGuard ? (bool?)null : false,
             };
-            if (attribute.ReadOnly || attribute.Destructive)
+            if (attribute.ReadOnly || attribute.Destructive || attribute.Idempotent || attribute.OpenWorld)
             {
                 tool.Annotations = new JsonObject();
                 if (attribute.ReadOnly) tool.Annotations["readOnlyHint"] = true;
                 if (attribute.Destructive) tool.Annotations["destructiveHint"] = true;
+                if (attribute.Idempotent) tool.Annotations["idempotentHint"] = true;
+                if (attribute.OpenWorld) tool.Annotations["openWorldHint"] = true;
             }
             tool.Handler = (arguments, context) => Invoke(method, target, parameters, arguments, context);
             return tool;
+        }
+
+        /// <summary>The [Prompt] methods of a type (instance ones on target).</summary>
+        public static List<PromptDefinition> PromptsOf(Type type, object target)
+        {
+            var prompts = new List<PromptDefinition>();
+            foreach (var method in type.GetMethods(BindingFlags.Public | BindingFlags.Static | (target != null ? BindingFlags.Instance : 0)))
+            {
+                var attribute = method.GetCustomAttribute<PromptAttribute>();
+                if (attribute == null) continue;
+                var parameters = method.GetParameters();
+                var prompt = new PromptDefinition { Name = attribute.Name ?? method.Name, Description = attribute.Description ?? DescriptionOf(method) };
+                foreach (var parameter in parameters)
+                {
+                    if (RequestInjected(parameter.ParameterType)) continue;
+                    if (parameter.ParameterType != typeof(string)) throw new ArgumentException("the prompt " + prompt.Name + "'s argument '" + parameter.Name + "' is not a string (prompt arguments are strings)");
+                    var described = parameter.GetCustomAttribute<DescriptionAttribute>();
+                    prompt.Arguments.Add(new PromptArgument { Name = parameter.Name, Required = !parameter.HasDefaultValue, Description = described != null ? described.Description : null });
+                }
+                var bound = method.IsStatic ? null : target;
+                prompt.Render = (arguments, context) => Call(method, bound, StringArguments(parameters, arguments, context));
+                prompts.Add(prompt);
+            }
+            return prompts;
+        }
+
+        /// <summary>The [Resource] methods of a type: resources, and templates for URIs with {variables}.</summary>
+        public static void ResourcesOf(Type type, object target, List<ResourceDefinition> resources, List<TemplateDefinition> templates)
+        {
+            foreach (var method in type.GetMethods(BindingFlags.Public | BindingFlags.Static | (target != null ? BindingFlags.Instance : 0)))
+            {
+                var attribute = method.GetCustomAttribute<ResourceAttribute>();
+                if (attribute == null) continue;
+                var parameters = method.GetParameters();
+                var bound = method.IsStatic ? null : target;
+                var description = attribute.Description ?? DescriptionOf(method);
+                if (attribute.Uri.IndexOf('{') < 0)
+                    resources.Add(new ResourceDefinition
+                    {
+                        Uri = attribute.Uri, Name = attribute.Name ?? method.Name, MimeType = attribute.MimeType, Description = description,
+                        Read = context => Call(method, bound, StringArguments(parameters, new Dictionary<string, string>(), context)),
+                    });
+                else
+                    templates.Add(new TemplateDefinition
+                    {
+                        UriTemplate = attribute.Uri, Name = attribute.Name ?? method.Name, MimeType = attribute.MimeType, Description = description,
+                        Read = (variables, context) => Call(method, bound, StringArguments(parameters, variables, context)),
+                    });
+            }
+        }
+
+        private static string DescriptionOf(MemberInfo member)
+        {
+            var described = member.GetCustomAttribute<DescriptionAttribute>();
+            return described != null ? described.Description : null;
+        }
+
+        private static bool RequestInjected(Type type)
+        {
+            return type == typeof(RequestContext) || type == typeof(CancellationToken);
+        }
+
+        private static object[] StringArguments(ParameterInfo[] parameters, IDictionary<string, string> arguments, RequestContext context)
+        {
+            var values = new object[parameters.Length];
+            for (var i = 0; i < parameters.Length; i++)
+            {
+                var parameter = parameters[i];
+                string value;
+                if (parameter.ParameterType == typeof(RequestContext)) values[i] = context;
+                else if (parameter.ParameterType == typeof(CancellationToken)) values[i] = context.CancellationToken;
+                else if (arguments.TryGetValue(parameter.Name, out value)) values[i] = value;
+                else if (parameter.HasDefaultValue) values[i] = parameter.DefaultValue;
+                else throw new ToolError("the argument '" + parameter.Name + "' is missing", "invalid_arguments");
+            }
+            return values;
         }
 
         private static bool Injected(Type type)
@@ -190,6 +295,12 @@ namespace Toolbridge
                     else throw new ToolError("the argument '" + parameter.Name + "' is missing", "invalid_arguments");
                 }
             }
+            return await Call(method, target, values).ConfigureAwait(false);
+        }
+
+        /// <summary>Call a method and await it when it returns a Task (its value, or null for Task and void).</summary>
+        private static async Task<object> Call(MethodInfo method, object target, object[] values)
+        {
             object returned;
             try { returned = method.Invoke(target, values); }
             catch (TargetInvocationException exc) { throw Unwrap(exc); }

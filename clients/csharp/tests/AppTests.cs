@@ -44,6 +44,15 @@ namespace Toolbridge.Tests
         }
 
         public string NotATool() { return ""; }
+
+        [Prompt("Review a file")]
+        public string review([Description("the file")] string path, string focus = "bugs") { return "Review " + path + " for " + focus + "."; }
+
+        [Resource("notes://today", MimeType = "text/markdown")]
+        public string today() { return "# Today"; }
+
+        [Resource("notes://pages/{name}")]
+        public async Task<string> page(string name, RequestContext context) { await Task.Yield(); return "# " + name + " " + context.Uri; }
     }
 
     public static class AppTests
@@ -69,6 +78,25 @@ namespace Toolbridge.Tests
                 + "\"maybe\":{\"type\":\"integer\"},\"greeting\":{\"type\":\"string\",\"default\":\"hi\"}},"
                 + "\"required\":[\"s\",\"i\",\"d\",\"b\",\"color\",\"numbers\",\"words\",\"point\"],\"additionalProperties\":false}",
                 J.Serialize(kinds.InputSchema));
+        }
+
+        [Test]
+        public static async Task PromptsAndResourcesFromAttributes()
+        {
+            var target = new SampleTools();
+            var prompts = Reflection.PromptsOf(typeof(SampleTools), target);
+            Check.Equal(1, prompts.Count);
+            Check.Equal("{\"name\":\"review\",\"description\":\"Review a file\",\"arguments\":[{\"name\":\"path\",\"description\":\"the file\",\"required\":true},{\"name\":\"focus\"}]}",
+                J.Serialize(prompts[0].ToJson()));
+            var context = new RequestContext(null, new CallState { Id = 1 }) { Uri = "notes://pages/plan" };
+            Check.Equal("Review a.py for bugs.", await prompts[0].Render(new Dictionary<string, string> { { "path", "a.py" } }, context));
+            var resources = new List<ResourceDefinition>();
+            var templates = new List<TemplateDefinition>();
+            Reflection.ResourcesOf(typeof(SampleTools), target, resources, templates);
+            Check.Equal("{\"uri\":\"notes://today\",\"name\":\"today\",\"mimeType\":\"text/markdown\"}", J.Serialize(resources[0].ToJson()));
+            Check.Equal("# Today", await resources[0].Read(context));
+            Check.Equal("notes://pages/{name}", templates[0].UriTemplate);
+            Check.Equal("# plan notes://pages/plan", await templates[0].Read(new Dictionary<string, string> { { "name", "plan" } }, context));
         }
 
         private static ToolContext NoContext(string tool)
