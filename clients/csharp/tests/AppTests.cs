@@ -474,6 +474,47 @@ namespace Toolbridge.Tests
         }
 
         [Test]
+        public static async Task AMainThreadPumpRunsHandlersOnlyWhenPumped()
+        {
+            var listener = new TcpListener(IPAddress.Loopback, 0);
+            listener.Start();
+            var pump = new MainThreadPump();
+            var app = NewApp(listener, new AppOptions { SynchronizationContext = pump });
+            Thread ranOn = null, resumedOn = null;
+            app.AddTool("frame", "", null, async (arguments, context) =>
+            {
+                ranOn = Thread.CurrentThread;
+                await Task.Yield(); // continues on the next RunPending
+                resumedOn = Thread.CurrentThread;
+                return "framed";
+            });
+            var stop = new CancellationTokenSource();
+            var running = app.RunAsync(stop.Token);
+            var frames = 0;
+            var mainThread = new Thread(() =>
+            {
+                while (!stop.IsCancellationRequested) { pump.RunPending(); frames++; Thread.Sleep(5); } // a frame loop
+            });
+            using (var peer = await AcceptAsync(listener))
+            {
+                await peer.ReadAsync();
+                peer.Send(Registered);
+                peer.Send("{\"type\":\"toolInvocation\",\"correlationId\":1,\"tool\":\"frame\",\"parameters\":{}}");
+                peer.Send("{\"type\":\"ping\",\"id\":1}");
+                Check.Equal("pong", (await peer.ReadAsync())["type"], "the pong needs no frame");
+                Check.That(ranOn == null, "nothing ran before the first frame");
+                mainThread.Start();
+                var response = await peer.ReadAsync();
+                Check.Equal("framed", ((JsonObject)response["result"])["data"]);
+                Check.That(ranOn == mainThread && resumedOn == mainThread, "the handler ran, and resumed, in the frame loop");
+                stop.Cancel();
+            }
+            await running;
+            mainThread.Join();
+            listener.Stop();
+        }
+
+        [Test]
         public static async Task AFinalRefusalEndsRunAsyncAndAnythingElseIsRetried()
         {
             var listener = new TcpListener(IPAddress.Loopback, 0);
