@@ -494,12 +494,49 @@ namespace Toolbridge
             return ErrorAnswer(call, "'" + call.What + "' failed with an internal error (" + error.GetType().Name + "); the app's log has the details", null);
         }
 
+        public const int MaxLogDataBytes = 64 * 1024;
+        public const int LogBurst = 100;
+        public const double LogRatePerSecond = 20;
+        private static readonly HashSet<string> LogLevels = new HashSet<string> { "debug", "info", "notice", "warning", "error", "critical", "alert", "emergency" };
+        private double _logTokens = LogBurst;
+        private readonly System.Diagnostics.Stopwatch _logClock = System.Diagnostics.Stopwatch.StartNew();
+        private double _logStamp;
+
+        /// <summary>A log message (protocol.md section 12), or null when it may not go: a version-1 link, or
+        /// over the broker's flood bound (100 at once, then 20 per second), which would drop it anyway.</summary>
         internal JsonObject LogMessage(string level, object data, string logger)
         {
+            if (!LogLevels.Contains(level ?? "")) throw new ArgumentException("'" + level + "' is not a log level: use one of debug, info, notice, warning, error, critical, alert, emergency");
             if (Version < 2) return null;
-            var message = new JsonObject().With("type", "log").With("level", level).With("data", data);
-            if (logger != null) message["logger"] = logger;
+            lock (_logClock)
+            {
+                var now = _logClock.Elapsed.TotalSeconds;
+                _logTokens = Math.Min(LogBurst, _logTokens + (now - _logStamp) * LogRatePerSecond);
+                _logStamp = now;
+                if (_logTokens < 1) return null;
+                _logTokens -= 1;
+            }
+            var message = new JsonObject().With("type", "log").With("level", level).With("data", BoundLogData(Reflection.ToJsonValue(data)));
+            if (!string.IsNullOrEmpty(logger)) message["logger"] = logger.Length > 128 ? logger.Substring(0, 128) : logger;
             return message;
+        }
+
+        /// <summary>Data within the broker's 64 KiB: a string cut (and marked), anything else replaced by a note.</summary>
+        internal static object BoundLogData(object data)
+        {
+            var size = System.Text.Encoding.UTF8.GetByteCount(Json.Codec.Serialize(data));
+            if (size <= MaxLogDataBytes) return data;
+            var note = " [... cut: the log data was " + size + " bytes, over the " + MaxLogDataBytes + "-byte limit]";
+            var text = data as string;
+            if (text == null) return "[log data of " + size + " bytes omitted: over the " + MaxLogDataBytes + "-byte limit]";
+            var keep = Math.Min(text.Length, MaxLogDataBytes / 2);
+            while (true) // escapes can make the JSON up to six times the characters: shrink until it fits
+            {
+                if (keep > 0 && char.IsHighSurrogate(text[keep - 1])) keep--;
+                var cut = text.Substring(0, keep) + note;
+                if (System.Text.Encoding.UTF8.GetByteCount(Json.Codec.Serialize(cut)) <= MaxLogDataBytes) return cut;
+                keep /= 2;
+            }
         }
 
         internal Task<ElicitResult> ElicitAsync(CallState call, JsonObject line)

@@ -115,6 +115,17 @@ namespace Toolbridge.Tests
             Check.Throws<JsonException>(() => new JsonRaw("{\"type\":"), "a broken schema string");
         }
 
+        [Test]
+        public static void LogDataIsBoundedBeforeItIsSent()
+        {
+            Check.Equal("small", Session.BoundLogData("small"));
+            var cut = (string)Session.BoundLogData(new string('\u0001', 100000)); // escaped: six bytes each
+            Check.That(Encoding.UTF8.GetByteCount(Write(cut)) <= Session.MaxLogDataBytes, "fits after escaping");
+            Check.That(cut.EndsWith("-byte limit]"), "marked as cut");
+            var big = new JsonObject().With("x", new string('y', 70000));
+            Check.That(((string)Session.BoundLogData(big)).StartsWith("[log data of 7"), "an object becomes a note");
+        }
+
         // ---- framing ----
 
         private static byte[] Bytes(string text) { return Encoding.UTF8.GetBytes(text); }
