@@ -1,0 +1,316 @@
+// The tool inspector: pick an app and a tool, fill in a form made from its input schema, call it
+// through the daemon (POST /api/inspect/call: cookie, Origin and CSRF token, the whole pipeline)
+// and see the result as an agent gets it. Every value reaches the page as text or as an <img>
+// whose source is a data: URL of an image MIME type; nothing is ever parsed as HTML.
+// Checked by `tsc --checkJs --strict` together with status.js (whose globals it uses).
+// @ts-check
+"use strict";
+
+/** @typedef {{name: string, app: string, tool: string, title: string | null, description: string, inputSchema: any}} ToolInfo */
+
+const inspector = {
+  /** @type {ToolInfo[]} */ tools: [],
+  /** @type {number | null} */ callId: null,
+  running: false,
+  catalogKey: "",
+};
+
+/** @param {string} id @returns {HTMLSelectElement} */
+function select(id) { return /** @type {HTMLSelectElement} */ (byId(id)); }
+
+/** @param {HTMLSelectElement} element @param {string[]} values */
+function options(element, values) {
+  const chosen = element.value;
+  element.replaceChildren(...values.map((value) => {
+    const option = document.createElement("option");
+    option.value = value;
+    option.textContent = value;
+    return option;
+  }));
+  if (values.includes(chosen)) element.value = chosen;
+}
+
+async function loadCatalog() {
+  try {
+    const response = await fetch("/api/inspect/catalog", { cache: "no-store" });
+    if (!response.ok) return;
+    const catalog = await response.json();
+    const key = JSON.stringify(catalog.tools.map(/** @param {ToolInfo} t */ (t) => [t.name, t.inputSchema]));
+    if (key === inspector.catalogKey) return;
+    inspector.catalogKey = key;
+    inspector.tools = catalog.tools;
+    options(select("inspect-app"), [...new Set(inspector.tools.map((t) => t.app))]);
+    pickApp();
+  } catch (error) { /* status.js shows the banner */ }
+}
+
+function pickApp() {
+  const app = select("inspect-app").value;
+  const before = select("inspect-name").value;
+  options(select("inspect-name"), inspector.tools.filter((t) => t.app === app).map((t) => t.tool));
+  if (select("inspect-name").value !== before || byId("inspect-form").childElementCount === 0) pickTool();
+}
+
+/** @returns {ToolInfo | undefined} */
+function currentTool() {
+  const app = select("inspect-app").value;
+  const name = select("inspect-name").value;
+  return inspector.tools.find((t) => t.app === app && t.tool === name);
+}
+
+function pickTool() {
+  const tool = currentTool();
+  const form = byId("inspect-form");
+  form.replaceChildren();
+  byId("inspect-description").textContent = tool ? (tool.title ? `${tool.title}: ` : "") + tool.description : "No tool.";
+  byId("inspect-schema").textContent = tool ? JSON.stringify(tool.inputSchema, null, 2) : "";
+  if (tool) form.append(...fieldsFor(tool.inputSchema, ""));
+}
+
+// --- a form from a JSON schema -----------------------------------------------------------------
+
+let fieldCount = 0;
+
+/** The inputs for an object schema's properties; nested objects become fieldsets.
+ * @param {any} schema @param {string} prefix @returns {HTMLElement[]} */
+function fieldsFor(schema, prefix) {
+  const properties = schema && typeof schema.properties === "object" ? schema.properties : {};
+  const required = Array.isArray(schema && schema.required) ? schema.required : [];
+  return Object.entries(properties).map(([key, sub]) => field(key, sub || {}, prefix ? `${prefix}.${key}` : key,
+                                                               required.includes(key)));
+}
+
+/** @param {any} schema */
+function typeOf(schema) {
+  const type = Array.isArray(schema.type) ? schema.type.find(/** @param {string} t */ (t) => t !== "null") : schema.type;
+  if (type) return String(type);
+  if (Array.isArray(schema.enum)) return "enum";
+  if (schema.properties) return "object";
+  return "json";
+}
+
+/** @param {string} key @param {any} schema @param {string} path @param {boolean} required @returns {HTMLElement} */
+function field(key, schema, path, required) {
+  const type = typeOf(schema);
+  if (type === "object" && schema.properties) {
+    const box = document.createElement("fieldset");
+    const legend = document.createElement("legend");
+    legend.textContent = schema.title ? `${key} (${schema.title})` : key;
+    if (required) legend.className = "required";
+    box.dataset.object = path;
+    box.append(legend, ...fieldsFor(schema, path));
+    return box;
+  }
+  const row = document.createElement("div");
+  row.className = "field";
+  const label = document.createElement("label");
+  const id = `inspect-field-${++fieldCount}`;
+  label.htmlFor = id;
+  label.textContent = key;
+  if (required) label.className = "required";
+  /** @type {HTMLInputElement | HTMLSelectElement | HTMLTextAreaElement} */
+  let input;
+  const def = schema.default;
+  if (Array.isArray(schema.enum)) {
+    const choice = document.createElement("select");
+    const values = required ? schema.enum : ["", ...schema.enum];
+    for (const value of values) {
+      const option = document.createElement("option");
+      option.value = value === "" ? "" : JSON.stringify(value);
+      option.textContent = value === "" ? "(not set)" : String(value);
+      choice.append(option);
+    }
+    if (def !== undefined) choice.value = JSON.stringify(def);
+    choice.dataset.kind = "enum";
+    input = choice;
+  } else if (type === "boolean") {
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.checked = def === true;
+    box.dataset.kind = "boolean";
+    input = box;
+  } else if (type === "number" || type === "integer") {
+    const number = document.createElement("input");
+    number.type = "number";
+    if (type === "integer") number.step = "1";
+    else number.step = "any";
+    if (typeof schema.minimum === "number") number.min = String(schema.minimum);
+    if (typeof schema.maximum === "number") number.max = String(schema.maximum);
+    if (typeof def === "number") number.value = String(def);
+    number.dataset.kind = type;
+    input = number;
+  } else if (type === "string") {
+    const text = document.createElement("input");
+    text.type = "text";
+    if (typeof def === "string") text.value = def;
+    text.dataset.kind = "string";
+    input = text;
+  } else {  // arrays and anything else: JSON text
+    const area = document.createElement("textarea");
+    area.rows = 2;
+    area.placeholder = type === "array" ? "a JSON array, e.g. [1, 2]" : "JSON";
+    if (def !== undefined) area.value = JSON.stringify(def);
+    area.dataset.kind = "json";
+    input = area;
+  }
+  input.id = id;
+  input.name = path;
+  input.required = required && type !== "boolean";
+  row.append(label, input);
+  if (schema.description || schema.title) {
+    const help = document.createElement("span");
+    help.className = "muted";
+    help.textContent = [schema.title, schema.description].filter(Boolean).join(": ");
+    row.append(help);
+  }
+  return row;
+}
+
+/** The arguments the form holds (dotted names are nested objects); empty optional fields are left out.
+ * @returns {Record<string, unknown>} */
+function formArguments() {
+  /** @type {Record<string, any>} */
+  const result = {};
+  const form = byId("inspect-form");
+  for (const element of form.querySelectorAll("input, select, textarea")) {
+    const input = /** @type {HTMLInputElement} */ (element);
+    const kind = input.dataset.kind;
+    /** @type {unknown} */
+    let value;
+    if (kind === "boolean") value = input.checked;
+    else if (input.value === "") continue;
+    else if (kind === "number" || kind === "integer") value = Number(input.value);
+    else if (kind === "enum" || kind === "json") {
+      try { value = JSON.parse(input.value); } catch (error) {
+        throw new Error(`${input.name} is not valid JSON`);
+      }
+    } else value = input.value;
+    const parts = input.name.split(".");
+    let into = result;
+    for (const part of parts.slice(0, -1)) into = into[part] = into[part] || {};
+    into[parts[parts.length - 1]] = value;
+  }
+  return result;
+}
+
+// --- calling, and the result as the agent gets it ----------------------------------------------
+
+/** @param {string} text @param {string} [className] */
+function resultLine(text, className) {
+  const p = document.createElement("p");
+  p.textContent = text;
+  if (className) p.className = className;
+  byId("inspect-result").append(p);
+}
+
+/** @param {any} block */
+function showBlock(block) {
+  const box = byId("inspect-result");
+  if (block.type === "text") {
+    const pre = document.createElement("pre");
+    pre.textContent = String(block.text);
+    box.append(pre);
+  } else if (block.type === "image" && /^image\/(png|jpeg|gif|webp)$/.test(String(block.mimeType))
+             && /^[A-Za-z0-9+/=\s]*$/.test(String(block.data))) {
+    const image = document.createElement("img");
+    image.alt = `image result (${block.mimeType})`;
+    image.src = `data:${block.mimeType};base64,${block.data}`;  // img-src 'self' data: (CSP); never HTML
+    box.append(image);
+  } else if (block.type === "resource_link") {
+    resultLine(`resource link: ${block.uri}${block.name ? ` (${block.name})` : ""}`);
+  } else if (block.type === "resource" && block.resource) {
+    resultLine(`embedded resource: ${block.resource.uri}`);
+    if (typeof block.resource.text === "string") showBlock({ type: "text", text: block.resource.text });
+  } else {
+    resultLine(`${block.type} block${block.mimeType ? ` (${block.mimeType})` : ""}: not shown here`, "muted");
+  }
+}
+
+/** @param {any} result */
+function showResult(result) {
+  if (result.isError) {
+    const kind = result._meta && result._meta["toolbridge/errorKind"];
+    resultLine(`Failed${kind ? ` (${kind})` : ""}: the agent is told`, "error");
+  }
+  for (const block of result.content || []) showBlock(block);
+  if (result.structuredContent !== undefined) {
+    resultLine("structured content:", "muted");
+    showBlock({ type: "text", text: JSON.stringify(result.structuredContent, null, 2) });
+  }
+}
+
+/** @param {boolean} running */
+function setRunning(running) {
+  inspector.running = running;
+  const call = /** @type {HTMLButtonElement} */ (byId("inspect-call"));
+  const cancelButton = /** @type {HTMLButtonElement} */ (byId("inspect-cancel"));
+  call.disabled = running || !page.online;
+  cancelButton.disabled = !running || inspector.callId === null || !page.online;
+}
+
+async function callTool() {
+  const tool = currentTool();
+  if (!tool || inspector.running) return;
+  byId("inspect-result").replaceChildren();
+  byId("inspect-progress").textContent = "";
+  /** @type {unknown} */
+  let args;
+  try {
+    const raw = /** @type {HTMLTextAreaElement} */ (byId("inspect-raw")).value.trim();
+    args = raw ? JSON.parse(raw) : formArguments();
+  } catch (error) {
+    resultLine(String(error instanceof Error ? error.message : error), "error");
+    return;
+  }
+  inspector.callId = null;
+  setRunning(true);
+  try {
+    const response = await post("/api/inspect/call", { name: tool.name, arguments: args });
+    if (!response.ok || response.body === null) {
+      const problem = await response.json().catch(() => ({ error: `HTTP ${response.status}` }));
+      resultLine(String(problem.error), "error");
+      return;
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let newline;
+      while ((newline = buffer.indexOf("\n")) >= 0) {
+        const message = JSON.parse(buffer.slice(0, newline));
+        buffer = buffer.slice(newline + 1);
+        if (typeof message.id === "number") {
+          inspector.callId = message.id;
+          setRunning(true);
+        } else if (message.progress !== undefined) {
+          byId("inspect-progress").textContent = progressText(message);
+        } else if (message.result !== undefined) {
+          showResult(message.result);
+        }
+      }
+    }
+  } catch (error) {
+    resultLine("The daemon stopped answering before the call ended.", "error");
+  } finally {
+    inspector.callId = null;
+    setRunning(false);
+  }
+}
+
+async function cancelCall() {
+  if (inspector.callId === null) return;
+  /** @type {HTMLButtonElement} */ (byId("inspect-cancel")).disabled = true;
+  await post(`/api/calls/${inspector.callId}/cancel`).catch(() => null);
+}
+
+select("inspect-app").addEventListener("change", pickApp);
+select("inspect-name").addEventListener("change", pickTool);
+byId("inspect-form").addEventListener("submit", (event) => { event.preventDefault(); callTool(); });
+byId("inspect-call").addEventListener("click", callTool);
+byId("inspect-cancel").addEventListener("click", cancelCall);
+page.listeners.push(() => {
+  if (!inspector.running) setRunning(false);
+  loadCatalog();
+});
