@@ -254,7 +254,8 @@ class Monitor:
             n, failed, total, worst, buckets = entry[0], entry[1], entry[2], entry[3], entry[4:]
             tools.append({"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total * 1000 / n, 1),
                           "maxMs": round(worst, 1),
-                          **{f"p{q}Ms": _rounded_ms(quantile(q / 100, buckets)) for q in (50, 95, 99)}})
+                          # Interpolated inside a bucket (as histogram_quantile), so never past the longest seen.
+                          **{f"p{q}Ms": _rounded_ms(quantile(q / 100, buckets), worst) for q in (50, 95, 99)}})
         return tools
 
 
@@ -262,8 +263,8 @@ def _clip(text: str) -> str:
     return text if len(text) <= _MAX_MESSAGE_CHARS else text[:_MAX_MESSAGE_CHARS] + "…"
 
 
-def _rounded_ms(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds * 1000, 1)
+def _rounded_ms(seconds: float | None, most_ms: float) -> float | None:
+    return None if seconds is None else round(min(seconds * 1000, most_ms), 1)
 
 
 def _mode(session: Any) -> str:

@@ -230,7 +230,7 @@ function showBlock(block) {
 function showResult(result) {
   if (result.isError) {
     const kind = result._meta && result._meta["toolbridge/errorKind"];
-    resultLine(`Failed${kind ? ` (${kind})` : ""}: the agent is told`, "error");
+    resultLine(`Failed${kind ? ` (${kind})` : ""}. The agent is told:`, "error");
   }
   for (const block of result.content || []) showBlock(block);
   if (result.structuredContent !== undefined) {

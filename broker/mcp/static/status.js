@@ -119,8 +119,9 @@ const load = { t: [], apps: {} };
 /**
  * Draw (or update) one chart: x is Unix seconds, one line per named series.
  * @param {string} id @param {number[]} xs @param {Array<[string, Array<number | null>]>} lines
+ * @param {boolean} [dots] mark each value: a series with gaps (latency) shows lone slots
  */
-function drawChart(id, xs, lines) {
+function drawChart(id, xs, lines, dots = false) {
   const element = byId(id);
   // @ts-ignore -- the vendored library's global (uPlot.iife.min.js)
   const UPlot = /** @type {any} */ (window.uPlot);
@@ -137,12 +138,12 @@ function drawChart(id, xs, lines) {
   const width = Math.max(240, element.clientWidth || 300);
   const options = {
     width, height: 160,
-    legend: { show: lines.length > 0 },
+    legend: { show: lines.length > 0, live: false },
     scales: { x: { time: true }, y: { range: /** @param {any} u @param {number} min @param {number} max */
       (u, min, max) => [0, Math.max(1, max || 0)] } },
     axes: [{ stroke: "#888", grid: { stroke: "#8883" } }, { stroke: "#888", grid: { stroke: "#8883" }, size: 48 }],
     series: [{}, ...lines.map(([name], i) => ({ label: name, stroke: PALETTE[i % PALETTE.length], width: 1.5,
-                                                spanGaps: false, points: { show: false } }))],
+                                                spanGaps: false, points: { show: dots, size: 4 } }))],
   };
   charts[id] = { chart: new UPlot(options, data, element), names };
 }
@@ -162,7 +163,7 @@ function renderCharts(state) {
     }
   }
   drawChart("chart-rate", timeline.t, rate);
-  drawChart("chart-latency", timeline.t, latency);
+  drawChart("chart-latency", timeline.t, latency, true);
   drawChart("chart-errors", timeline.t, Object.entries(timeline.errors));
 
   load.t.push(Math.floor(Date.now() / 1000));
