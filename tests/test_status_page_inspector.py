@@ -9,6 +9,7 @@ cancelled, and a login made with a scoped token lists and calls only its scope.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from app_client.wire import ToolSpec
 
 from broker.config import tokens
 from broker.mcp.status_page import CSRF_HEADER
-from mcp_testkit import DEMO_TOOLS, HTTPX_STREAM_WARNINGS, ScriptedApp, running_daemon
+from mcp_testkit import DEMO_TOOLS, HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, running_daemon
 from test_status_page import base, logged_in
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
@@ -184,3 +185,21 @@ async def test_a_scoped_login_lists_and_calls_only_its_scope(tmp_path: Path) -> 
         await page.aclose()
         await demo.close()
         await other.close()
+
+
+async def test_code_mode_sessions_are_labelled_as_such_on_the_page_and_in_toolbridge_status(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, http_client(info) as agent:
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "coder", "version": "1"}}}
+        started = await agent.post(f"http://127.0.0.1:{info.http_port}/mcp/code", json=init, headers=headers)
+        assert started.status_code == 200, started.text
+        page = await logged_in(info)
+        [session] = (await state(page, info))["sessions"]
+        assert (session["client"], session["mode"]) == ("coder", "code")
+        status = await trio.run_process([sys.executable, "-m", "broker", "status", "--home", str(home)],
+                                        capture_stdout=True, capture_stderr=True)
+        line = next(line for line in status.stdout.decode().splitlines() if "coder" in line)
+        assert "code mode" in line and "discovery" not in line
+        await page.aclose()
