@@ -170,6 +170,12 @@ def _log_in(page: Any, link: str) -> None:
     expect(page.locator("#live")).to_contain_text("live", timeout=WAIT_MS)
 
 
+def _two_more_polls(page: Any) -> None:
+    """Wait until the page has drawn two more polls of /api/status (it counts them)."""
+    seen = int(page.evaluate("() => document.body.dataset.polls || '0'"))
+    page.wait_for_function(f"() => Number(document.body.dataset.polls) >= {seen + 2}", timeout=WAIT_MS)
+
+
 def _call_from_inspector(page: Any, tool: str) -> None:
     page.select_option("#inspect-app", "Demo")
     page.select_option("#inspect-name", tool)
@@ -213,7 +219,14 @@ async def test_why_charts_and_the_inspector_in_headless_chromium(tmp_path: Path,
                     expect(recent).to_contain_text("the disk is full", timeout=WAIT_MS)
                     expect(recent).to_contain_text("toolbridge logs --id", timeout=WAIT_MS)
                     expect(page.locator("#tools tbody")).to_contain_text("Demo__text", timeout=WAIT_MS)
-                    page.wait_for_timeout(1500)  # two more polls: the charts have drawn the calls
+                    # At 1280 px, times and agent names stay on one line; the favicon is there.
+                    assert page.evaluate("""() => [...document.querySelectorAll('#recent td.nowrap')].every(
+                        td => td.getClientRects().length === 1 && td.clientHeight < 2.2 * parseFloat(
+                            getComputedStyle(td).lineHeight || '20'))""")
+                    icon = page.evaluate("() => fetch(document.querySelector('link[rel=icon]').href)"
+                                         ".then(r => r.headers.get('content-type'))")
+                    assert icon == "image/svg+xml"
+                    _two_more_polls(page)  # the charts have drawn the calls
                     after = charts.screenshot()
                     assert before != after  # the charts moved with the calls
 
@@ -245,7 +258,7 @@ async def test_why_charts_and_the_inspector_in_headless_chromium(tmp_path: Path,
                                            timeout=WAIT_MS)  # rendered: the CSP lets data: images in
                     # The screenshot docs/status-page.md shows: failed calls only, to keep it short.
                     page.locator('#filters [name="failed"]').check()
-                    page.wait_for_timeout(1500)  # two polls: the in-flight table and charts are current
+                    _two_more_polls(page)  # the in-flight table and the charts are current
                     page.screenshot(path=str(ARTIFACTS / "status-page-inspector.png"), full_page=True)
                     page.locator('#filters [name="failed"]').uncheck()
 

@@ -10,9 +10,10 @@ nothing per call. What cannot be read later is counted as it happens, through tw
 
 * :meth:`call_ended`, one of the router's ``observers``, runs at every call's end: plain
   arithmetic on one list per (app, tool, outcome kind) — calls, seconds, the longest, a count
-  per latency bucket — and a ring of the last :data:`RECENT_CALLS` calls (names, duration,
-  outcome kind; an error message only when the daemon composed it from names and numbers,
-  never an argument value or an app's text). ``prometheus_client``'s own ``Counter`` and
+  per latency bucket — a ring of the last :data:`RECENT_CALLS` calls (names, queue and run
+  time, outcome kind, correlation id, and a failure's message: the one the agent got, or with
+  ``call_log_redact`` only one the daemon composed from names and numbers), and the charts'
+  15-minute :class:`~broker.mcp.timeline.Timeline`. ``prometheus_client``'s own ``Counter`` and
   ``Histogram`` take a lock per update and cost ~4x as much per call (BENCHMARKS.md), so the
   scrape turns these lists into its metric families instead (the library's custom-collector
   pattern); the text format is still the library's.

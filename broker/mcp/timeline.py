@@ -90,9 +90,10 @@ class Timeline:
         failures per minute by kind. Slots without calls are zeros, so the x axis is even."""
         last = int(now // SLOT_SECONDS) * SLOT_SECONDS
         starts = list(range(last - (SLOTS - 1) * SLOT_SECONDS, last + 1, SLOT_SECONDS))
-        by_start = {slot.start: slot for slot in self._slots}
-        apps = sorted({app for slot in self._slots for app in slot.apps})
-        kinds = sorted({kind for slot in self._slots for kind in slot.errors})
+        window = [slot for slot in self._slots if slot.start >= starts[0]]  # quiet gaps leave old slots
+        by_start = {slot.start: slot for slot in window}
+        apps = sorted({app for slot in window for app in slot.apps})
+        kinds = sorted({kind for slot in window for kind in slot.errors})
         per_minute = 60 / SLOT_SECONDS
 
         def rates(pick: str | None) -> dict[str, list[float | None]]:
