@@ -172,7 +172,11 @@ async def test_a_scoped_login_lists_and_calls_only_its_scope(tmp_path: Path) -> 
             "origin": base(info), CSRF_HEADER: "1", "authorization": f"Bearer {secret}"})
         assert login.status_code == 200, login.text
         catalog = (await page.get(f"{base(info)}/api/inspect/catalog")).json()
-        assert {t["app"] for t in catalog["tools"]} == {"Demo"}
+        assert {t["app"] for t in catalog["tools"]} == {"Demo"} and catalog["apps"] == ["Demo"]
+        other_resources = await page.post(f"{base(info)}/api/inspect/mcp", json={
+            "app": "Other", "method": "resources/list", "params": {}},
+            headers={"origin": base(info), CSRF_HEADER: (await state(page, info))["csrf"]})
+        assert other_resources.status_code == 403
         refused = await inspect_call(page, info, "Other__text", {})
         assert refused.status_code == 403 and "may not call Other__text" in refused.json()["error"]
         assert other.invocations == []
@@ -203,3 +207,45 @@ async def test_code_mode_sessions_are_labelled_as_such_on_the_page_and_in_toolbr
         line = next(line for line in status.stdout.decode().splitlines() if "coder" in line)
         assert "code mode" in line and "discovery" not in line
         await page.aclose()
+
+
+async def test_the_inspector_lists_reads_and_gets_an_apps_resources_and_prompts(tmp_path: Path) -> None:
+    from test_mcp_resources import ReturningApp
+
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, trio.open_nursery() as nursery:
+        app = await ReturningApp(info.port, info.token).start(nursery)
+        page = await logged_in(info)
+        csrf = (await state(page, info))["csrf"]
+        url = f"{base(info)}/api/inspect/mcp"
+        own = {"origin": base(info), CSRF_HEADER: csrf}
+
+        async def ask(method: str, params: dict[str, Any], headers: dict[str, str] = own) -> httpx2.Response:
+            return await page.post(url, json={"app": "Notes", "method": method, "params": params}, headers=headers)
+
+        assert (await ask("resources/list", {}, {"origin": base(info)})).status_code == 403  # no CSRF token
+        assert (await ask("resources/list", {}, {CSRF_HEADER: csrf})).status_code == 403  # no Origin
+        refused = await page.post(url, json={"app": "Notes", "method": "tools/call", "params": {}}, headers=own)
+        assert refused.status_code == 400  # only reading methods
+        listed = (await ask("resources/list", {})).json()["result"]["resources"]
+        assert {r["uri"] for r in listed} == {"notes://readme", "img://logo.png"}  # the app's own URIs
+        read = (await ask("resources/read", {"uri": "notes://readme"})).json()
+        assert read["result"]["contents"][0]["text"] == "hello from Notes"
+        missing = (await ask("resources/read", {"uri": "notes://nope"})).json()
+        assert "error" in missing
+        prompts = (await ask("prompts/list", {})).json()["result"]["prompts"]
+        assert [p["name"] for p in prompts] == ["hello"]
+        got = (await ask("prompts/get", {"name": "hello"})).json()
+        assert got["result"]["messages"][0]["content"]["text"] == "hello"
+        # Logged like an agent's reads, with the agent status-page.
+        call_log = info.core.router.call_log
+        assert call_log is not None
+        with trio.fail_after(10):
+            await call_log.wait_written(3)
+        from broker.cli.logs_command import LogFilter, connect_readonly, fetch_rows
+        conn = connect_readonly(home / "calls.sqlite3")
+        rows = fetch_rows(conn, LogFilter(tool="resource_read"))
+        conn.close()
+        assert {r["agent"] for r in rows} == {"status-page"}
+        await page.aclose()
+        await app.close()

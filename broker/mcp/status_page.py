@@ -14,6 +14,7 @@ and then hands every path other than ``/mcp`` to :meth:`StatusPages.serve`, whic
 ``POST /api/calls/<id>/cancel``  cancels a call in flight, with the cookie and CSRF proof
 ``GET /api/inspect/catalog``     the tools this login may call, for the tool inspector
 ``POST /api/inspect/call``       calls one from the page, with the cookie and CSRF proof
+``POST /api/inspect/mcp``        lists, reads and gets an app's resources and prompts, likewise
                         (``broker.mcp.inspector``: the router's whole pipeline, agent ``status-page``)
 ``GET /metrics``        Prometheus text format, with the bearer token (as ``/mcp`` takes it)
 
@@ -54,6 +55,7 @@ from ..config.tokens import DEFAULT_GRANT_SCOPES
 from ..config.web_login import TicketBook, login_label
 from . import inspector
 from .gate import Headers
+from .scope import check_app_name
 from .monitor import Monitor
 from .session import McpServer
 
@@ -119,6 +121,7 @@ class StatusPages:
     """The routes above, for one HTTP server. ``grant`` checks an ``Authorization`` header."""
 
     def __init__(self, server: McpServer, grant: Callable[[str | None], Grant | None]) -> None:
+        self.server = server
         self.router = server.router
         self.monitor = Monitor(server)
         self._login_key = server.auth.derive_key(login_label(server.auth.instance))  # this start's (web_login)
@@ -243,7 +246,8 @@ class StatusPages:
         if session is None:
             await _send(send, 403, b'{"error": "not logged in: run `toolbridge open`"}', "application/json")
             return
-        body = json.dumps(inspector.catalog(self.router.list_tools(), session.grant)).encode()
+        body = json.dumps(inspector.catalog(self.router.list_tools(),
+                                            [i.label for i in self.router.registry.instances()], session.grant)).encode()
         await _send(send, 200, body, "application/json")
 
     async def _inspect_call(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
@@ -262,6 +266,23 @@ class StatusPages:
                         "application/json")
             return
         await inspector.run_call(self.router, name, arguments, session.label, receive, send, _SECURITY_HEADERS)
+
+    async def _inspect_mcp(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        session = await self._proven_session(scope, headers, send)
+        if session is None:
+            return
+        request = inspector.parse_mcp(await _read_body(receive, inspector.MAX_CALL_BODY))
+        if isinstance(request, str):
+            await _send(send, 400, json.dumps({"error": request}).encode(), "application/json")
+            return
+        app, method, params = request
+        if check_app_name(app) is not None or not session.grant.allows_agent_to(app):
+            log.warning("status_page_rejected", reason="scope")
+            await _send(send, 403, json.dumps({"error": f"this login's token may not use the app {app!r}"}).encode(),
+                        "application/json")
+            return
+        answer = await inspector.mcp_request(self.server, app, method, params, session.label, receive)
+        await _send(send, 200, json.dumps(answer).encode(), "application/json")
 
     async def _cancel(self, scope: Scope, headers: Headers, correlation_id: int, send: Send) -> None:
         if await self._proven_session(scope, headers, send) is None:
@@ -296,6 +317,7 @@ _ROUTES: Final[dict[tuple[str, str], _Handler]] = {
     ("GET", "/api/status"): StatusPages._status,
     ("GET", "/api/inspect/catalog"): StatusPages._catalog,
     ("POST", "/api/inspect/call"): StatusPages._inspect_call,
+    ("POST", "/api/inspect/mcp"): StatusPages._inspect_mcp,
 }
 
 
