@@ -349,3 +349,44 @@ async def test_the_banner_when_the_daemon_stops_and_recovery_in_headless_chromiu
 
         await trio.to_thread.run_sync(in_the_browser)
         stops[1].set()
+
+
+async def test_the_inspector_reads_resources_and_gets_prompts_in_headless_chromium(tmp_path: Path,
+                                                                                   chromium: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+    from test_mcp_resources import ReturningApp
+
+    home = tmp_path / "home"
+    async with running_daemon(home) as info, trio.open_nursery() as nursery:
+        opened = await trio.run_process([sys.executable, "-m", "broker", "open", "--print", "--home", str(home)],
+                                        capture_stdout=True)
+        app = await ReturningApp(info.port, info.token).start(nursery)
+
+        def in_the_browser() -> None:
+            with sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+                try:
+                    page = browser.new_page(viewport={"width": 1280, "height": 900})
+                    _log_in(page, opened.stdout.decode().strip())
+                    expect(page.locator("#inspect-app option")).to_have_count(1, timeout=WAIT_MS)
+                    page.select_option("#inspect-kind", "resource")
+                    expect(page.locator("#inspect-name option")).to_have_count(3, timeout=WAIT_MS)
+                    page.select_option("#inspect-name", "notes://readme")
+                    expect(page.locator('#inspect-form [name="uri"]')).to_have_value("notes://readme")
+                    page.get_by_role("button", name="Call", exact=True).click()
+                    result = page.locator("#inspect-result")
+                    expect(result).to_contain_text("hello from Notes", timeout=WAIT_MS)
+                    page.select_option("#inspect-name", "img://logo.png")
+                    page.get_by_role("button", name="Call", exact=True).click()
+                    expect(result.locator("img")).to_have_count(1, timeout=WAIT_MS)
+                    page.select_option("#inspect-kind", "prompt")
+                    expect(page.locator("#inspect-name")).to_have_value("hello", timeout=WAIT_MS)
+                    page.get_by_role("button", name="Call", exact=True).click()
+                    expect(result).to_contain_text("user:", timeout=WAIT_MS)
+                    expect(result).to_contain_text("hello", timeout=WAIT_MS)
+                finally:
+                    browser.close()
+
+        await trio.to_thread.run_sync(in_the_browser)
+        assert [read.uri for read in app.reads] == ["notes://readme", "img://logo.png"]
+        await app.close()

@@ -10,6 +10,9 @@
 
 const inspector = {
   /** @type {ToolInfo[]} */ tools: [],
+  /** @type {string[]} */ apps: [],
+  /** What the app offers of the kind picked (resources and templates, or prompts). @type {any[]} */ entries: [],
+  /** @type {AbortController | null} */ abort: null,
   /** @type {number | null} */ callId: null,
   running: false,
   catalogKey: "",
@@ -35,11 +38,12 @@ async function loadCatalog() {
     const response = await fetch("/api/inspect/catalog", { cache: "no-store" });
     if (!response.ok) return;
     const catalog = await response.json();
-    const key = JSON.stringify(catalog.tools.map(/** @param {ToolInfo} t */ (t) => [t.name, t.inputSchema]));
+    const key = JSON.stringify([catalog.apps, catalog.tools.map(/** @param {ToolInfo} t */ (t) => [t.name, t.inputSchema])]);
     if (key === inspector.catalogKey) return;
     inspector.catalogKey = key;
     inspector.tools = catalog.tools;
-    options(select("inspect-app"), [...new Set(inspector.tools.map((t) => t.app))]);
+    inspector.apps = catalog.apps;
+    options(select("inspect-app"), inspector.apps);
     pickApp();
   } catch (error) { /* status.js shows the banner */ }
 }
@@ -47,8 +51,45 @@ async function loadCatalog() {
 function pickApp() {
   const app = select("inspect-app").value;
   const before = select("inspect-name").value;
+  const kind = select("inspect-kind").value;
+  if (kind !== "tool") {
+    loadEntries(app, kind);
+    return;
+  }
   options(select("inspect-name"), inspector.tools.filter((t) => t.app === app).map((t) => t.tool));
   if (select("inspect-name").value !== before || byId("inspect-form").childElementCount === 0) pickTool();
+}
+
+/** An MCP request to an app's one-app scope, through the daemon (POST /api/inspect/mcp).
+ * @param {string} app @param {string} method @param {Record<string, unknown>} params
+ * @param {AbortSignal} [signal] */
+async function mcp(app, method, params, signal) {
+  /** @type {Record<string, string>} */
+  const headers = { "X-Toolbridge-CSRF": page.csrf || "", "Content-Type": "application/json" };
+  const response = await fetch("/api/inspect/mcp", { method: "POST", headers, signal,
+                                                     body: JSON.stringify({ app, method, params }) });
+  const answer = await response.json();
+  if (!response.ok) throw new Error(String(answer.error));
+  return answer;
+}
+
+/** The app's resources (and templates) or prompts, into the name picker.
+ * @param {string} app @param {string} kind */
+async function loadEntries(app, kind) {
+  inspector.entries = [];
+  try {
+    if (kind === "resource") {
+      const [listed, templates] = await Promise.all([mcp(app, "resources/list", {}),
+                                                     mcp(app, "resources/templates/list", {})]);
+      inspector.entries = [...((listed.result && listed.result.resources) || []),
+                           ...((templates.result && templates.result.resourceTemplates) || [])];
+    } else {
+      const listed = await mcp(app, "prompts/list", {});
+      inspector.entries = (listed.result && listed.result.prompts) || [];
+    }
+  } catch (error) { /* nothing to pick; the banner covers a daemon that is gone */ }
+  options(select("inspect-name"), inspector.entries.map((e) => String(e.uri || e.uriTemplate || e.name)));
+  pickTool();
 }
 
 /** @returns {ToolInfo | undefined} */
@@ -59,9 +100,32 @@ function currentTool() {
 }
 
 function pickTool() {
-  const tool = currentTool();
+  const kind = select("inspect-kind").value;
   const form = byId("inspect-form");
   form.replaceChildren();
+  if (kind !== "tool") {
+    const name = select("inspect-name").value;
+    const entry = inspector.entries.find((e) => String(e.uri || e.uriTemplate || e.name) === name);
+    byId("inspect-description").textContent = entry ? [entry.title || entry.name, entry.description]
+      .filter(Boolean).join(": ") : `This app offers no ${kind}.`;
+    byId("inspect-schema").textContent = entry ? JSON.stringify(entry, null, 2) : "";
+    if (!entry) return;
+    if (kind === "resource") {  // a template's URI is filled in by hand
+      const row = field("uri", { type: "string", default: name }, "uri", true);
+      form.append(row);
+    } else {
+      /** @type {Record<string, any>} */
+      const properties = {};
+      for (const argument of entry.arguments || []) {
+        properties[argument.name] = { type: "string", description: argument.description };
+      }
+      const required = (entry.arguments || []).filter(/** @param {any} a */ (a) => a.required)
+        .map(/** @param {any} a */ (a) => a.name);
+      form.append(...fieldsFor({ type: "object", properties, required }, ""));
+    }
+    return;
+  }
+  const tool = currentTool();
   byId("inspect-description").textContent = tool ? (tool.title ? `${tool.title}: ` : "") + tool.description : "No tool.";
   byId("inspect-schema").textContent = tool ? JSON.stringify(tool.inputSchema, null, 2) : "";
   if (tool) form.append(...fieldsFor(tool.inputSchema, ""));
@@ -239,18 +303,61 @@ function showResult(result) {
   }
 }
 
+/** A resources/read or prompts/get answer, as the agent gets it. @param {any} answer */
+function showMcpAnswer(answer) {
+  if (answer.error) {
+    resultLine(`Failed: ${answer.error.message}`, "error");
+    return;
+  }
+  const result = answer.result || {};
+  for (const content of result.contents || []) {
+    resultLine(`${content.uri}${content.mimeType ? ` (${content.mimeType})` : ""}`, "muted");
+    if (typeof content.text === "string") showBlock({ type: "text", text: content.text });
+    else if (typeof content.blob === "string") {
+      if (String(content.mimeType).startsWith("image/")) showBlock({ type: "image", data: content.blob,
+                                                                     mimeType: content.mimeType });
+      else resultLine(`binary, ${Math.floor(content.blob.length * 3 / 4)} bytes`, "muted");
+    }
+  }
+  for (const message of result.messages || []) {
+    resultLine(`${message.role}:`, "muted");
+    showBlock(message.content || {});
+  }
+}
+
 /** @param {boolean} running */
 function setRunning(running) {
   inspector.running = running;
   const call = /** @type {HTMLButtonElement} */ (byId("inspect-call"));
   const cancelButton = /** @type {HTMLButtonElement} */ (byId("inspect-cancel"));
   call.disabled = running || !page.online;
-  cancelButton.disabled = !running || inspector.callId === null || !page.online;
+  cancelButton.disabled = !running || (inspector.callId === null && inspector.abort === null) || !page.online;
+}
+
+/** Read the resource or get the prompt picked; Cancel aborts the request (the daemon tells the app).
+ * @param {string} kind @param {Record<string, unknown>} args */
+async function readOrGet(kind, args) {
+  const app = select("inspect-app").value;
+  inspector.abort = new AbortController();
+  setRunning(true);
+  try {
+    const answer = kind === "resource"
+      ? await mcp(app, "resources/read", { uri: String(args.uri || select("inspect-name").value) }, inspector.abort.signal)
+      : await mcp(app, "prompts/get", { name: select("inspect-name").value, arguments: args }, inspector.abort.signal);
+    showMcpAnswer(answer);
+  } catch (error) {
+    resultLine(inspector.abort.signal.aborted ? "Cancelled." : String(error instanceof Error ? error.message : error),
+               "error");
+  } finally {
+    inspector.abort = null;
+    setRunning(false);
+  }
 }
 
 async function callTool() {
   const tool = currentTool();
-  if (!tool || inspector.running) return;
+  const kind = select("inspect-kind").value;
+  if ((kind === "tool" && !tool) || (kind !== "tool" && !select("inspect-name").value) || inspector.running) return;
   byId("inspect-result").replaceChildren();
   byId("inspect-progress").textContent = "";
   /** @type {unknown} */
@@ -263,6 +370,10 @@ async function callTool() {
     return;
   }
   inspector.callId = null;
+  if (kind !== "tool" || !tool) {
+    await readOrGet(kind, /** @type {Record<string, unknown>} */ (args));
+    return;
+  }
   setRunning(true);
   try {
     const response = await post("/api/inspect/call", { name: tool.name, arguments: args });
@@ -300,12 +411,17 @@ async function callTool() {
 }
 
 async function cancelCall() {
+  if (inspector.abort !== null) {
+    inspector.abort.abort();
+    return;
+  }
   if (inspector.callId === null) return;
   /** @type {HTMLButtonElement} */ (byId("inspect-cancel")).disabled = true;
   await post(`/api/calls/${inspector.callId}/cancel`).catch(() => null);
 }
 
 select("inspect-app").addEventListener("change", pickApp);
+select("inspect-kind").addEventListener("change", pickApp);
 select("inspect-name").addEventListener("change", pickTool);
 byId("inspect-form").addEventListener("submit", (event) => { event.preventDefault(); callTool(); });
 byId("inspect-call").addEventListener("click", callTool);
