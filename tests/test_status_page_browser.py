@@ -366,8 +366,10 @@ async def test_the_inspector_reads_resources_and_gets_prompts_in_headless_chromi
             with sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
                 try:
-                    page = browser.new_page(viewport={"width": 1280, "height": 900})
+                    # A system in dark mode gets the dark page.
+                    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme="dark")
                     _log_in(page, opened.stdout.decode().strip())
+                    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(22, 24, 28)"
                     expect(page.locator("#inspect-app option")).to_have_count(1, timeout=WAIT_MS)
                     page.select_option("#inspect-kind", "resource")
                     expect(page.locator("#inspect-name option")).to_have_count(3, timeout=WAIT_MS)

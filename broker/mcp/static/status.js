@@ -120,9 +120,21 @@ const load = { t: [], apps: {} };
  * Draw (or update) one chart: x is Unix seconds, one line per named series.
  * @param {string} id @param {number[]} xs @param {Array<[string, Array<number | null>]>} lines
  * @param {boolean} [dots] mark each value: a series with gaps (latency) shows lone slots
+ * @param {string} [emptyText] what to say instead of an empty chart
  */
-function drawChart(id, xs, lines, dots = false) {
+function drawChart(id, xs, lines, dots = false, emptyText = "Nothing yet.") {
   const element = byId(id);
+  if (lines.length === 0) {  // an axis with no line says nothing: say it in words
+    if (charts[id]) charts[id].chart.destroy();
+    delete charts[id];
+    if (element.textContent !== emptyText) {
+      const note = document.createElement("p");
+      note.className = "muted";
+      note.textContent = emptyText;
+      element.replaceChildren(note);
+    }
+    return;
+  }
   // @ts-ignore -- the vendored library's global (uPlot.iife.min.js)
   const UPlot = /** @type {any} */ (window.uPlot);
   if (UPlot === undefined) return;
@@ -164,7 +176,7 @@ function renderCharts(state) {
   }
   drawChart("chart-rate", timeline.t, rate);
   drawChart("chart-latency", timeline.t, latency, true);
-  drawChart("chart-errors", timeline.t, Object.entries(timeline.errors));
+  drawChart("chart-errors", timeline.t, Object.entries(timeline.errors), false, "No call failed in the last 15 minutes.");
 
   load.t.push(Math.floor(Date.now() / 1000));
   for (const app of state.apps) {
@@ -186,7 +198,7 @@ function renderCharts(state) {
   for (const [label, series] of Object.entries(load.apps)) {
     lines.push([`${label} in flight`, series.inFlight], [`${label} queued`, series.queued]);
   }
-  drawChart("chart-load", load.t, lines);
+  drawChart("chart-load", load.t, lines, false, "No app is connected.");
 }
 
 // --- filters over recent calls -------------------------------------------------------------
