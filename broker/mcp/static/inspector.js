@@ -36,7 +36,10 @@ function options(element, values) {
 async function loadCatalog() {
   try {
     const response = await fetch("/api/inspect/catalog", { cache: "no-store" });
-    if (!response.ok) return;
+    if (!response.ok) {
+      appsSeen = "";  // try again at the next poll
+      return;
+    }
     const catalog = await response.json();
     const key = JSON.stringify([catalog.apps, catalog.tools.map(/** @param {ToolInfo} t */ (t) => [t.name, t.inputSchema])]);
     if (key === inspector.catalogKey) return;
@@ -45,7 +48,9 @@ async function loadCatalog() {
     inspector.apps = catalog.apps;
     options(select("inspect-app"), inspector.apps);
     pickApp();
-  } catch (error) { /* status.js shows the banner */ }
+  } catch (error) {
+    appsSeen = "";  // status.js shows the banner; try again at the next poll
+  }
 }
 
 function pickApp() {
@@ -426,7 +431,13 @@ select("inspect-name").addEventListener("change", pickTool);
 byId("inspect-form").addEventListener("submit", (event) => { event.preventDefault(); callTool(); });
 byId("inspect-call").addEventListener("click", callTool);
 byId("inspect-cancel").addEventListener("click", cancelCall);
-page.listeners.push(() => {
+/** The apps and their tools as last seen: the catalog is fetched again when they change. */
+let appsSeen = "";
+page.listeners.push((state) => {
   if (!inspector.running) setRunning(false);
-  loadCatalog();
+  const apps = JSON.stringify(state.apps.map(/** @param {any} a */ (a) => [a.label, a.tools]));
+  if (apps !== appsSeen) {
+    appsSeen = apps;
+    loadCatalog();
+  }
 });
