@@ -249,3 +249,46 @@ async def test_the_inspector_lists_reads_and_gets_an_apps_resources_and_prompts(
         assert {r["agent"] for r in rows} == {"status-page"}
         await page.aclose()
         await app.close()
+
+
+class _Origin:
+    """A caller that only records how its call ended."""
+
+    def __init__(self) -> None:
+        self.outcomes: list[Any] = []
+
+    def call_progress(self, call: Any, progress: float, total: float | None, message: str | None) -> None:
+        pass
+
+    def call_done(self, call: Any, outcome: Any) -> None:
+        self.outcomes.append(outcome)
+
+
+async def test_a_call_waiting_behind_another_shows_queue_time_apart_and_can_be_cancelled(tmp_path: Path) -> None:
+    from broker.core.calls import Call
+    from test_status_page import OneAtATimeApp
+
+    async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
+        app = await OneAtATimeApp(info.port, info.token).start(nursery)
+        page = await logged_in(info)
+        router = info.core.router
+        first, second = _Origin(), _Origin()
+        running = router.start_call("Demo__slow", {}, origin=first, deadlines=None)
+        await app.until(lambda: len(app.invocations) == 1)
+        waiting = router.start_call("Demo__text", {}, origin=second, deadlines=None)
+        assert isinstance(running, Call) and isinstance(waiting, Call) and waiting.queued is not None
+        shown = await state(page, info)
+        by_id = {c["id"]: c for c in shown["calls"]}
+        assert by_id[running.correlation_id]["runMs"] > 0
+        queued = by_id[waiting.correlation_id]
+        assert queued["runMs"] == 0 and queued["queuedMs"] == queued["elapsedMs"]
+        [demo] = shown["apps"]
+        assert (demo["inFlight"], demo["queued"]) == (1, 1)
+        # The page's Cancel works on a call still waiting for its slot (it never reached the app).
+        headers = {"origin": base(info), CSRF_HEADER: shown["csrf"]}
+        cancelled = await page.post(f"{base(info)}/api/calls/{waiting.correlation_id}/cancel", headers=headers)
+        assert cancelled.json() == {"cancelled": True}
+        assert [o.kind for o in second.outcomes] == ["cancelled"] and len(app.invocations) == 1
+        router.cancel(running)
+        await page.aclose()
+        await app.close()

@@ -287,7 +287,9 @@ class StatusPages:
     async def _cancel(self, scope: Scope, headers: Headers, correlation_id: int, send: Send) -> None:
         if await self._proven_session(scope, headers, send) is None:
             return
-        call = self.router.calls.get(correlation_id)
+        # Not ``calls.get``: that finds only calls given to an app, and the page lists (and may
+        # cancel) calls still waiting for an admission slot too.
+        call = next((c for c in self.router.calls if c.correlation_id == correlation_id), None)
         cancelled = call is not None and self.router.cancel(call, "cancelled from the status page")
         if cancelled:
             log.info("status_page_cancel", correlation_id=correlation_id)
