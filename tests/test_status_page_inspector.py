@@ -292,3 +292,34 @@ async def test_a_call_waiting_behind_another_shows_queue_time_apart_and_can_be_c
         router.cancel(running)
         await page.aclose()
         await app.close()
+
+
+class ProgressThenWaitApp(ScriptedApp):
+    """``slow`` reports "4/12 step 4" when asked for progress, then runs until cancelled."""
+
+    async def _answer(self, call: Any) -> None:
+        from app_client.wire import ToolProgress
+
+        if call.tool == "slow" and call.progress:
+            await self.send(ToolProgress(call.correlation_id, 4, 12, "step 4"))
+            return
+        await super()._answer(call)
+
+
+@pytest.mark.parametrize("redact", [False, True])
+async def test_a_call_in_flight_shows_progress_as_done_of_total_and_its_message(tmp_path: Path, redact: bool) -> None:
+    async with running_daemon(tmp_path / "home", call_log_redact=redact) as info, trio.open_nursery() as nursery:
+        app = await ProgressThenWaitApp(info.port, info.token).start(nursery)
+        page = await logged_in(info)
+        headers = {"origin": base(info), CSRF_HEADER: (await state(page, info))["csrf"]}
+        async with page.stream("POST", f"{base(info)}/api/inspect/call", json={"name": "Demo__slow", "arguments": {}},
+                               headers=headers) as response:
+            received = response.aiter_lines()
+            first = json.loads(await received.__anext__())
+            assert json.loads(await received.__anext__()) == {"progress": 4, "total": 12, "message": "step 4"}
+            [call] = (await state(page, info))["calls"]
+            assert call["progress"] == {"progress": 4, "total": 12, "message": None if redact else "step 4"}
+            await page.post(f"{base(info)}/api/calls/{first['id']}/cancel", headers=headers)
+            await app.until(lambda: len(app.cancels) == 1)
+        await page.aclose()
+        await app.close()
