@@ -283,6 +283,7 @@ async def test_why_charts_and_the_inspector_in_headless_chromium(tmp_path: Path,
                     # Narrow: still usable at 600 px (the page itself does not scroll sideways).
                     page.set_viewport_size({"width": 600, "height": 900})
                     assert page.evaluate("document.documentElement.scrollWidth") <= 600
+                    page.screenshot(path=str(ARTIFACTS / "status-page-600px.png"))
                 finally:
                     browser.close()
 
