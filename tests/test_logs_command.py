@@ -114,6 +114,12 @@ def test_errors_filter(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(lines) == 2 and "timeout" in lines[0] and "unknown_tool" in lines[1]
 
 
+def test_id_filter_finds_the_call_the_status_page_names(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The status page's "full record" hint is `toolbridge logs --id N --json`.
+    rows = [json.loads(line) for line in logs(capsys, "--home", str(home), "--id", "2", "--json")]
+    assert [row["tool"] for row in rows] == ["WatchTower__TypeText"] and rows[0]["correlation_id"] == 2
+
+
 def test_since_filter(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert len(logs(capsys, "--home", str(home), "--since", "2h")) == 3
     assert len(logs(capsys, "--home", str(home), "--since", "10m")) == 2

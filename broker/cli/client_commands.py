@@ -100,7 +100,8 @@ def cmd_status(args: argparse.Namespace) -> int:
               "2026-07-28 HTTP requests are stateless and not listed)")
         for agent in agents:
             client = f"{agent['client'] or 'unknown client'} {agent.get('clientVersion') or ''}".strip()
-            mode = ", discovery mode" if agent.get("discovery") else ""
+            # Code mode is discovery with other tools: its sessions say "code mode", not "discovery".
+            mode = ", code mode" if agent.get("code") else ", discovery mode" if agent.get("discovery") else ""
             if agent.get("app"):  # a one-app scope (stdio --app, /mcp/apps/NAME)
                 mode += f", only the app {agent['app']}"
             print(f"  {agent['session']:<24} {client} over {agent['transport']}"

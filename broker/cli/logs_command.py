@@ -50,6 +50,8 @@ class LogFilter:
     app: str | None = None
     errors_only: bool = False
     since: float | None = None  # unix time
+    #: The call's correlation id (what the status page links to; ids restart with the daemon).
+    correlation_id: int | None = None
 
     def where(self) -> tuple[list[str], list[Any]]:
         clauses: list[str] = []
@@ -69,6 +71,9 @@ class LogFilter:
         if self.since is not None:
             clauses.append("ts >= ?")
             params.append(self.since)
+        if self.correlation_id is not None:
+            clauses.append("correlation_id = ?")
+            params.append(self.correlation_id)
         return clauses, params
 
 
@@ -268,7 +273,8 @@ def _limit(text: str) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     home = home_from(args)
     path = home / CALL_LOG_FILE
-    where = LogFilter(tool=args.tool, app=args.app, errors_only=args.errors, since=args.since)
+    where = LogFilter(tool=args.tool, app=args.app, errors_only=args.errors, since=args.since,
+                      correlation_id=args.id)
     try:
         if not path.exists():
             print(_missing_hint(home), file=sys.stderr)
@@ -307,6 +313,9 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument("--errors", action="store_true", help="only calls that failed")
     parser.add_argument("--since", type=parse_since, metavar="WHEN",
                         help="only calls since WHEN: 10m, 2h, 1d, or an ISO time (local unless it has a zone)")
+    parser.add_argument("--id", type=int, metavar="N",
+                        help="only the call with correlation id N (the status page shows it; ids restart "
+                        "with the daemon, so the newest such call is first with -n 1)")
     parser.add_argument("-n", "--limit", type=_limit, default=DEFAULT_LIMIT, metavar="N",
                         help=f"the newest N matching calls (default {DEFAULT_LIMIT}; 0 = all)")
     parser.add_argument("--json", action="store_true", help="one JSON object per line, with every field")

@@ -92,6 +92,9 @@ class Call:
     #: Assigned when the call is admitted (``CorrelationMap.add``); 0 before.
     correlation_id: int = 0
     last_progress: float | None = None
+    #: The last progress report's total and message (the status page shows "4/12 step 4").
+    last_total: float | None = None
+    last_message: str | None = None
     #: The app's ``elicit`` waiting for the user's answer: an ``elicitation.PendingElicitation``
     #: (typed loosely: that module imports this one), at most one.
     elicitation: Any = None
@@ -115,6 +118,7 @@ class Call:
         if self.last_progress is not None and progress <= self.last_progress:
             return False
         self.last_progress = progress
+        self.last_total, self.last_message = total, message
         self.origin.call_progress(self, progress, total, message)
         return True
 

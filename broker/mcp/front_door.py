@@ -58,7 +58,7 @@ async def _agents(server: McpServer) -> list[dict[str, Any]]:
     await trio.lowlevel.checkpoint()
     return sorted(
         ({"session": s.label, "transport": s.transport, "client": s.client_name, "clientVersion": s.client_version,
-          "protocolVersion": s.protocol_version, "discovery": s.discovery, "app": s.app}
+          "protocolVersion": s.protocol_version, "discovery": s.discovery, "code": s.code, "app": s.app}
          for s in server.open_sessions),
         key=lambda row: str(row["session"]),
     )

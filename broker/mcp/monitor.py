@@ -10,9 +10,10 @@ nothing per call. What cannot be read later is counted as it happens, through tw
 
 * :meth:`call_ended`, one of the router's ``observers``, runs at every call's end: plain
   arithmetic on one list per (app, tool, outcome kind) — calls, seconds, the longest, a count
-  per latency bucket — and a ring of the last :data:`RECENT_CALLS` calls (names, duration,
-  outcome kind; an error message only when the daemon composed it from names and numbers,
-  never an argument value or an app's text). ``prometheus_client``'s own ``Counter`` and
+  per latency bucket — a ring of the last :data:`RECENT_CALLS` calls (names, queue and run
+  time, outcome kind, correlation id, and a failure's message: the one the agent got, or with
+  ``call_log_redact`` only one the daemon composed from names and numbers), and the charts'
+  15-minute :class:`~broker.mcp.timeline.Timeline`. ``prometheus_client``'s own ``Counter`` and
   ``Histogram`` take a lock per update and cost ~4x as much per call (BENCHMARKS.md), so the
   scrape turns these lists into its metric families instead (the library's custom-collector
   pattern); the text format is still the library's.
@@ -45,6 +46,7 @@ from prometheus_client.registry import Collector
 
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..version import VERSION
+from .timeline import LATENCY_BUCKETS, Timeline, quantile
 
 if TYPE_CHECKING:
     from ..core.registry import RegisteredTool
@@ -54,9 +56,8 @@ __all__ = ["Monitor", "RECENT_CALLS", "LATENCY_BUCKETS"]
 
 #: How many finished calls the status page shows.
 RECENT_CALLS: Final = 50
-#: Latency buckets in seconds: local tools answer in milliseconds, exports take minutes.
-LATENCY_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-                          10.0, 30.0, 60.0, 300.0)
+#: Longest error or progress message the page is sent (the call log keeps the whole).
+_MAX_MESSAGE_CHARS: Final = 500
 #: Series (app, tool, kind) kept before those of tools no longer registered are dropped.
 _MAX_SERIES: Final = 10_000
 #: The ``tool`` label of calls of a tool nobody offers (one series, whatever name was asked for).
@@ -91,9 +92,15 @@ class Monitor:
         ProcessCollector(registry=self.registry)
         for collector in server.metrics_collectors:
             self.registry.register(collector)
-        #: The last calls, newest last: (unix time, tool, app label, agent, session, ms, kind, message).
-        self.recent: collections.deque[tuple[float, str, str, str | None, str | None, float, str, str | None]] = (
-            collections.deque(maxlen=RECENT_CALLS))
+        #: The last calls, newest last: (unix time, tool, app label, agent, session, ms, kind, message,
+        #: queued ms, correlation id).
+        self.recent: collections.deque[tuple[float, str, str, str | None, str | None, float, str, str | None,
+                                             float, int | None]] = collections.deque(maxlen=RECENT_CALLS)
+        #: The charts' last 15 minutes.
+        self.timeline = Timeline()
+        #: ``call_log_redact``: the page then shows only messages the daemon composed from names
+        #: and numbers, as the redacted call log keeps them; else the text the agent was given.
+        self.redact = bool(getattr(server.settings, "call_log_redact", False))
         self.registrations = 0
         self.disconnects = 0
         #: Bytes read from and written to app links that have gone (live ones are read at scrape).
@@ -124,8 +131,20 @@ class Monitor:
             seconds = ms / 1000
             series[_SUMS + index] += seconds
             series[_FIRST_BUCKET + index * _BUCKETS + bisect.bisect_left(LATENCY_BUCKETS, seconds)] += 1
-        message = outcome.message if kind is not OutcomeKind.OK and kind.value_free and outcome.result is None else None
-        self.recent.append((time.time(), name, label, caller.agent, caller.session, duration_ms, kind.value, message))
+        now = time.time()
+        self.recent.append((now, name, label, caller.agent, caller.session, duration_ms, kind.value,
+                            self._shown_message(outcome), queued_ms, outcome.correlation_id))
+        self.timeline.record(now, label, duration_ms / 1000, None if kind is OutcomeKind.OK else kind.value)
+
+    def _shown_message(self, outcome: CallOutcome) -> str | None:
+        """What the page says about a failure: the message the agent got, or with ``call_log_redact``
+        only one the daemon composed from names and numbers (as the redacted call log keeps)."""
+        kind = outcome.kind
+        if kind is OutcomeKind.OK:
+            return None
+        if self.redact and not (kind.value_free and outcome.result is None):
+            return None
+        return _clip(outcome.message or kind.value)
 
     def _new_series(self, key: tuple[str, str, str, str]) -> list[float]:
         if len(self._series) >= _MAX_SERIES:  # keep the tools still registered; the rest restart at 0
@@ -185,41 +204,78 @@ class Monitor:
             sessions.append({
                 "label": session.label, "transport": session.transport, "client": session.client_name,
                 "clientVersion": session.client_version, "discovery": session.discovery,
+                "mode": _mode(session),
                 "inFlight": session.in_flight,
                 "idleSeconds": None if trio_now is None else round(trio_now - session.last_activity, 1),
             })
         calls = []
         for call in self.router.calls:
+            elapsed_ms = (now - call.started) * 1000
+            admitted = call.admitted_at
+            running_ms = 0.0 if admitted is None or trio_now is None else min(elapsed_ms, (trio_now - admitted) * 1000)
             calls.append({
                 "id": call.correlation_id, "tool": call.name, "app": call.tool.instance.label,
                 "agent": call.caller.agent, "session": call.caller.session,
-                "elapsedMs": round((now - call.started) * 1000), "timeoutMs": round(call.timeout * 1000),
-                "progress": call.last_progress,
+                "elapsedMs": round(elapsed_ms), "timeoutMs": round(call.timeout * 1000),
+                # Waiting for an admission slot, then running at the app: shown apart.
+                "queuedMs": round(elapsed_ms - running_ms), "runMs": round(running_ms),
+                "progress": None if call.last_progress is None else {
+                    "progress": call.last_progress, "total": call.last_total,
+                    "message": None if self.redact or call.last_message is None else _clip(call.last_message)},
             })
         recent = [
             {"at": at, "tool": tool, "app": app, "agent": agent, "session": session, "durationMs": round(ms, 1),
-             "outcome": kind, "message": message}
-            for at, tool, app, agent, session, ms, kind, message in reversed(self.recent)
+             "queuedMs": round(queued, 1), "runMs": round(ms - queued, 1), "outcome": kind, "message": message,
+             "id": cid, "logs": None if cid is None else f"toolbridge logs --id {cid} --json"}
+            for at, tool, app, agent, session, ms, kind, message, queued, cid in reversed(self.recent)
         ]
-        per_tool: dict[str, list[float]] = {}  # calls, failures, seconds, max ms
+        return {
+            "daemon": {"version": VERSION, "pid": os.getpid(), "uptimeSeconds": round(time.time() - self.started_at),
+                       "callLogRedact": self.redact},
+            "apps": apps, "sessions": sessions,
+            "agentConnections": sum(1 for s in self.server.open_sessions if s.transport == "stdio"),
+            "calls": calls, "recent": recent, "tools": self._per_tool(),
+            "timeline": self.timeline.series(time.time()),
+        }
+
+    def _per_tool(self) -> list[dict[str, Any]]:
+        """Count, failures, mean, max and p50/p95/p99 per tool, from the histogram ``/metrics`` serves."""
+        per_tool: dict[str, list[float]] = {}  # calls, failures, seconds, max ms, then the buckets
         for (_, _, name, kind), series in self._series.items():
             if name:
-                entry = per_tool.setdefault(name, [0, 0, 0.0, 0.0])
+                entry = per_tool.setdefault(name, [0, 0, 0.0, 0.0] + [0] * _BUCKETS)
                 entry[0] += series[_CALLS]
                 entry[1] += series[_CALLS] if kind != OutcomeKind.OK else 0
                 entry[2] += series[_SUMS]
                 entry[3] = max(entry[3], series[_MAX_MS])
-        tools = [
-            {"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total * 1000 / n, 1),
-             "maxMs": round(worst, 1)}
-            for name, (n, failed, total, worst) in sorted(per_tool.items())
-        ]
-        return {
-            "daemon": {"version": VERSION, "pid": os.getpid(), "uptimeSeconds": round(time.time() - self.started_at)},
-            "apps": apps, "sessions": sessions,
-            "agentConnections": sum(1 for s in self.server.open_sessions if s.transport == "stdio"),
-            "calls": calls, "recent": recent, "tools": tools,
-        }
+                for i in range(_BUCKETS):
+                    entry[4 + i] += series[_FIRST_BUCKET + i]
+        tools = []
+        for name, entry in sorted(per_tool.items()):
+            n, failed, total, worst, buckets = entry[0], entry[1], entry[2], entry[3], entry[4:]
+            tools.append({"tool": name, "calls": int(n), "failures": int(failed), "meanMs": round(total * 1000 / n, 1),
+                          "maxMs": round(worst, 1),
+                          # Interpolated inside a bucket (as histogram_quantile), so never past the longest seen.
+                          **{f"p{q}Ms": _rounded_ms(quantile(q / 100, buckets), worst) for q in (50, 95, 99)}})
+        return tools
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_MESSAGE_CHARS else text[:_MAX_MESSAGE_CHARS] + "…"
+
+
+def _rounded_ms(seconds: float | None, most_ms: float) -> float | None:
+    return None if seconds is None else round(min(seconds * 1000, most_ms), 1)
+
+
+def _mode(session: Any) -> str:
+    """What a session lists: code mode is discovery with other tools, and says so."""
+    if getattr(session, "code", False):
+        return "code"
+    if session.discovery:
+        return "discovery"
+    app = getattr(session, "app", None)
+    return f"only {app}" if app else "all tools"
 
 
 def _bytes(link: Any, what: str) -> int:

@@ -12,6 +12,10 @@ and then hands every path other than ``/mcp`` to :meth:`StatusPages.serve`, whic
 ``GET /static/<file>``  the page's script and style (nothing secret)
 ``GET /api/status``     the daemon's state as JSON (:meth:`Monitor.state`), with the cookie
 ``POST /api/calls/<id>/cancel``  cancels a call in flight, with the cookie and CSRF proof
+``GET /api/inspect/catalog``     the tools this login may call, for the tool inspector
+``POST /api/inspect/call``       calls one from the page, with the cookie and CSRF proof
+``POST /api/inspect/mcp``        lists, reads and gets an app's resources and prompts, likewise
+                        (``broker.mcp.inspector``: the router's whole pipeline, agent ``status-page``)
 ``GET /metrics``        Prometheus text format, with the bearer token (as ``/mcp`` takes it)
 
 Access. ``toolbridge open`` mints a one-time ticket valid for a minute and opens
@@ -19,7 +23,9 @@ Access. ``toolbridge open`` mints a one-time ticket valid for a minute and opens
 in any request line or log. The login page posts the ticket and gets a random session id in
 a cookie that is ``HttpOnly`` (no script reads it), ``SameSite=Strict``, ``Path=/`` and, with
 TLS, ``Secure``; sessions live :data:`SESSION_SECONDS` in memory (a restart logs everyone out)
-and at most :data:`MAX_SESSIONS` at once. The cookie is named after the port, so two daemons
+and at most :data:`MAX_SESSIONS` at once. A login by ticket may call every tool (the ticket
+comes from the default token); a script may instead log in with ``Authorization: Bearer
+<named token>`` and its session may then only call what that token's ``agent`` scopes allow. The cookie is named after the port, so two daemons
 on one machine do not overwrite each other's (cookies ignore ports).
 
 Requests from other pages. Any ``Origin`` a browser sends must be this page's own origin
@@ -45,8 +51,11 @@ import structlog
 import trio
 
 from ..config.tokens import Grant
+from ..config.tokens import DEFAULT_GRANT_SCOPES
 from ..config.web_login import TicketBook, login_label
+from . import inspector
 from .gate import Headers
+from .scope import check_app_name
 from .monitor import Monitor
 from .session import McpServer
 
@@ -72,10 +81,15 @@ _FILES: Final = {
     "status.js": "text/javascript; charset=utf-8",
     "login.js": "text/javascript; charset=utf-8",
     "status.css": "text/css; charset=utf-8",
+    "inspector.js": "text/javascript; charset=utf-8",
+    "uPlot.iife.min.js": "text/javascript; charset=utf-8",  # uPlot 1.6.32 (MIT, uPlot.LICENSE)
+    "uPlot.min.css": "text/css; charset=utf-8",
+    "uPlot.LICENSE": "text/plain; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
 }
 _SECURITY_HEADERS: Final = [
     (b"content-security-policy", b"default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
-                                 b"img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
+                                 b"img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"),
     (b"x-content-type-options", b"nosniff"),
     (b"x-frame-options", b"DENY"),
     (b"referrer-policy", b"no-referrer"),
@@ -97,12 +111,17 @@ def cookie_name(port: int | None) -> str:
 class _WebSession:
     expires: float
     csrf: str
+    #: What the login may call from the inspector.
+    grant: Grant
+    #: The ``session`` the call log shows for its calls (not the cookie: that stays secret).
+    label: str
 
 
 class StatusPages:
     """The routes above, for one HTTP server. ``grant`` checks an ``Authorization`` header."""
 
     def __init__(self, server: McpServer, grant: Callable[[str | None], Grant | None]) -> None:
+        self.server = server
         self.router = server.router
         self.monitor = Monitor(server)
         self._login_key = server.auth.derive_key(login_label(server.auth.instance))  # this start's (web_login)
@@ -156,14 +175,15 @@ class StatusPages:
                 return session
         return None
 
-    def _new_session(self) -> tuple[str, _WebSession]:
+    def _new_session(self, grant: Grant) -> tuple[str, _WebSession]:
         now = trio.current_time()
         for key in [k for k, s in self._sessions.items() if s.expires <= now]:
             del self._sessions[key]
         while len(self._sessions) >= MAX_SESSIONS:  # the oldest goes (dicts keep insertion order)
             del self._sessions[next(iter(self._sessions))]
         value = secrets.token_urlsafe(32)
-        session = self._sessions[value] = _WebSession(now + SESSION_SECONDS, secrets.token_urlsafe(24))
+        session = self._sessions[value] = _WebSession(now + SESSION_SECONDS, secrets.token_urlsafe(24), grant,
+                                                      f"page-{secrets.token_hex(4)}")
         return value, session
 
     # --- handlers ----------------------------------------------------------------------------
@@ -179,16 +199,25 @@ class StatusPages:
 
     async def _login(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
         body = await _read_body(receive)
-        try:
-            ticket = json.loads(body)["ticket"] if body is not None else None
-        except (ValueError, KeyError, TypeError):
-            ticket = None
-        if not isinstance(ticket, str) or not self._tickets.redeem(self._login_key, ticket, time.time()):
+        bearer = headers.get("authorization")
+        grant: Grant | None = None
+        if bearer is not None:  # a script, with a (named) token: its scopes bound the inspector
+            grant = self._grant(bearer)
+            if grant is not None and not any(s.kind in ("all", "agent") for s in grant.scopes):
+                grant = None
+        else:
+            try:
+                ticket = json.loads(body)["ticket"] if body is not None else None
+            except (ValueError, KeyError, TypeError):
+                ticket = None
+            if isinstance(ticket, str) and self._tickets.redeem(self._login_key, ticket, time.time()):
+                grant = Grant("default", DEFAULT_GRANT_SCOPES)
+        if grant is None:
             log.warning("status_page_login_failed")
             await _send(send, 403, json.dumps({"error": "this login link is not valid: it works once, for a "
                                                "minute. Run `toolbridge open` again."}).encode(), "application/json")
             return
-        value, _ = self._new_session()
+        value, _ = self._new_session(grant)
         cookie = (f"{cookie_name(_port(scope))}={value}; Path=/; Max-Age={int(SESSION_SECONDS)}; HttpOnly; "
                   "SameSite=Strict" + ("; Secure" if scope.get("scheme") == "https" else ""))
         log.info("status_page_login", sessions=len(self._sessions))
@@ -203,13 +232,64 @@ class StatusPages:
         state["csrf"] = session.csrf
         await _send(send, 200, json.dumps(state).encode(), "application/json")
 
-    async def _cancel(self, scope: Scope, headers: Headers, correlation_id: int, send: Send) -> None:
+    async def _proven_session(self, scope: Scope, headers: Headers, send: Send) -> _WebSession | None:
+        """The session of a state-changing request that carries its CSRF token; else None (403 sent)."""
         session = self._session(scope, headers)
         if session is None or not secrets.compare_digest(headers.get(CSRF_HEADER) or "", session.csrf):
             await _send(send, 403, b'{"error": "not logged in, or the CSRF token is wrong: reload the page"}',
                         "application/json")
+            return None
+        return session
+
+    async def _catalog(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        session = self._session(scope, headers)
+        if session is None:
+            await _send(send, 403, b'{"error": "not logged in: run `toolbridge open`"}', "application/json")
             return
-        call = self.router.calls.get(correlation_id)
+        body = json.dumps(inspector.catalog(self.router.list_tools(),
+                                            [i.label for i in self.router.registry.instances()], session.grant)).encode()
+        await _send(send, 200, body, "application/json")
+
+    async def _inspect_call(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        session = await self._proven_session(scope, headers, send)
+        if session is None:
+            return
+        request = inspector.parse_call(await _read_body(receive, inspector.MAX_CALL_BODY))
+        if isinstance(request, str):
+            await _send(send, 400, json.dumps({"error": request}).encode(), "application/json")
+            return
+        name, arguments = request
+        tool = self.router.registry.lookup(name)
+        if tool is not None and not inspector.may_call(session.grant, tool):
+            log.warning("status_page_rejected", reason="scope")
+            await _send(send, 403, json.dumps({"error": f"this login's token may not call {name}"}).encode(),
+                        "application/json")
+            return
+        await inspector.run_call(self.router, name, arguments, session.label, receive, send, _SECURITY_HEADERS)
+
+    async def _inspect_mcp(self, scope: Scope, headers: Headers, receive: Receive, send: Send) -> None:
+        session = await self._proven_session(scope, headers, send)
+        if session is None:
+            return
+        request = inspector.parse_mcp(await _read_body(receive, inspector.MAX_CALL_BODY))
+        if isinstance(request, str):
+            await _send(send, 400, json.dumps({"error": request}).encode(), "application/json")
+            return
+        app, method, params = request
+        if check_app_name(app) is not None or not session.grant.allows_agent_to(app):
+            log.warning("status_page_rejected", reason="scope")
+            await _send(send, 403, json.dumps({"error": f"this login's token may not use the app {app!r}"}).encode(),
+                        "application/json")
+            return
+        answer = await inspector.mcp_request(self.server, app, method, params, session.label, receive)
+        await _send(send, 200, json.dumps(answer).encode(), "application/json")
+
+    async def _cancel(self, scope: Scope, headers: Headers, correlation_id: int, send: Send) -> None:
+        if await self._proven_session(scope, headers, send) is None:
+            return
+        # Not ``calls.get``: that finds only calls given to an app, and the page lists (and may
+        # cancel) calls still waiting for an admission slot too.
+        call = next((c for c in self.router.calls if c.correlation_id == correlation_id), None)
         cancelled = call is not None and self.router.cancel(call, "cancelled from the status page")
         if cancelled:
             log.info("status_page_cancel", correlation_id=correlation_id)
@@ -237,6 +317,9 @@ _ROUTES: Final[dict[tuple[str, str], _Handler]] = {
     ("GET", "/login"): StatusPages._login_page,
     ("POST", "/login"): StatusPages._login,
     ("GET", "/api/status"): StatusPages._status,
+    ("GET", "/api/inspect/catalog"): StatusPages._catalog,
+    ("POST", "/api/inspect/call"): StatusPages._inspect_call,
+    ("POST", "/api/inspect/mcp"): StatusPages._inspect_mcp,
 }
 
 
@@ -265,8 +348,8 @@ def _cookies(scope: Scope, name: str) -> list[str]:
     return found
 
 
-async def _read_body(receive: Receive) -> bytes | None:
-    """The request body, or None if it is over :data:`_MAX_BODY` or the client left."""
+async def _read_body(receive: Receive, limit: int = _MAX_BODY) -> bytes | None:
+    """The request body, or None if it is over ``limit`` bytes or the client left."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -275,7 +358,7 @@ async def _read_body(receive: Receive) -> bytes | None:
             return None
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > _MAX_BODY:
+        if size > limit:
             return None
         chunks.append(chunk)
         if not message.get("more_body", False):

@@ -1,10 +1,11 @@
 // The login link is /login#<ticket>: the fragment never leaves the browser. Take it out of the
 // address bar and history at once, post it (once), then go to the status page.
+// @ts-check
 "use strict";
 (async () => {
   const ticket = decodeURIComponent(location.hash.slice(1));
   history.replaceState(null, "", "/login");
-  const message = document.getElementById("message");
+  const message = /** @type {HTMLElement} */ (document.getElementById("message"));
   if (!ticket) {
     message.textContent = "This page needs the link printed by `toolbridge open --print`.";
     return;
