@@ -195,6 +195,7 @@ class CodeMode:
         limits = Limits(
             timeout=limit, heap_mb=settings.code_max_heap_mb, max_output_bytes=settings.code_max_output_bytes,
             max_tool_calls=settings.code_max_tool_calls,
+            max_unread_result_bytes=settings.code_max_unread_result_bytes,
         )
         run_id = f"{session}/run-{next(self._runs)}"
         inner = CallerInfo(caller.client_name, caller.client_version, run_id, caller.transport)
