@@ -240,7 +240,8 @@ async def test_a_deeply_nested_bridge_line_ends_the_run_cleanly_and_is_logged(tm
         assert error["kind"] == "bridge" and "nested" in error["message"], error
         core = info.core
         assert core.call_log is not None
-        await core.call_log.wait_written(10)
+        with trio.fail_after(10):
+            await core.call_log.wait_written(1)  # the run_code row (it made no call)
         with sqlite3.connect(core.settings.home / CALL_LOG_FILE) as db:
             rows = db.execute("SELECT tool, error_kind FROM calls WHERE tool = 'run_code'").fetchall()
         assert rows == [("run_code", "app_error")], rows
@@ -263,7 +264,8 @@ async def test_a_run_that_fails_inside_the_daemon_still_gets_its_row(tmp_path: P
         assert "something inside" not in result.content[0].text  # type: ignore[union-attr]
         core = info.core
         assert core.call_log is not None
-        await core.call_log.wait_written(10)
+        with trio.fail_after(10):
+            await core.call_log.wait_written(1)  # the run_code row (it made no call)
         with sqlite3.connect(core.settings.home / CALL_LOG_FILE) as db:
             rows = db.execute("SELECT tool, error_kind FROM calls WHERE tool = 'run_code'").fetchall()
         assert rows == [("run_code", "internal_error")], rows
@@ -285,3 +287,24 @@ async def test_console_truncated_is_set_when_the_prelude_cuts() -> None:
     report = await run_program('console.log("fits"); return 1;', apps={}, call_tool=call_tool,
                                limits=Limits(timeout=30, max_output_bytes=10_000))
     assert report.console == "fits\n" and not report.console_truncated
+
+
+@pytest.mark.parametrize("depth", [900, 100_000])
+async def test_deeply_nested_values_from_a_program_are_clean_errors_or_results(tmp_path: Path, depth: int) -> None:
+    """A program's own result, a tool call's arguments and a hand-written result line nested
+    deep: each ends in a result or a clean error for the agent, and the daemon goes on."""
+    async with code_agent(tmp_path) as (info, apps, client):
+        deep = f'JSON.parse("[".repeat({depth}) + "]".repeat({depth}))'
+        for program in (
+            f"return {deep};",
+            f"try {{ await apps.Calc.add({{ a: 1, b: 2, c: {deep} }}); }} catch (e) {{ return (e as Error).name; }} return 'called';",
+            f'Deno.stdout.writeSync(new TextEncoder().encode(\'{{"t":"done","ok":true,"value":\' + "[".repeat({depth}) + "]".repeat({depth}) + "}}\\n")); await new Promise(() => {{}});',
+        ):
+            with trio.fail_after(30):  # a response the agent's SDK cannot parse is lost: it would wait for good
+                result = await client.call_tool("run_code", {"code": program})
+            assert result.structured_content is not None, (program, result)
+            if program.startswith("return"):  # too deep for agents (ResultTooDeep), or for V8's JSON
+                assert result.is_error and result.structured_content["ok"] is False, result
+                if depth < 1000:
+                    assert result.structured_content["error"]["name"] == "ResultTooDeep", result
+        await assert_still_serving(client, info)

@@ -163,7 +163,7 @@ def _environment(folder: str) -> dict[str, str]:
     ``DENO_WEBGPU_BACKEND`` names no backend, so ``navigator.gpu.requestAdapter()`` gives null
     and no GPU driver (Vulkan loader, Mesa, their LLVM) is ever loaded into the sandbox; and
     ``TMPDIR`` is a file, so nothing can make a folder under the temporary directory (Deno
-    before 2.2 kept the Cache API's store there, shared by every run).
+    releases kept the Cache API's store there, shared by every run).
     """
     env = {
         "DENO_DIR": os.path.join(folder, "deno_dir"),
@@ -305,7 +305,8 @@ class _Run:
         finally:
             self.unread_result_bytes -= size
 
-    def add_console(self, text: str) -> None:
+    def add_console(self, text: str, truncated: bool = False) -> None:
+        """Keep console output up to the limit; ``truncated``: the prelude cut it already."""
         if self.report.console_truncated:
             return
         size = len(text.encode())
@@ -315,6 +316,7 @@ class _Run:
             self.report.console_truncated = True
         self.console.append(text)
         self.console_bytes += len(text.encode())
+        self.report.console_truncated |= truncated
 
     async def read_bridge(self, process: trio.Process, nursery: trio.Nursery) -> None:
         """Read messages until ``done`` (or the stream ends), then end the run."""
@@ -341,7 +343,7 @@ class _Run:
                         break
                     nursery.start_soon(self.tool_call, process, message, name=f"code call {message.tool}")
                 elif isinstance(message, LogMessage):
-                    self.add_console(message.text)
+                    self.add_console(message.text, message.truncated)
                 elif isinstance(message, DoneMessage):
                     if message.ok:
                         self.report.value = message.value
