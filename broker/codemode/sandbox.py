@@ -14,7 +14,10 @@ allocation fails with a ``RangeError``; other systems have the heap limit only. 
 cannot be *imported*
 either (Deno does not check read permission for module loading): the main module is a
 ``data:`` URL (:mod:`.prelude`) and an import map sends every ``file:`` URL to a remote host
-that ``--no-remote`` refuses.
+that ``--no-remote`` refuses. What Deno offers with no permission at all is switched off
+where it reaches native code or the disk: WebGPU (:func:`_environment`) and everything Deno
+would write to the run's folder for the program (web storage, module caches: :func:`_make_folder`).
+Replies the program has not read yet are bounded per run (:meth:`_Run.tool_call`).
 
 The process runs inside a nursery owned by the call (``trio.run_process`` started in it,
 killed when the nursery is cancelled): one task reads the bridge (stdout), one drains stderr
@@ -183,17 +186,25 @@ def _environment(folder: str) -> dict[str, str]:
 
 
 def _make_folder() -> str:
-    """The run's folder. Web storage (the Cache API, ``localStorage``) writes under
-    ``DENO_DIR/location_data`` without asking for any permission and, for the Cache API,
-    without a quota; that path and the ``TMPDIR`` path are made empty *files*, so creating
-    a folder there fails (``ENOTDIR``, for root too) and both APIs throw."""
+    """The run's folder, where the program may not write anything (no ``--allow-write``).
+
+    Deno writes there for it anyway: web storage (the Cache API, without a quota;
+    ``localStorage``) under ``DENO_DIR/location_data``, and each TypeScript module the
+    program imports, transpiled, under ``DENO_DIR/gen`` (plus its analysis in SQLite caches).
+    Those folder paths and the ``TMPDIR`` path are made empty *files*, so creating a folder
+    there fails (``ENOTDIR``, for root too) and the storage APIs throw; the SQLite caches'
+    paths are made folders, which Deno cannot open as a database and replaces with one in
+    memory. Nothing is lost: every run starts with an empty ``DENO_DIR`` anyway."""
     folder = tempfile.mkdtemp(prefix="toolbridge-code-")
     with open(os.path.join(folder, "import_map.json"), "wb") as f:
         f.write(_IMPORT_MAP)
     os.mkdir(os.path.join(folder, "deno_dir"))
-    for blocked in (os.path.join(folder, "deno_dir", "location_data"), os.path.join(folder, _BLOCKED)):
+    for blocked in (os.path.join(folder, "deno_dir", "location_data"), os.path.join(folder, "deno_dir", "gen"),
+                    os.path.join(folder, _BLOCKED)):
         with open(blocked, "wb"):
             pass
+    for cache in ("dep_analysis_cache_v2", "node_analysis_cache_v2", "v8_code_cache_v2"):
+        os.mkdir(os.path.join(folder, "deno_dir", cache))
     return folder
 
 
