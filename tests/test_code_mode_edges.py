@@ -312,3 +312,12 @@ async def test_deeply_nested_values_from_a_program_are_clean_errors_or_results(t
                 if depth < 1000:
                     assert result.structured_content["error"]["name"] == "ResultTooDeep", result
         await assert_still_serving(client, info)
+
+
+async def test_a_large_result_is_walked_off_the_loop(tmp_path: Path) -> None:
+    """A result of 480,000 small items (under the 1 MiB of a result link) is walked for its
+    depth and images in a worker thread (~0.5 s of CPU): the loop-stall watchdog sees no stall."""
+    async with code_agent(tmp_path) as (info, apps, client):
+        result, out = await run(client, "return new Array(480000).fill(1);")
+        assert not result.is_error and len(out["result"]) == 480_000
+        assert info.core.watchdog.stalls == 0, info.core.watchdog.status()

@@ -234,11 +234,13 @@ class CodeMode:
             message = "toolbridge hit an internal error running the program; the daemon log has the details"
             self._record(caller, session, code, run_id, started, CallOutcome(OutcomeKind.INTERNAL_ERROR, message))
             return error_result("internal_error", message)
-        _refuse_deep_result(report)
+        # A result of up to 4 MiB is walked (depth, images) in a worker thread: a million
+        # small items take ~1 s of CPU, which must not stall the event loop.
+        result = await trio.to_thread.run_sync(_finish_run, report, run_id)
         log.info("code_run_ended", session=session, run=run_id, outcome=report.error_kind or "ok",
                  calls=len(report.calls), duration_ms=report.duration_ms)
         self._record(caller, session, code, run_id, started, report)
-        return _run_result(report, run_id)
+        return result
 
     def _record(self, caller: CallerInfo, session: str, code: str, run_id: str, started: float,
                 ended: RunReport | CallOutcome) -> None:
@@ -287,7 +289,7 @@ def _deeper_than(value: Any, limit: int) -> bool:
             continue
         if depth >= limit:
             return True
-        stack.extend((child, depth + 1) for child in children)
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
     return False
 
 
@@ -299,6 +301,12 @@ def _refuse_deep_result(report: RunReport) -> None:
         report.error_kind = "limit"
         report.error = {"name": "ResultTooDeep", "message": (
             f"the program's result is nested more than {MAX_RESULT_DEPTH} levels deep; return flatter data")}
+
+
+def _finish_run(report: RunReport, run_id: str) -> dict[str, Any]:
+    """The ``CallToolResult`` of a run that ended (refusing a result nested too deep first)."""
+    _refuse_deep_result(report)
+    return _run_result(report, run_id)
 
 
 def _run_result(report: RunReport, run_id: str) -> dict[str, Any]:
