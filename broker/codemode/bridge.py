@@ -15,7 +15,8 @@ Sandbox → daemon (tag ``t``):
 
 * ``{"t":"call","id":N,"tool":"App__tool","args":{...}}`` — run one tool call (``id``: a
   positive integer never used before in this run).
-* ``{"t":"log","text":"..."}`` — console output (the daemon keeps a bounded amount).
+* ``{"t":"log","text":"..."}`` — console output (the daemon keeps a bounded amount);
+  ``"truncated":true`` on the last one when the prelude cut the output at the limit itself.
 * ``{"t":"done","ok":true,"value":...}`` or ``{"t":"done","ok":false,"error":{"name","message","stack"}}``
   — the program's result or the error it threw; the last message of a run.
 
@@ -54,6 +55,7 @@ class CallMessage(msgspec.Struct, tag="call", tag_field="t", forbid_unknown_fiel
 
 class LogMessage(msgspec.Struct, tag="log", tag_field="t", forbid_unknown_fields=True):
     text: str
+    truncated: bool = False
 
 
 class DoneMessage(msgspec.Struct, tag="done", tag_field="t", forbid_unknown_fields=True):
@@ -112,6 +114,11 @@ class BridgeReader:
                 "the program wrote something to stdout that is not a bridge message "
                 "(use console.log for output; stdout is the bridge)"
             ) from exc
+        except RecursionError:  # msgspec's answer to JSON nested thousands deep
+            raise BridgeViolation(
+                "the program wrote a bridge message nested too deeply to decode "
+                "(tool arguments and results must be plain JSON of reasonable depth)"
+            ) from None
         if isinstance(message, CallMessage):
             if not 0 < message.id <= MAX_CALL_ID or message.id in self._seen_ids:
                 raise BridgeViolation(f"call id {message.id} is invalid or was used before")

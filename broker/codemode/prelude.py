@@ -78,7 +78,8 @@ const logger = (prefix) => (...args) => {
   let text = prefix + inspectArgs(args) + "\n";
   if (used + text.length > maxOutput) { text = text.slice(0, Math.max(0, maxOutput - used)); cut = true; }
   used += text.length;
-  if (text) send({ t: "log", text });
+  if (cut) send({ t: "log", text, truncated: true });  // the daemon reports the cut (consoleTruncated)
+  else if (text) send({ t: "log", text });
 };
 for (const level of ["log", "info", "debug"]) console[level] = logger("");
 for (const level of ["warn", "error"]) console[level] = logger(level === "warn" ? "warning: " : "error: ");

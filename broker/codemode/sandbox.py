@@ -14,7 +14,10 @@ allocation fails with a ``RangeError``; other systems have the heap limit only. 
 cannot be *imported*
 either (Deno does not check read permission for module loading): the main module is a
 ``data:`` URL (:mod:`.prelude`) and an import map sends every ``file:`` URL to a remote host
-that ``--no-remote`` refuses.
+that ``--no-remote`` refuses. What Deno offers with no permission at all is switched off
+where it reaches native code or the disk: WebGPU (:func:`_environment`) and everything Deno
+would write to the run's folder for the program (web storage, module caches: :func:`_make_folder`).
+Replies the program has not read yet are bounded per run (:meth:`_Run.tool_call`).
 
 The process runs inside a nursery owned by the call (``trio.run_process`` started in it,
 killed when the nursery is cancelled): one task reads the bridge (stdout), one drains stderr
@@ -60,8 +63,12 @@ _STDERR_KEEP: Final = 8 * 1024
 DATA_HEADROOM_MB: Final = 1024
 #: The import map: every ``file:`` URL goes to a host ``--no-remote`` refuses.
 _IMPORT_MAP: Final = b'{"imports": {"file:///": "https://local-files.invalid/", "file://": "https://local-files.invalid/"}}'
+#: An empty file in the run's folder where a folder would be needed (see :func:`_make_folder`).
+_BLOCKED: Final = "no-storage"
 
 ToolCaller = Callable[[str, Any], Awaitable[CallOutcome]]
+#: The error kind (and call record outcome) of a result dropped for the unread-result budget.
+UNREAD_LIMIT: Final = "unread_limit"
 
 
 class SandboxUnavailable(BrokerError):
@@ -76,6 +83,9 @@ class Limits:
     max_tool_calls: int = 200
     #: The longest bridge message (a tool call's arguments, the result).
     max_message_bytes: int = 4 * 1024 * 1024
+    #: Bytes of tool results the daemon holds for the program until it reads them (see
+    #: :meth:`_Run.tool_call`); a result that would go over reaches it as an error instead.
+    max_unread_result_bytes: int = 32 * 1024 * 1024
 
 
 @attrs.frozen
@@ -149,25 +159,52 @@ def deno_argv(deno: str, folder: str, heap_mb: int) -> list[str]:
 
 
 def _environment(folder: str) -> dict[str, str]:
-    """Only what Deno needs; nothing of the daemon's environment (its token, say) is passed."""
+    """Only what Deno needs; nothing of the daemon's environment (its token, say) is passed.
+
+    Two variables switch off what Deno offers without any permission, for the whole process
+    (a Web Worker has a fresh global scope, so removing globals in the prelude would not do):
+    ``DENO_WEBGPU_BACKEND`` names no backend, so ``navigator.gpu.requestAdapter()`` gives null
+    and no GPU driver (Vulkan loader, Mesa, their LLVM) is ever loaded into the sandbox; and
+    ``TMPDIR`` is a file, so nothing can make a folder under the temporary directory (Deno
+    releases kept the Cache API's store there, shared by every run).
+    """
     env = {
         "DENO_DIR": os.path.join(folder, "deno_dir"),
         "NO_COLOR": "1",
         "DENO_NO_UPDATE_CHECK": "1",
         "DENO_NO_PACKAGE_JSON": "1",
+        "DENO_WEBGPU_BACKEND": "none",
         "HOME": folder,
     }
     if os.name == "nt":  # Windows processes need these to start at all
         for name in ("SYSTEMROOT", "SystemRoot", "TEMP", "TMP"):
             if name in os.environ:
                 env[name] = os.environ[name]
+    else:
+        env["TMPDIR"] = os.path.join(folder, _BLOCKED)
     return env
 
 
 def _make_folder() -> str:
+    """The run's folder, where the program may not write anything (no ``--allow-write``).
+
+    Deno writes there for it anyway: web storage (the Cache API, without a quota;
+    ``localStorage``) under ``DENO_DIR/location_data``, and each TypeScript module the
+    program imports, transpiled, under ``DENO_DIR/gen`` (plus its analysis in SQLite caches).
+    Those folder paths and the ``TMPDIR`` path are made empty *files*, so creating a folder
+    there fails (``ENOTDIR``, for root too) and the storage APIs throw; the SQLite caches'
+    paths are made folders, which Deno cannot open as a database and replaces with one in
+    memory. Nothing is lost: every run starts with an empty ``DENO_DIR`` anyway."""
     folder = tempfile.mkdtemp(prefix="toolbridge-code-")
     with open(os.path.join(folder, "import_map.json"), "wb") as f:
         f.write(_IMPORT_MAP)
+    os.mkdir(os.path.join(folder, "deno_dir"))
+    for blocked in (os.path.join(folder, "deno_dir", "location_data"), os.path.join(folder, "deno_dir", "gen"),
+                    os.path.join(folder, _BLOCKED)):
+        with open(blocked, "wb"):
+            pass
+    for cache in ("dep_analysis_cache_v2", "node_analysis_cache_v2", "v8_code_cache_v2"):
+        os.mkdir(os.path.join(folder, "deno_dir", cache))
     return folder
 
 
@@ -220,6 +257,8 @@ class _Run:
         self.write_lock = trio.Lock()
         self.console: list[str] = []
         self.console_bytes = 0
+        #: Encoded replies waiting to be written to a program that is not reading its stdin.
+        self.unread_result_bytes = 0
         self.started = time.perf_counter()
 
     def end(self, kind: str, name: str, message: str) -> None:
@@ -250,14 +289,35 @@ class _Run:
         except Exception:
             log.exception("code_tool_call_failed", tool=name)
             outcome = CallOutcome(OutcomeKind.INTERNAL_ERROR, "toolbridge hit an internal error on this call")
-        self.report.calls.append(CallRecord(name, outcome.kind.value, round((time.perf_counter() - started) * 1000, 3)))
+        recorded = outcome.kind.value
         if outcome.kind is OutcomeKind.OK:
             reply = encode_reply(message.id, value=result_value(outcome))
         else:
             reply = encode_reply(message.id, kind=outcome.kind.value, message=outcome.message, tool=name)
-        await self.write(process, reply)
+        del outcome  # from here on only the encoded reply is held
+        # A program that starts calls and then keeps its event loop busy does not read its
+        # stdin: the pipe fills and every later reply would wait here, in the daemon's memory
+        # (60 results of 4 MiB grew it by 237 MiB). What waits is bounded per run; a reply
+        # that does not fit is dropped and the program gets a short error in its place.
+        size = len(reply)
+        budget = self.limits.max_unread_result_bytes
+        if self.unread_result_bytes + size > budget:
+            recorded = UNREAD_LIMIT
+            reply = encode_reply(message.id, kind=UNREAD_LIMIT, tool=name, message=(
+                f"the result of {name} ({size} bytes) was dropped: the program had not read "
+                f"{self.unread_result_bytes} bytes of earlier results, and at most {budget} may wait "
+                "(the code_max_unread_result_bytes setting); await results as they arrive, or start "
+                "fewer calls at once"))
+            size = 0  # a short error, bounded by the tool-call limit
+        self.report.calls.append(CallRecord(name, recorded, round((time.perf_counter() - started) * 1000, 3)))
+        self.unread_result_bytes += size
+        try:
+            await self.write(process, reply)
+        finally:
+            self.unread_result_bytes -= size
 
-    def add_console(self, text: str) -> None:
+    def add_console(self, text: str, truncated: bool = False) -> None:
+        """Keep console output up to the limit; ``truncated``: the prelude cut it already."""
         if self.report.console_truncated:
             return
         size = len(text.encode())
@@ -267,6 +327,7 @@ class _Run:
             self.report.console_truncated = True
         self.console.append(text)
         self.console_bytes += len(text.encode())
+        self.report.console_truncated |= truncated
 
     async def read_bridge(self, process: trio.Process, nursery: trio.Nursery) -> None:
         """Read messages until ``done`` (or the stream ends), then end the run."""
@@ -293,7 +354,7 @@ class _Run:
                         break
                     nursery.start_soon(self.tool_call, process, message, name=f"code call {message.tool}")
                 elif isinstance(message, LogMessage):
-                    self.add_console(message.text)
+                    self.add_console(message.text, message.truncated)
                 elif isinstance(message, DoneMessage):
                     if message.ok:
                         self.report.value = message.value

@@ -136,6 +136,10 @@ class Settings:
     code_max_heap_mb: int = 512
     code_max_output_bytes: int = 64 * 1024
     code_max_tool_calls: int = 200
+    #: Bytes of tool results a run's program has not read yet that the daemon holds for it
+    #: (a program whose loop is busy reads nothing); a result past it reaches the program as
+    #: a ``ToolError`` of kind ``unread_limit`` and is dropped.
+    code_max_unread_result_bytes: int = 32 * 1024 * 1024
     #: Programs running at once, daemon-wide (each is a process with up to ``code_max_heap_mb``);
     #: a ``run_code`` beyond that fails at once as busy.
     code_max_concurrent_runs: int = 4

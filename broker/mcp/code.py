@@ -63,6 +63,8 @@ RUN_CODE: Final = "run_code"
 CODE_TOOL_NAMES: Final = frozenset({SEARCH_TOOLS, RUN_CODE})
 #: The longest program accepted (characters).
 MAX_CODE_CHARS: Final = 256 * 1024
+#: The deepest nesting of lists and objects a program's result may have.
+MAX_RESULT_DEPTH: Final = 64
 #: Tool calls listed one by one in a run's answer; beyond, only counted.
 _LISTED_CALLS: Final = 50
 CODE_INSTRUCTIONS: Final = (
@@ -195,6 +197,7 @@ class CodeMode:
         limits = Limits(
             timeout=limit, heap_mb=settings.code_max_heap_mb, max_output_bytes=settings.code_max_output_bytes,
             max_tool_calls=settings.code_max_tool_calls,
+            max_unread_result_bytes=settings.code_max_unread_result_bytes,
         )
         run_id = f"{session}/run-{next(self._runs)}"
         inner = CallerInfo(caller.client_name, caller.client_version, run_id, caller.transport)
@@ -216,31 +219,44 @@ class CodeMode:
 
         started = time.perf_counter()
         log.info("code_run_started", session=session, run=run_id, code_chars=len(code), timeout=limit)
+        # Every run_code is one row of the call log, however it ends.
         try:
             report = await run_program(code, apps=apps, call_tool=call_tool, limits=limits)
         except SandboxUnavailable as exc:
+            self._record(caller, session, code, run_id, started, CallOutcome(OutcomeKind.APP_ERROR, str(exc)))
             return error_result("unavailable", str(exc))
         except trio.Cancelled:
-            self._record(caller, session, code, run_id, started, None)
+            self._record(caller, session, code, run_id, started,
+                         CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent"))
             raise
+        except Exception:  # a defect of ours: the agent gets a tool error, the log the traceback
+            log.exception("code_run_failed", session=session, run=run_id)
+            message = "toolbridge hit an internal error running the program; the daemon log has the details"
+            self._record(caller, session, code, run_id, started, CallOutcome(OutcomeKind.INTERNAL_ERROR, message))
+            return error_result("internal_error", message)
+        # A result of up to 4 MiB is walked (depth, images) in a worker thread: a million
+        # small items take ~1 s of CPU, which must not stall the event loop.
+        result = await trio.to_thread.run_sync(_finish_run, report, run_id)
         log.info("code_run_ended", session=session, run=run_id, outcome=report.error_kind or "ok",
                  calls=len(report.calls), duration_ms=report.duration_ms)
         self._record(caller, session, code, run_id, started, report)
-        return _run_result(report, run_id)
+        return result
 
     def _record(self, caller: CallerInfo, session: str, code: str, run_id: str, started: float,
-                report: RunReport | None) -> None:
-        """The ``run_code`` row of the call log; its result names the run id of its inner rows."""
+                ended: RunReport | CallOutcome) -> None:
+        """The ``run_code`` row of the call log; its result names the run id of its inner rows.
+        ``ended``: the run's report, or the outcome of a run that has none (cancelled, failed)."""
         call_log = self._server.router.call_log
         if call_log is None:
             return
+        report = ended if isinstance(ended, RunReport) else None
         summary = {"run": run_id, "calls": len(report.calls) if report else 0}
-        if report is None:
-            outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
-        elif report.error_kind is None:
+        if isinstance(ended, CallOutcome):
+            outcome = ended
+        elif ended.error_kind is None:
             outcome = CallOutcome(OutcomeKind.OK, result=ToolResult(data=summary))
         else:
-            message = (report.error or {}).get("message", report.error_kind)
+            message = (ended.error or {}).get("message", ended.error_kind)
             outcome = CallOutcome(OutcomeKind.APP_ERROR, str(message),
                                   result=ToolResult(success=False, data=summary, error=str(message)))
         call_log.record(tool=RUN_CODE, app=None, instance=None, agent=caller.agent, session=session,
@@ -260,6 +276,37 @@ def _lift_images(value: Any, images: list[dict[str, Any]], depth: int = 0) -> An
     if isinstance(value, list):
         return [_lift_images(v, images, depth + 1) for v in value]
     return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests lists and objects more than ``limit`` levels (walked with a
+    stack, not recursion: the value may be nested as deep as the bridge's decoder allows)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth >= limit:
+            return True
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _refuse_deep_result(report: RunReport) -> None:
+    """Agents' JSON parsers have depth limits (the Python SDK's: ~200 levels, past which the
+    response is lost and the agent waits for good): a deeper result ends the run as ``limit``."""
+    if report.error_kind is None and _deeper_than(report.value, MAX_RESULT_DEPTH):
+        report.value = None
+        report.error_kind = "limit"
+        report.error = {"name": "ResultTooDeep", "message": (
+            f"the program's result is nested more than {MAX_RESULT_DEPTH} levels deep; return flatter data")}
+
+
+def _finish_run(report: RunReport, run_id: str) -> dict[str, Any]:
+    """The ``CallToolResult`` of a run that ended (refusing a result nested too deep first)."""
+    _refuse_deep_result(report)
+    return _run_result(report, run_id)
 
 
 def _run_result(report: RunReport, run_id: str) -> dict[str, Any]:
