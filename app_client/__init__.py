@@ -57,7 +57,7 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .results import Content, ContentBlock, image, text
-from .threaded import AppThread, tk_executor
+from .threaded import AppThread, GuiCallQueue, tk_executor
 from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
 from .transport import connect_daemon
@@ -77,6 +77,7 @@ __all__ = [
     "DaemonNotFound",
     "Elicitation",
     "ElicitationError",
+    "GuiCallQueue",
     "GuiExecutor",
     "InstanceReplaced",
     "LocalProtocolError",

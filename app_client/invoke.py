@@ -50,7 +50,7 @@ from .results import describe_exception, failure, to_tool_result
 from .tools import InvalidArguments, ToolDefinition
 from .protocol import ToolResult
 
-__all__ = ["GuiExecutor", "run_tool"]
+__all__ = ["GuiExecutor", "run_sync_on_gui", "run_tool"]
 
 #: Schedules a zero-argument callable to run soon on the GUI thread; callable from any thread.
 GuiExecutor = Callable[[Callable[[], None]], object]
@@ -73,17 +73,22 @@ class _Outcome:
         return self.value
 
 
-async def _run_on_gui(
-    executor: GuiExecutor,
-    call: Callable[[], object],
-    ctx: ToolContext,
-    limiter: trio.CapacityLimiter,
+async def run_sync_on_gui(
+    executor: GuiExecutor, fn: Callable[[], object], limiter: trio.CapacityLimiter
 ) -> object:
+    """Run ``fn`` on the GUI thread through ``executor`` and wait for it without blocking trio.
+
+    One token of ``limiter`` is held until ``fn`` has really returned (released from the
+    posted-back outcome, so an abandoned GUI call still counts). Raises what ``fn`` raised.
+    When the waiting task is cancelled before the GUI thread got to the call, the call is
+    skipped; once started it runs to its end and its outcome is dropped.
+    """
     token = trio.lowlevel.current_trio_token()
     borrower = object()
     await limiter.acquire_on_behalf_of(borrower)
     done = trio.Event()
     box: list[_Outcome] = []
+    abandoned = False
 
     def deliver(outcome: _Outcome) -> None:  # runs in the trio thread
         limiter.release_on_behalf_of(borrower)
@@ -93,11 +98,10 @@ async def _run_on_gui(
     def on_gui_thread() -> None:
         outcome = _Outcome(error=RuntimeError("the GUI thread did not finish the call"))
         try:
-            if ctx.cancelled:
+            if abandoned:
                 outcome = _Outcome(error=RuntimeError("cancelled before it started"))
             else:
-                ctx._started = True
-                outcome = _Outcome(value=call())
+                outcome = _Outcome(value=fn())
         except Exception as exc:
             outcome = _Outcome(error=exc)
         finally:
@@ -111,8 +115,26 @@ async def _run_on_gui(
     except BaseException:
         limiter.release_on_behalf_of(borrower)
         raise
-    await done.wait()
+    try:
+        await done.wait()
+    finally:
+        if not done.is_set():
+            abandoned = True
     return box[0].unwrap()
+
+
+async def _run_on_gui(
+    executor: GuiExecutor,
+    call: Callable[[], object],
+    ctx: ToolContext,
+    limiter: trio.CapacityLimiter,
+) -> object:
+    def unless_cancelled() -> object:
+        if ctx.cancelled:
+            raise RuntimeError("cancelled before it started")
+        return call()
+
+    return await run_sync_on_gui(executor, unless_cancelled, limiter)
 
 
 async def _execute(
