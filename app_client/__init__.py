@@ -29,7 +29,9 @@ Example::
     trio.run(app.run)
 
 This package never imports the daemon (``broker``) and never configures logging: it logs
-through ``structlog.get_logger()``. The daemon imports only its protocol
+through structlog (:mod:`app_client.logs`: to stderr until the host configures structlog, never
+to stdout, which may be a stdio protocol or a host program's console). Importing it has no side
+effects. The daemon imports only its protocol
 (:mod:`app_client.protocol`, which imports no trio), :mod:`app_client.channel`, and the
 home-file helpers (``discovery``, ``transport``, ``tls``).
 """

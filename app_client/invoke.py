@@ -41,7 +41,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
+from .logs import get_logger
 import trio
 
 from .context import ToolContext
@@ -55,7 +55,7 @@ __all__ = ["GuiExecutor", "run_sync_on_gui", "run_tool"]
 #: Schedules a zero-argument callable to run soon on the GUI thread; callable from any thread.
 GuiExecutor = Callable[[Callable[[], None]], object]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 class _Outcome:

@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
-import structlog
+from .logs import get_logger
 import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
@@ -120,7 +120,7 @@ GOODBYE_TIMEOUT: Final = 1.0
 #: At most one "log messages dropped" warning per this many seconds.
 LOG_DROP_WARNING_INTERVAL: Final = 60.0
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 @attrs.define

@@ -36,7 +36,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import structlog
+from .logs import get_logger
 import trio
 
 from .invoke import GuiExecutor
@@ -45,7 +45,7 @@ from .tools import ToolDefinition
 
 __all__ = ["AppThread", "GuiCallQueue", "tk_executor"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 class _AppLike(Protocol):
