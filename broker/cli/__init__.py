@@ -30,6 +30,7 @@ from . import (
     conformance_command,
     daemon_control,
     doctor_command,
+    integrate_command,
     logs_command,
     nats_command,
     open_command,
@@ -141,6 +142,7 @@ COMMANDS: tuple[Callable[[SubParsers], None], ...] = (
     open_command.add_parser,  # open (the status page)
     conformance_command.add_parser,  # conformance app
     nats_command.add_parser,  # nats-permissions
+    integrate_command.add_parser,  # integrate
 )
 
 
