@@ -148,6 +148,11 @@ def start() -> None:
             return
         if os.path.isdir(_VENDOR) and _VENDOR not in sys.path:
             sys.path.insert(0, _VENDOR)
+        # structlog's module __getattr__ imports importlib.metadata on any unknown name; when
+        # Blender quits, addon_utils.disable_all() probes every module in sys.modules for
+        # __addon_enabled__ while iterating it, and that import would change the dict under it
+        # ("dictionary changed size during iteration", a traceback on quit). Import it now.
+        import importlib.metadata  # noqa: F401
         from app_client import App, GuiCallQueue
 
         from .scene_tools import RUN_PYTHON_OPTIONS, declare, run_python_tool
