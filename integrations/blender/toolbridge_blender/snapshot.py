@@ -24,7 +24,7 @@ import msgspec
 
 from app_client import ContentBlock, ToolContext, ToolError, image
 
-__all__ = ["render_png", "window_png"]
+__all__ = ["last_render", "render_png", "window_png"]
 
 #: Rows per strip: small enough that a cancel is heard quickly, large enough to keep the
 #: per-render overhead low.
@@ -32,6 +32,13 @@ STRIP_ROWS = 40
 _SETTINGS = ("engine", "resolution_x", "resolution_y", "resolution_percentage", "use_border",
              "use_crop_to_border", "border_min_x", "border_max_x", "border_min_y", "border_max_y")
 _ENGINES = {"workbench": "BLENDER_WORKBENCH", "eevee": "BLENDER_EEVEE"}
+#: How the last render went (main thread only), for the scene summary: strips, strips_done, cancelled.
+_last: dict[str, object] = {}
+
+
+def last_render() -> dict[str, object] | None:
+    """How the last render went, or None before the first."""
+    return dict(_last) or None
 
 
 def render_png(
@@ -52,6 +59,8 @@ def render_png(
     folder = tempfile.mkdtemp(prefix="toolbridge-blender-")
     strips = max(1, math.ceil(height / STRIP_ROWS))
     pixels = array("f", bytes(width * height * 4 * 4))
+    _last.clear()
+    _last.update(strips=strips, strips_done=0, cancelled=False)
     try:
         render.engine = _ENGINES[engine]
         render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
@@ -59,11 +68,13 @@ def render_png(
         render.border_min_x, render.border_max_x = 0.0, 1.0
         for index in range(strips):
             if ctx.cancelled:
+                _last["cancelled"] = True
                 raise ToolError("the render was cancelled")
             first = index * height // strips
             last = (index + 1) * height // strips
             render.border_min_y, render.border_max_y = first / height, last / height
             _render_strip(os.path.join(folder, f"strip{index}.png"), pixels, width, height, first)
+            _last["strips_done"] = index + 1
             ctx.report_progress_threadsafe(index + 1, strips, f"rendered {index + 1} of {strips} strips")
         return image(_png(pixels, width, height, os.path.join(folder, "render.png")), "image/png")
     finally:
