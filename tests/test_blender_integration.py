@@ -47,8 +47,9 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="drives Debian's
 STARTUP = """
 import os, bpy
 
+bpy.context.preferences.view.show_splash = False  # read before the splash would open
+
 def set_up():
-    bpy.context.preferences.view.show_splash = False
     if os.environ.get("TB_TEST_ALLOW_CODE"):
         bpy.context.preferences.addons["toolbridge_blender"].preferences.allow_code_execution = True
     for window in bpy.context.window_manager.windows:
@@ -244,7 +245,7 @@ async def test_render_reports_progress_and_is_not_blank(world: Setup) -> None:
         window = Image.open(io.BytesIO(base64.b64decode(shot.content[0].data))).convert("RGB")
         assert window.size == (1280, 800)
         if os.environ.get("TOOLBRIDGE_SAVE_SCREENSHOTS"):
-            window.resize((800, 500)).save(SCREENSHOT, optimize=True)
+            window.resize((800, 500)).quantize(colors=128).save(SCREENSHOT, optimize=True)  # small for the repo
 
 
 async def test_cancelling_a_render_stops_it_between_strips(world: Setup) -> None:

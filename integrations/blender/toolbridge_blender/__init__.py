@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-Enabling the add-on starts one :class:`app_client.AppThread`: trio runs in its own thread and
+The connection state shows in Blender's status bar and in the 3D Viewport's sidebar (tab
+toolbridge). Enabling the add-on starts one :class:`app_client.AppThread`: trio runs in its own thread and
 does all the networking (finding the daemon, registering, heartbeats, reconnecting with
 backoff after the daemon restarts), so Blender's UI never waits on a socket. ``bpy`` may only be
 touched on Blender's main thread, and ``bpy.app.timers`` may only be used there too, so the
@@ -81,7 +82,7 @@ def _tick() -> float:
         _runtime.shown_state = _runtime.state
         for window in bpy.context.window_manager.windows:
             for area in window.screen.areas:
-                if area.type == "VIEW_3D":
+                if area.type in ("VIEW_3D", "STATUSBAR"):
                     area.tag_redraw()
     return TICK_SECONDS
 
@@ -141,6 +142,12 @@ class VIEW3D_PT_toolbridge(bpy.types.Panel):
             self.layout.label(text="Code execution is ON", icon="ERROR")
 
 
+def _draw_status(self: Any, context: Any) -> None:
+    """Blender's status bar (always visible): the connection state in a few words."""
+    state = _runtime.state
+    self.layout.label(text=f"toolbridge: {state}", icon="LINKED" if state == "connected" else "UNLINKED")
+
+
 def start() -> None:
     """Start the app (idempotent)."""
     with _runtime.lock:
@@ -186,6 +193,7 @@ def _start_later() -> None:
 def register() -> None:
     bpy.utils.register_class(ToolbridgePreferences)
     bpy.utils.register_class(VIEW3D_PT_toolbridge)
+    bpy.types.STATUSBAR_HT_header.append(_draw_status)
     if not bpy.app.timers.is_registered(_tick):
         bpy.app.timers.register(_tick, first_interval=TICK_SECONDS, persistent=True)
     # Preferences are read once Blender has finished starting (not in register's restricted context).
@@ -199,5 +207,6 @@ def unregister() -> None:
     if bpy.app.timers.is_registered(_start_later):
         bpy.app.timers.unregister(_start_later)
     _runtime.calls = None
+    bpy.types.STATUSBAR_HT_header.remove(_draw_status)
     bpy.utils.unregister_class(VIEW3D_PT_toolbridge)
     bpy.utils.unregister_class(ToolbridgePreferences)
