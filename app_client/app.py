@@ -54,7 +54,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar, overload
 
-from .logs import get_logger
 import trio
 
 from .backoff import Backoff
@@ -71,6 +70,7 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .applog import log_message
+from .logs import get_logger
 from .protocol import PROTOCOL_VERSION, SetPrompts, SetResources
 from .resources import (
     CompleterSpec,

@@ -57,9 +57,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias, cast
 
-from .logs import get_logger
 import trio
 
+from .logs import get_logger
 from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
 __all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter", "SplitLine", "write_through"]

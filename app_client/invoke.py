@@ -41,11 +41,11 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .logs import get_logger
 import trio
 
 from .context import ToolContext
 from .errors import ToolError
+from .logs import get_logger
 from .results import describe_exception, failure, to_tool_result
 from .tools import InvalidArguments, ToolDefinition
 from .protocol import ToolResult

@@ -62,7 +62,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
-from .logs import get_logger
 import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
@@ -70,6 +69,7 @@ from .context import Elicitation, ToolContext
 from .errors import ElicitationError, InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
 from .applog import LogBucket
+from .logs import get_logger
 from .protocol import (
     Complete,
     CompleteResponse,

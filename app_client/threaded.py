@@ -36,10 +36,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from .logs import get_logger
 import trio
 
 from .invoke import GuiExecutor
+from .logs import get_logger
 from .state import ConnectionState
 from .tools import ToolDefinition
 

@@ -26,10 +26,10 @@ from __future__ import annotations
 import socket
 import ssl
 
-from .logs import get_logger
 import trio
 
 from .discovery import DaemonAddress
+from .logs import get_logger
 from .tls import client_context
 
 __all__ = ["HAS_UNIX_SOCKETS", "connect_daemon", "connect_tcp", "connect_unix", "describe", "is_unix_stream"]

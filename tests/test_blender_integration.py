@@ -29,9 +29,9 @@ from typing import Any
 
 import pytest
 import trio
-from mcp import Client, StdioServerParameters
+from mcp import Client, StdioServerParameters, types
 
-from broker.cli.integrate_blender import APP_CLIENT_DEPENDENCIES
+from broker.cli.integrate_blender import APP_CLIENT_DEPENDENCIES, platform_tags
 from mcp_testkit import relay_command, relay_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,6 +200,8 @@ async def test_scene_changes_are_read_back_through_blender(world: Setup) -> None
         assert json.loads(resource.contents[0].text)["color"] == [0.9, 0.05, 0.05, 1.0]
         outline = await client.read_resource("toolbridge://Blender/blender://scene/outline")
         assert "Suzanne" in outline.contents[0].text
+        template = types.ResourceTemplateReference(uri="toolbridge://Blender/blender://objects/{name}")
+        assert (await client.complete(template, {"name": "name", "value": "su"})).completion.values == ["Suzanne"]
 
         missing = await client.call_tool("Blender__get_object", {"name": "Nope"})
         assert missing.is_error and "objects are: Camera, Cube, Light, Suzanne" in missing.content[0].text
@@ -329,6 +331,22 @@ async def test_code_execution_is_opt_in_and_quitting_says_goodbye(world: Setup) 
     output = world.log.read_bytes()[start:].decode(errors="replace")
     assert "Traceback" not in output, output
     assert "Blender quit" in output
+
+
+def test_integrate_remove_undoes_the_install(world: Setup) -> None:
+    removed = toolbridge("integrate", "blender", "--remove", env=world.env)
+    assert removed.returncode == 0 and "removed the toolbridge add-on" in removed.stdout, removed
+    assert not (world.base / "scripts" / "addons" / "toolbridge_blender").exists()
+    assert "not installed" in toolbridge("integrate", "--list", env=world.env).stdout
+    again = toolbridge("integrate", "blender", "--remove", env=world.env)
+    assert again.returncode == 0 and "was not installed" in again.stdout
+
+
+def test_wheels_for_another_blender_python_are_chosen_by_its_platform() -> None:
+    assert "manylinux_2_17_x86_64" in platform_tags("linux-x86_64")
+    assert "manylinux2014_aarch64" in platform_tags("linux-aarch64")
+    assert "macosx_11_0_arm64" in platform_tags("macosx-11.0-arm64")
+    assert platform_tags("win-amd64") == ["win_amd64"]
 
 
 def test_vendored_dependencies_are_app_clients() -> None:

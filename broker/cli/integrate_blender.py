@@ -30,7 +30,7 @@ from typing import Any
 import app_client
 
 __all__ = ["ADDON", "APP_CLIENT_DEPENDENCIES", "IntegrationError", "addon_source", "find_blender", "install",
-           "probe", "remove"]
+           "platform_tags", "probe", "remove", "vendor"]
 
 ADDON = "toolbridge_blender"
 #: What app_client needs at run time (pyproject.toml's dependencies that app_client imports;
@@ -112,7 +112,7 @@ def addon_source() -> Path:
     return source
 
 
-def _platform_tags(platform: str) -> list[str]:
+def platform_tags(platform: str) -> list[str]:
     """pip ``--platform`` tags for a ``sysconfig.get_platform()`` value of Blender's Python."""
     if platform.startswith("linux-"):
         machine = platform.split("-", 1)[1]
@@ -133,7 +133,7 @@ def vendor(target: Path, python: list[int], platform: str) -> None:
                "--target", str(target), "--only-binary=:all:"]
     if tuple(python) != sys.version_info[:2] or platform != sysconfig.get_platform():
         command += ["--python-version", f"{python[0]}.{python[1]}", "--implementation", "cp"]
-        for tag in _platform_tags(platform):
+        for tag in platform_tags(platform):
             command += ["--platform", tag]
     done = subprocess.run([*command, *APP_CLIENT_DEPENDENCIES], capture_output=True, text=True)
     if done.returncode != 0:
