@@ -43,7 +43,7 @@ from typing import Any, Final
 import attrs
 import trio
 
-from .invoke import GuiExecutor, run_sync_on_gui
+from .guicall import GuiExecutor, run_sync_on_gui
 from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec
 
 __all__ = ["Completer", "CompleterSpec", "PromptDefinition", "ResourceDefinition", "complete", "define_prompt",

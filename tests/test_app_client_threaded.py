@@ -324,3 +324,62 @@ async def test_resources_prompts_and_completions_run_on_the_gui_thread() -> None
                     nursery.cancel_scope.cancel()
     finally:
         gui.close()
+
+
+async def test_an_async_tool_runs_steps_on_the_gui_thread_and_a_cancel_ends_it_between_steps() -> None:
+    """ctx.run_on_gui_thread: each step is its own GUI call, so the GUI loop runs between
+    steps (here: a call queued from elsewhere runs between them) and a cancel stops the tool
+    before its next step."""
+    gui = TimerGui()
+    broker = FakeBroker()
+    steps: list[str] = []
+    in_second, release = threading.Event(), threading.Event()
+
+    def step(n: int) -> str:
+        steps.append(f"step {n} on {threading.current_thread().name}")
+        if n == 2:
+            in_second.set()
+            release.wait(5)
+        return threading.current_thread().name
+
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                port = await broker.serve_tcp(nursery)
+                app = App("Gui", host="127.0.0.1", port=port, token=TOKEN, gui_executor=gui.calls.submit)
+
+                @app.tool
+                async def stepwise(ctx: ToolContext, count: int) -> list[str]:
+                    names = []
+                    for n in range(1, count + 1):
+                        names.append(await ctx.run_on_gui_thread(step, n))
+                        await ctx.report_progress(n, count)
+                    return names
+
+                runner, link = await start(app, broker)
+                try:
+                    assert (await link.call("stepwise", {"count": 2})).data == ["timer-gui", "timer-gui"]
+                    steps.clear()
+                    in_second.clear()
+                    release.clear()
+                    cid = await link.invoke("stepwise", {"count": 5})
+                    await trio.to_thread.run_sync(in_second.wait, 5)
+                    gui.calls.submit(lambda: steps.append("the GUI loop ran"))  # between steps
+                    await link.cancel(cid)
+                    await link.ping(1)  # the cancel has been read
+                    release.set()
+                    # The next call runs after the cancelled one's step 2 returned.
+                    assert (await link.call("stepwise", {"count": 1})).data == ["timer-gui"]
+                    assert steps == ["step 1 on timer-gui", "step 2 on timer-gui", "the GUI loop ran",
+                                     "step 1 on timer-gui"]
+                finally:
+                    await trio.to_thread.run_sync(runner.stop)
+                    nursery.cancel_scope.cancel()
+    finally:
+        gui.close()
+
+
+async def test_run_on_gui_thread_without_a_gui_executor_says_so() -> None:
+    ctx = ToolContext(correlation_id=1, tool="Demo")
+    with pytest.raises(RuntimeError, match="no gui_executor"):
+        await ctx.run_on_gui_thread(print)

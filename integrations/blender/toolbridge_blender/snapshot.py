@@ -3,11 +3,12 @@
 Theory of operation
 -------------------
 A render in Blender blocks the main thread until it ends and cannot be stopped from Python.
-:func:`render_png` therefore renders the image in horizontal strips (the render border, cropped)
-on the main thread, reporting progress after each strip and checking ``ctx.cancelled`` before
-the next, so an agent sees progress and a cancel (or the deadline) stops the render within one
-strip. The strips are saved, read back as pixels and assembled into one PNG; the scene's render
-settings are restored afterwards, whatever happened.
+:func:`render_png` therefore renders the image in horizontal strips (the render border,
+cropped). It is an ``async`` tool, run in app_client's thread, and each strip is one step on
+the main thread (``ctx.run_on_gui_thread``): between two strips Blender's event loop runs (the
+window stays responsive), the agent gets progress, and a cancel (or the deadline) ends the
+render before the next strip. The strips are saved, read back as pixels and assembled into one
+PNG; the scene's render settings are restored afterwards, whatever happened.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Annotated, Literal
 
 import bpy
 import msgspec
+import trio
 
 from app_client import ContentBlock, ToolContext, ToolError, image
 
@@ -41,7 +43,7 @@ def last_render() -> dict[str, object] | None:
     return dict(_last) or None
 
 
-def render_png(
+async def render_png(
     ctx: ToolContext,
     width: Annotated[int, msgspec.Meta(ge=16, le=1920)] = 480,
     height: Annotated[int, msgspec.Meta(ge=16, le=1080)] = 360,
@@ -51,39 +53,63 @@ def render_png(
     """Render the scene through its active camera and return the image (PNG). Reports
     progress strip by strip and can be cancelled; the scene's render settings are left as
     they were."""
+    # This coroutine runs in app_client's thread: every bpy access is a step on the main thread.
+    job = await ctx.run_on_gui_thread(_begin, width, height, engine)
+    finished = False
+    try:
+        for index in range(job.strips):
+            await ctx.run_on_gui_thread(_render_strip, job, index)
+            await ctx.report_progress(index + 1, job.strips, f"rendered {index + 1} of {job.strips} strips")
+        data = await ctx.run_on_gui_thread(_png, job)
+        finished = True
+        return image(data, "image/png")
+    finally:
+        # Also after a cancel: put the settings back (bounded: a Blender that is quitting
+        # runs no more main-thread steps).
+        with trio.move_on_after(10) as cleanup:
+            cleanup.shield = True
+            await ctx.run_on_gui_thread(_end, job, finished)
+
+
+class _Job:
+    """One render in strips: its size, the saved settings, the pixels so far (main thread)."""
+
+    def __init__(self, width: int, height: int, saved: dict[str, object]) -> None:
+        self.width, self.height, self.saved = width, height, saved
+        self.strips = max(1, math.ceil(height / STRIP_ROWS))
+        self.folder = tempfile.mkdtemp(prefix="toolbridge-blender-")
+        self.pixels = array("f", bytes(width * height * 4 * 4))
+
+
+def _begin(width: int, height: int, engine: str) -> _Job:
     scene = bpy.context.scene
     if scene.camera is None:
         raise ToolError("the scene has no active camera: add one (or set scene.camera) before rendering")
     render = scene.render
-    saved = {name: getattr(render, name) for name in _SETTINGS}
-    folder = tempfile.mkdtemp(prefix="toolbridge-blender-")
-    strips = max(1, math.ceil(height / STRIP_ROWS))
-    pixels = array("f", bytes(width * height * 4 * 4))
+    job = _Job(width, height, {name: getattr(render, name) for name in _SETTINGS})
     _last.clear()
-    _last.update(strips=strips, strips_done=0, cancelled=False)
-    try:
-        render.engine = _ENGINES[engine]
-        render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
-        render.use_border = render.use_crop_to_border = True
-        render.border_min_x, render.border_max_x = 0.0, 1.0
-        for index in range(strips):
-            if ctx.cancelled:
-                _last["cancelled"] = True
-                raise ToolError("the render was cancelled")
-            first = index * height // strips
-            last = (index + 1) * height // strips
-            render.border_min_y, render.border_max_y = first / height, last / height
-            _render_strip(os.path.join(folder, f"strip{index}.png"), pixels, width, height, first)
-            _last["strips_done"] = index + 1
-            ctx.report_progress_threadsafe(index + 1, strips, f"rendered {index + 1} of {strips} strips")
-        return image(_png(pixels, width, height, os.path.join(folder, "render.png")), "image/png")
-    finally:
-        for name, value in saved.items():
-            setattr(render, name, value)
-        shutil.rmtree(folder, ignore_errors=True)
+    _last.update(strips=job.strips, strips_done=0, cancelled=False)
+    render.engine = _ENGINES[engine]
+    render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
+    render.use_border = render.use_crop_to_border = True
+    render.border_min_x, render.border_max_x = 0.0, 1.0
+    return job
 
 
-def _render_strip(path: str, pixels: array[float], width: int, height: int, first_row: int) -> None:
+def _end(job: _Job, finished: bool) -> None:
+    render = bpy.context.scene.render
+    for name, value in job.saved.items():
+        setattr(render, name, value)
+    shutil.rmtree(job.folder, ignore_errors=True)
+    if not finished:
+        _last["cancelled"] = True
+
+
+def _render_strip(job: _Job, index: int) -> None:
+    render = bpy.context.scene.render
+    first = index * job.height // job.strips
+    render.border_min_y, render.border_max_y = first / job.height, (index + 1) * job.height // job.strips / job.height
+    path = os.path.join(job.folder, f"strip{index}.png")
     bpy.ops.render.render()
     bpy.data.images["Render Result"].save_render(path)
     strip = bpy.data.images.load(path)
@@ -94,17 +120,19 @@ def _render_strip(path: str, pixels: array[float], width: int, height: int, firs
     finally:
         bpy.data.images.remove(strip)
     # Blender's rows run bottom to top, and so does the border: row 0 is the bottom row.
-    columns = min(width, strip_width)
-    for row in range(min(strip_height, height - first_row)):
-        target = ((first_row + row) * width) * 4
+    columns = min(job.width, strip_width)
+    for row in range(min(strip_height, job.height - first)):
+        target = ((first + row) * job.width) * 4
         source = (row * strip_width) * 4
-        pixels[target:target + columns * 4] = buffer[source:source + columns * 4]
+        job.pixels[target:target + columns * 4] = buffer[source:source + columns * 4]
+    _last["strips_done"] = index + 1
 
 
-def _png(pixels: array[float], width: int, height: int, path: str) -> bytes:
-    picture = bpy.data.images.new("toolbridge render", width, height, alpha=True)
+def _png(job: _Job) -> bytes:
+    path = os.path.join(job.folder, "render.png")
+    picture = bpy.data.images.new("toolbridge render", job.width, job.height, alpha=True)
     try:
-        picture.pixels.foreach_set(pixels)
+        picture.pixels.foreach_set(job.pixels)
         picture.filepath_raw = path
         picture.file_format = "PNG"
         picture.save()
