@@ -213,6 +213,12 @@ async def test_scene_changes_are_read_back_through_blender(world: Setup) -> None
         assert stl.stat().st_size > 1000
         guarded = await client.call_tool("Blender__export_scene", {"path": f"{world.base}/../escape.stl"})
         assert guarded.is_error and "path traversal" in guarded.content[0].text  # the daemon's path guard
+        camera = await client.call_tool("Blender__set_material_color", {"name": "Camera", "color": [1, 0, 0]})
+        assert camera.is_error and "pick a mesh" in camera.content[0].text
+        # Blender itself fails (a folder it cannot write): a short app error, no traceback, and
+        # Blender goes on answering.
+        unwritable = await client.call_tool("Blender__export_scene", {"path": "/proc/scene.stl"})
+        assert unwritable.is_error and "Traceback" not in unwritable.content[0].text, unwritable.content
 
         data(await client.call_tool("Blender__create_primitive", {"kind": "cube", "name": "Doomed", "size": 0.5}))
         data(await client.call_tool("Blender__delete_object", {"name": "Doomed"}))
