@@ -59,6 +59,7 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .results import Content, ContentBlock, image, text
+from .qtcall import qt_executor
 from .threaded import AppThread, GuiCallQueue, tk_executor
 from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
@@ -105,5 +106,6 @@ __all__ = [
     "find_daemon",
     "image",
     "text",
+    "qt_executor",
     "tk_executor",
 ]
