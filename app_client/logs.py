@@ -9,6 +9,11 @@ write: an MCP server speaking stdio, a tool whose output is piped, Blender's or 
 console. So :func:`get_logger` returns a small proxy that decides at each call: once the host
 has configured structlog (``structlog.is_configured()``), messages go wherever it said;
 until then they go to **stderr**, formatted by structlog's default processors.
+
+They reach stderr through :data:`_STDERR`, which looks ``sys.stderr`` up at each write: a host
+may replace ``sys.stderr`` at any time (FreeCAD puts its report view there), and its object
+need not take a weak reference, which structlog's ``PrintLogger`` makes of its file (one
+lock per file) — FreeCAD's does not, and logging raised ``TypeError``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,24 @@ from typing import Any
 import structlog
 
 __all__ = ["get_logger"]
+
+
+class _StderrForwarder:
+    """Whatever ``sys.stderr`` is at the moment of each write (see the module docstring)."""
+
+    def write(self, text: str) -> int:
+        stream = sys.stderr
+        if stream is None:  # pythonw, or a host that closed it: nowhere to log
+            return len(text)
+        return stream.write(text) or 0
+
+    def flush(self) -> None:
+        stream = sys.stderr
+        if stream is not None:
+            stream.flush()
+
+
+_STDERR = _StderrForwarder()
 
 
 class _Logger:
@@ -34,7 +57,7 @@ class _Logger:
         if structlog.is_configured():
             logger = structlog.get_logger(self._name)
         else:
-            logger = structlog.wrap_logger(structlog.PrintLogger(sys.stderr))
+            logger = structlog.wrap_logger(structlog.PrintLogger(_STDERR))  # type: ignore[arg-type]
         return logger.bind(**self._context) if self._context else logger
 
     def bind(self, **values: Any) -> _Logger:

@@ -215,6 +215,37 @@ def test_an_unconfigured_host_gets_app_client_logs_on_stderr_never_stdout() -> N
     assert "connection attempt failed" in run.stderr
 
 
+_HOST_STDERR_APP = """
+import sys
+from app_client.logs import get_logger
+
+class HostConsole:  # like FreeCAD's sys.stderr (OutputStderr): no weak references
+    __slots__ = ("lines",)
+    def __init__(self):
+        self.lines = []
+    def write(self, text):
+        self.lines.append(text)
+    def flush(self):
+        pass
+
+console = sys.stderr = HostConsole()
+get_logger("toolbridge.test").warning("through the host's console", n=1)
+sys.__stderr__.write("".join(console.lines))
+"""
+
+
+def test_logs_reach_a_host_stderr_that_cannot_be_weakly_referenced() -> None:
+    """FreeCAD replaces sys.stderr with an object that takes no weak reference, which
+    structlog's PrintLogger needs for its per-file lock: logging raised TypeError there and
+    ended the app's thread."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _HOST_STDERR_APP], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "through the host's console" in run.stderr and run.stdout == ""
+
+
 def test_app_client_logs_follow_the_host_once_it_configured_structlog() -> None:
     from app_client.logs import get_logger
 
