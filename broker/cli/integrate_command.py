@@ -1,7 +1,8 @@
 """``toolbridge integrate PROGRAM``: install toolbridge's add-on into a real desktop program.
 
 ``toolbridge integrate blender`` installs and enables the Blender add-on
-(:mod:`broker.cli.integrate_blender`), ``--remove`` undoes that, ``--list`` shows what is
+(:mod:`broker.cli.integrate_blender`), ``toolbridge integrate freecad`` the FreeCAD add-on
+(:mod:`broker.cli.integrate_freecad`); ``--remove`` undoes that, ``--list`` shows what is
 installed. Each program's module does the work; this one parses and prints.
 """
 
@@ -11,16 +12,50 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import integrate_blender
+from . import integrate_blender, integrate_freecad
 from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers
 
 __all__ = ["PROGRAMS", "add_parser", "cmd_integrate"]
 
 #: The programs toolbridge integrates with.
-PROGRAMS = ("blender",)
+PROGRAMS = ("blender", "freecad")
 
 
 def _list(args: argparse.Namespace) -> int:
+    _list_blender(args)
+    _list_freecad(args)
+    return EXIT_OK
+
+
+def _list_freecad(args: argparse.Namespace) -> None:
+    try:
+        freecad = integrate_freecad.find_freecad(args.freecad)
+        info, installed = integrate_freecad.installed(freecad)
+    except integrate_blender.IntegrationError as exc:
+        print(f"freecad: not available ({exc})")
+        return
+    state = "installed" if installed else "not installed"
+    print(f"freecad {info['freecad']} ({freecad}): {state}; add-ons in {info['mod']}")
+
+
+def _integrate_freecad(args: argparse.Namespace) -> int:
+    try:
+        freecad = integrate_freecad.find_freecad(args.freecad)
+        if args.remove:
+            removed = integrate_freecad.remove(freecad)
+            print(f"removed the toolbridge add-on from {removed}" if removed else "the toolbridge add-on was not installed")
+            return EXIT_OK
+        info = integrate_freecad.install(freecad)
+    except integrate_blender.IntegrationError as exc:
+        print(f"toolbridge integrate freecad: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"installed the toolbridge add-on for FreeCAD {info['freecad']} in {info['mod']}/{integrate_freecad.MOD_FOLDER}\n"
+          "Start FreeCAD: it connects to the running toolbridge daemon (or waits for one); its state is in "
+          "the toolbridge dock (View > Panels > toolbridge).")
+    return EXIT_OK
+
+
+def _list_blender(args: argparse.Namespace) -> int:
     try:
         blender = integrate_blender.find_blender(args.blender)
         info = integrate_blender.probe(blender)
@@ -39,6 +74,8 @@ def cmd_integrate(args: argparse.Namespace) -> int:
     if args.program is None:
         print(f"toolbridge integrate: name a program ({', '.join(PROGRAMS)}) or give --list", file=sys.stderr)
         return EXIT_USAGE
+    if args.program == "freecad":
+        return _integrate_freecad(args)
     try:
         blender = integrate_blender.find_blender(args.blender)
         if args.remove:
@@ -57,9 +94,11 @@ def cmd_integrate(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("integrate", help="install toolbridge's add-on into a desktop program (blender)")
+    parser = sub.add_parser("integrate", help="install toolbridge's add-on into a desktop program (blender, freecad)")
     parser.add_argument("program", nargs="?", choices=PROGRAMS, help="the program")
     parser.add_argument("--list", action="store_true", help="show where the add-ons are installed")
     parser.add_argument("--remove", action="store_true", help="disable and delete the add-on")
     parser.add_argument("--blender", metavar="PATH", help="the Blender executable (default: blender on PATH)")
+    parser.add_argument("--freecad", metavar="PATH",
+                        help="FreeCAD's console program, freecadcmd (default: freecadcmd on PATH)")
     parser.set_defaults(func=cmd_integrate)
