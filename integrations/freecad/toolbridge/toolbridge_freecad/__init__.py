@@ -104,8 +104,10 @@ def start() -> None:
         _runtime.executor = qt_executor(QtCore, parent=window)
         _runtime.dock = StatusDock(window)
         window.addDockWidget(QtCore.Qt.RightDockWidgetArea, _runtime.dock)
+        # Handlers run one at a time on the GUI thread whatever this says; more than one call at
+        # once lets a long async tool (make_grid, in GUI-thread steps) leave room for others.
         app = App(APP_NAME, gui_executor=_runtime.executor, app_version=".".join(FreeCAD.Version()[:3]),
-                  on_state_change=_on_state)
+                  on_state_change=_on_state, max_concurrency=4)
         declare(app)
         _runtime.state = "connecting"
         _runtime.runner = app.start_in_thread()

@@ -133,6 +133,13 @@ async def window_png(
 
 def _fit_all() -> None:
     if FreeCADGui.ActiveDocument is not None:
+        # Bring the active document's 3D view to the front (FreeCAD's start page may be there).
+        label = FreeCAD.ActiveDocument.Label
+        mdi = FreeCADGui.getMainWindow().findChild(QtWidgets.QMdiArea)
+        for sub in mdi.subWindowList() if mdi is not None else []:
+            if sub.windowTitle().split(" : ")[0] == label:
+                mdi.setActiveSubWindow(sub)
+                break
         view = FreeCADGui.ActiveDocument.ActiveView
         view.viewIsometric()
         view.fitAll()
@@ -331,7 +338,10 @@ def declare(app: App) -> None:
         overwritten."""
         _check_path(path, (".fcstd",))
         doc = _doc()
-        doc.saveAs(path)
+        try:
+            doc.saveAs(path)
+        except OSError as exc:  # FreeCAD's Base.FileException: its own words, without the dict around them
+            raise ToolError(f"FreeCAD could not save {path}: {_freecad_message(exc)}") from None
         return {"path": path, "bytes": os.path.getsize(path)}
 
     @app.tool(annotations=DESTROYS, title="Export shapes")
@@ -354,7 +364,10 @@ def declare(app: App) -> None:
                       and o.ViewObject is not None and o.ViewObject.Visibility]
         if not chosen:
             raise ToolError("nothing to export: no visible solid (or give names)")
-        (Part if extension in _PART_EXPORTS else Mesh).export(chosen, path)
+        try:
+            (Part if extension in _PART_EXPORTS else Mesh).export(chosen, path)
+        except OSError as exc:
+            raise ToolError(f"FreeCAD could not export {path}: {_freecad_message(exc)}") from None
         if not os.path.exists(path):
             raise ToolError(f"FreeCAD did not export {path}")
         return {"path": path, "objects": [o.Name for o in chosen], "bytes": os.path.getsize(path)}
@@ -381,6 +394,14 @@ def declare(app: App) -> None:
                            complete={"name": object_names})
     def one_object(name: str) -> str:
         return msgspec.json.encode(describe(_object(name))).decode()
+
+
+def _freecad_message(exc: OSError) -> str:
+    """What FreeCAD said (its exceptions carry a dict with the message under sErrMsg)."""
+    detail = exc.args[0] if exc.args else ""
+    if isinstance(detail, dict):
+        detail = detail.get("sErrMsg") or detail.get("swhat") or ""
+    return str(detail)[:200] or type(exc).__name__
 
 
 def _check_path(path: str, extensions: tuple[str, ...]) -> str:
