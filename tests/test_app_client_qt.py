@@ -38,10 +38,14 @@ def run_qt_until(app: QtCore.QCoreApplication, worker: Callable[[], None]) -> No
         finally:
             executor(app.quit)
 
-    thread = threading.Thread(target=body)
+    thread = threading.Thread(target=body, daemon=True)
     thread.start()
+    # A failsafe, not a timing assertion: an executor that never reaches the Qt thread would
+    # otherwise hang the run instead of failing it.
+    QtCore.QTimer.singleShot(60_000, app.quit)
     app.exec()
-    thread.join()
+    thread.join(5)
+    assert not thread.is_alive(), "the worker's calls never ran on the Qt thread"
     if errors:
         raise errors[0]
 
