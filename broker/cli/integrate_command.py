@@ -51,7 +51,7 @@ def _integrate_freecad(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     print(f"installed the toolbridge add-on for FreeCAD {info['freecad']} in {info['mod']}/{integrate_freecad.MOD_FOLDER}\n"
           "Start FreeCAD: it connects to the running toolbridge daemon (or waits for one); its state is in "
-          "the toolbridge dock (View > Panels > toolbridge).")
+          "the toolbridge dock on the right of its main window.")
     return EXIT_OK
 
 

@@ -16,7 +16,7 @@ two of Qt's events, like a click. Long tools (``make_grid``) are ``async`` and d
 GUI-thread steps (``ctx.run_on_gui_thread``), so the window repaints and other calls are
 answered between steps, and a cancel stops the work between two steps.
 
-A dock (View > Panels > toolbridge) shows the connection state. When FreeCAD quits
+A dock on the right of the main window shows the connection state. When FreeCAD quits
 (``QApplication.aboutToQuit``) the app says ``goodbye`` so the daemon releases its tools at
 once; a call that was running is abandoned.
 
