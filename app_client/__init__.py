@@ -29,7 +29,9 @@ Example::
     trio.run(app.run)
 
 This package never imports the daemon (``broker``) and never configures logging: it logs
-through ``structlog.get_logger()``. The daemon imports only its protocol
+through structlog (:mod:`app_client.logs`: to stderr until the host configures structlog, never
+to stdout, which may be a stdio protocol or a host program's console). Importing it has no side
+effects. The daemon imports only its protocol
 (:mod:`app_client.protocol`, which imports no trio), :mod:`app_client.channel`, and the
 home-file helpers (``discovery``, ``transport``, ``tls``).
 """
@@ -57,7 +59,8 @@ from .errors import (
 )
 from .invoke import GuiExecutor
 from .results import Content, ContentBlock, image, text
-from .threaded import AppThread, tk_executor
+from .qtcall import qt_executor
+from .threaded import AppThread, GuiCallQueue, tk_executor
 from .tls import client_context
 from .tools import RemoteHandler, ToolDefinition, define_remote_tool, define_tool, derive_input_schema
 from .transport import connect_daemon
@@ -77,6 +80,7 @@ __all__ = [
     "DaemonNotFound",
     "Elicitation",
     "ElicitationError",
+    "GuiCallQueue",
     "GuiExecutor",
     "InstanceReplaced",
     "LocalProtocolError",
@@ -102,5 +106,6 @@ __all__ = [
     "find_daemon",
     "image",
     "text",
+    "qt_executor",
     "tk_executor",
 ]

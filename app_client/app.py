@@ -54,7 +54,6 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final, TypeVar, overload
 
-import structlog
 import trio
 
 from .backoff import Backoff
@@ -72,6 +71,7 @@ from .errors import (
 from .interrupt import cancel_on_ctrl_c, owns_ctrl_c
 from .invoke import GuiExecutor
 from .applog import log_message
+from .logs import get_logger
 from .protocol import PROTOCOL_VERSION, SetPrompts, SetResources
 from .resources import (
     CompleterSpec,
@@ -108,7 +108,7 @@ FAILURE_LOG_INTERVAL: Final = 60.0
 APP_NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}")
 UNAUTHORIZED: Final = "unauthorized"
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 #: Opens the byte stream to the daemon; the default is :func:`~app_client.transport.connect_daemon`

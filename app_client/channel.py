@@ -57,9 +57,9 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeAlias, cast
 
-import structlog
 import trio
 
+from .logs import get_logger
 from .protocol import DEFAULT_MAX_LINE_BYTES, ConnectionClosed, LineFramer, RemoteProtocolError
 
 __all__ = ["COALESCE_BYTES", "READ_SIZE", "LineChannel", "LineReader", "LineWriter", "SplitLine", "write_through"]
@@ -69,7 +69,7 @@ READ_SIZE: Final = 64 * 1024
 #: The writer joins queued lines into one write up to this size.
 COALESCE_BYTES: Final = 256 * 1024
 
-_log = structlog.get_logger("toolbridge.connection")
+_log = get_logger("toolbridge.connection")
 
 #: A part of a :class:`SplitLine`: anything with the buffer protocol a stream can send.
 Part: TypeAlias = bytes | bytearray | memoryview

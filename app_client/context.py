@@ -33,6 +33,10 @@ agent's client lacks the capability, nobody answered in time, ...). The call's d
 running meanwhile. Sync handlers (worker threads, the GUI thread) call
 ``ctx.elicit_sync(message, schema)``, which blocks that thread until the answer comes.
 
+GUI steps: an ``async def`` tool of an app with a ``gui_executor`` runs sync pieces of work on
+the GUI thread with ``await ctx.run_on_gui_thread(fn, *args)``, one at a time, so long work in
+steps leaves the GUI's loop running between them and stops at a cancel between two steps.
+
 Cancellation: :attr:`ToolContext.cancelled` turns true when the call ends without the
 handler's result being used — a ``toolCancel`` from the broker, the call's deadline, the
 connection being lost, or the app stopping. Async handlers are cancelled through trio at the
@@ -46,12 +50,13 @@ import functools
 import math
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import trio
 
 from .applog import log_message
 from .errors import ElicitationError
+from .guicall import GuiExecutor, run_sync_on_gui
 from .protocol import LogMessage, ToolProgress
 
 __all__ = ["Elicitation", "ToolContext"]
@@ -97,6 +102,8 @@ def _discard(_: ToolProgress) -> None:
 
 def _discard_log(_: LogMessage) -> None:
     return None
+
+T = TypeVar("T")
 
 
 class _Sent:
@@ -167,12 +174,33 @@ class ToolContext:
         self._finished = False
         #: Set (in whichever thread) when the handler begins to run.
         self._started = False
+        #: The app's way onto its GUI thread (set by the library before the handler runs).
+        self._gui_executor: GuiExecutor | None = None
+        #: One step of this call on the GUI thread at a time (the call already holds its
+        #: slot of the app's limiter, so its steps do not take another).
+        self._gui_steps: trio.CapacityLimiter | None = None
 
     def __repr__(self) -> str:
         return (
             f"ToolContext(correlation_id={self.correlation_id}, tool={self.tool!r}, "
             f"cancelled={self._cancelled})"
         )
+
+    async def run_on_gui_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """From an ``async def`` tool: run ``fn(*args)`` on the app's GUI thread and return
+        what it returned (raises what it raised).
+
+        For long work done in steps (Blender renders a strip at a time): between two steps
+        the GUI's own loop runs, so its window stays responsive, and a cancel or the deadline
+        ends the call between steps (a step the GUI thread has not started is skipped).
+        RuntimeError if the app has no ``gui_executor``.
+        """
+        if self._gui_executor is None:
+            raise RuntimeError(f"{self.tool}: the app has no gui_executor to run this on")
+        if self._gui_steps is None:
+            self._gui_steps = trio.CapacityLimiter(1)
+        outcome = await run_sync_on_gui(self._gui_executor, functools.partial(fn, *args), self._gui_steps)
+        return cast(T, outcome)
 
     @property
     def cancelled(self) -> bool:

@@ -41,36 +41,19 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import structlog
 import trio
 
 from .context import ToolContext
 from .errors import ToolError
+from .guicall import GuiExecutor, run_sync_on_gui
+from .logs import get_logger
 from .results import describe_exception, failure, to_tool_result
 from .tools import InvalidArguments, ToolDefinition
 from .protocol import ToolResult
 
-__all__ = ["GuiExecutor", "run_tool"]
+__all__ = ["GuiExecutor", "run_sync_on_gui", "run_tool"]
 
-#: Schedules a zero-argument callable to run soon on the GUI thread; callable from any thread.
-GuiExecutor = Callable[[Callable[[], None]], object]
-
-_log = structlog.get_logger(__name__)
-
-
-class _Outcome:
-    """A handler's result or exception, carried from the GUI thread to trio."""
-
-    __slots__ = ("error", "value")
-
-    def __init__(self, value: object = None, error: BaseException | None = None) -> None:
-        self.value = value
-        self.error = error
-
-    def unwrap(self) -> object:
-        if self.error is not None:
-            raise self.error
-        return self.value
+_log = get_logger(__name__)
 
 
 async def _run_on_gui(
@@ -79,40 +62,12 @@ async def _run_on_gui(
     ctx: ToolContext,
     limiter: trio.CapacityLimiter,
 ) -> object:
-    token = trio.lowlevel.current_trio_token()
-    borrower = object()
-    await limiter.acquire_on_behalf_of(borrower)
-    done = trio.Event()
-    box: list[_Outcome] = []
+    def unless_cancelled() -> object:
+        if ctx.cancelled:
+            raise RuntimeError("cancelled before it started")
+        return call()
 
-    def deliver(outcome: _Outcome) -> None:  # runs in the trio thread
-        limiter.release_on_behalf_of(borrower)
-        box.append(outcome)
-        done.set()
-
-    def on_gui_thread() -> None:
-        outcome = _Outcome(error=RuntimeError("the GUI thread did not finish the call"))
-        try:
-            if ctx.cancelled:
-                outcome = _Outcome(error=RuntimeError("cancelled before it started"))
-            else:
-                ctx._started = True
-                outcome = _Outcome(value=call())
-        except Exception as exc:
-            outcome = _Outcome(error=exc)
-        finally:
-            try:
-                token.run_sync_soon(deliver, outcome)
-            except trio.RunFinishedError:
-                pass  # the app stopped meanwhile; nobody waits for this outcome
-
-    try:
-        executor(on_gui_thread)
-    except BaseException:
-        limiter.release_on_behalf_of(borrower)
-        raise
-    await done.wait()
-    return box[0].unwrap()
+    return await run_sync_on_gui(executor, unless_cancelled, limiter)
 
 
 async def _execute(
@@ -123,6 +78,7 @@ async def _execute(
     limiter: trio.CapacityLimiter,
     gui_executor: GuiExecutor | None,
 ) -> object:
+    ctx._gui_executor = gui_executor  # for ctx.run_on_gui_thread
     if tool.is_async:
         try:
             # A free slot is taken without the scheduler pass ``async with limiter`` makes.

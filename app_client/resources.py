@@ -5,8 +5,9 @@ Theory of operation
 ``@app.resource(uri)`` and ``@app.resource_template(uri_template)`` make a
 :class:`ResourceDefinition`: the :class:`~app_client.protocol.ResourceSpec` (or template spec)
 the app registers, and the handler that reads it. A handler may be sync (run in a worker
-thread, under the app's concurrency limiter, so a slow read never stalls the connection) or
-async (run in the session's nursery). A plain resource's handler takes no arguments; a
+thread, under the app's concurrency limiter, so a slow read never stalls the connection; on
+the GUI thread instead when the app has a ``gui_executor``, as sync tools do) or async (run
+in the session's nursery). A plain resource's handler takes no arguments; a
 template's takes the template's variables as keyword arguments (percent-decoded strings). It
 returns ``str`` (a text content), ``bytes`` (a blob, sent base64), a content ``dict`` as MCP
 defines it (``{"text": ...}`` or ``{"blob": ...}``, ``uri`` and ``mimeType`` filled in when
@@ -26,7 +27,7 @@ Completions (protocol v2, section 12): ``complete=`` on ``@app.prompt`` (keyed b
 strings (offered when they start with what the user typed, ignoring case), or a function of
 the typed value — and, if it takes a second parameter, the arguments already chosen — that
 returns the suggestions (an iterable of strings, or ``{"values", "total"?, "hasMore"?}``),
-sync (run in a worker thread) or async. :func:`complete` runs one; at most 100 values go back
+sync (run like a sync resource handler) or async. :func:`complete` runs one; at most 100 values go back
 (``total`` and ``hasMore`` say how many there were).
 """
 
@@ -42,6 +43,7 @@ from typing import Any, Final
 import attrs
 import trio
 
+from .guicall import GuiExecutor, run_sync_on_gui
 from .protocol import PromptArgument, PromptSpec, ResourceSpec, ResourceTemplateSpec, UriTemplate
 
 __all__ = ["Completer", "CompleterSpec", "PromptDefinition", "ResourceDefinition", "complete", "define_prompt",
@@ -174,15 +176,24 @@ def find(definitions: Mapping[str, ResourceDefinition], uri: str) -> tuple[Resou
     return None
 
 
+async def _run_sync(fn: Callable[[], Any], limiter: trio.CapacityLimiter,
+                    gui_executor: GuiExecutor | None) -> Any:
+    """A sync handler's call: on the GUI thread when the app has one (a handler of a GUI
+    program may touch its widgets or, in Blender, ``bpy``), else in a worker thread."""
+    if gui_executor is not None:
+        return await run_sync_on_gui(gui_executor, fn, limiter)
+    return await trio.to_thread.run_sync(fn, limiter=limiter)
+
+
 async def read(definition: ResourceDefinition, uri: str, variables: dict[str, str],
-               limiter: trio.CapacityLimiter) -> list[dict[str, Any]]:
+               limiter: trio.CapacityLimiter, gui_executor: GuiExecutor | None = None) -> list[dict[str, Any]]:
     """Run the handler and turn what it returned into contents (raises what the handler raised)."""
     handler = definition.handler
     arguments = {"uri": uri} if definition.takes_uri else variables
     if inspect.iscoroutinefunction(handler):
         value = await handler(**arguments)
     else:
-        value = await trio.to_thread.run_sync(lambda: handler(**arguments), limiter=limiter)
+        value = await _run_sync(lambda: handler(**arguments), limiter, gui_executor)
     items = value if isinstance(value, list) else [value]
     return [_content(item, uri, definition.mime_type) for item in items]
 
@@ -227,13 +238,14 @@ def define_prompt(fn: Callable[..., Any], *, name: str | None = None, title: str
 
 
 async def render(definition: PromptDefinition, arguments: dict[str, str],
-                 limiter: trio.CapacityLimiter) -> tuple[list[dict[str, Any]], str | None]:
+                 limiter: trio.CapacityLimiter,
+                 gui_executor: GuiExecutor | None = None) -> tuple[list[dict[str, Any]], str | None]:
     """Run the prompt's handler: its ``(messages, description)`` (raises what the handler raised)."""
     handler = definition.handler
     if inspect.iscoroutinefunction(handler):
         value = await handler(**arguments)
     else:
-        value = await trio.to_thread.run_sync(lambda: handler(**arguments), limiter=limiter)
+        value = await _run_sync(lambda: handler(**arguments), limiter, gui_executor)
     description = definition.spec.description
     if isinstance(value, dict) and "messages" in value:
         description = value.get("description", description)
@@ -252,7 +264,8 @@ async def render(definition: PromptDefinition, arguments: dict[str, str],
 
 
 async def complete(completer: Completer, value: str, arguments: dict[str, str],
-                   limiter: trio.CapacityLimiter) -> tuple[list[str], int | None, bool]:
+                   limiter: trio.CapacityLimiter,
+                   gui_executor: GuiExecutor | None = None) -> tuple[list[str], int | None, bool]:
     """Run a completion function: ``(values, total, has_more)``, at most 100 values (raises
     what the function raised, TypeError for an answer that is not strings)."""
     fn = completer.fn
@@ -260,7 +273,7 @@ async def complete(completer: Completer, value: str, arguments: dict[str, str],
     if inspect.iscoroutinefunction(fn):
         answer = await fn(*args)
     else:
-        answer = await trio.to_thread.run_sync(lambda: fn(*args), limiter=limiter)
+        answer = await _run_sync(lambda: fn(*args), limiter, gui_executor)
     total: int | None = None
     has_more = False
     if isinstance(answer, Mapping):

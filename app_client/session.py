@@ -62,7 +62,6 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
-import structlog
 import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
@@ -70,6 +69,7 @@ from .context import Elicitation, ToolContext
 from .errors import ElicitationError, InstanceReplaced, RegistrationRejected, ToolUpdateRejected
 from .invoke import GuiExecutor, deadline_for, run_tool
 from .applog import LogBucket
+from .logs import get_logger
 from .protocol import (
     Complete,
     CompleteResponse,
@@ -120,7 +120,7 @@ GOODBYE_TIMEOUT: Final = 1.0
 #: At most one "log messages dropped" warning per this many seconds.
 LOG_DROP_WARNING_INTERVAL: Final = 60.0
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 @attrs.define
@@ -452,7 +452,8 @@ class Session:
                     answer = ResourceResponse(cid, error=f"this app has no resource {read.uri!r}")
                 else:
                     try:
-                        contents = await _resources.read(found[0], read.uri, found[1], self._limiter)
+                        contents = await _resources.read(
+                            found[0], read.uri, found[1], self._limiter, self._gui_executor())
                         answer = ResourceResponse(cid, contents=contents)
                     except Exception as exc:  # the handler's failure is the agent's message
                         self._log.warning("resource read failed", uri_chars=len(read.uri), error=type(exc).__name__)
@@ -478,7 +479,8 @@ class Session:
                     answer = PromptResponse(cid, error=f"this app has no prompt {get.name!r}")
                 else:
                     try:
-                        messages, description = await _resources.render(definition, get.arguments, self._limiter)
+                        messages, description = await _resources.render(
+                            definition, get.arguments, self._limiter, self._gui_executor())
                         answer = PromptResponse(cid, messages=messages, description=description)
                     except Exception as exc:  # the handler's failure is the agent's message
                         self._log.warning("prompt failed", prompt=get.name, error=type(exc).__name__)
@@ -506,7 +508,8 @@ class Session:
                 else:
                     try:
                         values, total, has_more = await _resources.complete(
-                            completers[request.argument], request.value, request.arguments, self._limiter)
+                            completers[request.argument], request.value, request.arguments, self._limiter,
+                            self._gui_executor())
                         answer = CompleteResponse(cid, values=values, total=total, has_more=has_more)
                     except Exception as exc:  # the function's failure is the agent's message
                         self._log.warning("completion failed", argument=request.argument, error=type(exc).__name__)

@@ -11,7 +11,10 @@ ones in trio worker threads, or on the GUI thread through the app's ``gui_execut
 function, callable from any thread, that schedules a zero-argument callable to run soon on
 the GUI thread. :func:`tk_executor` builds one for Tk; for Qt, emit a queued signal
 connected to a slot that calls the function, or use
-``QMetaObject.invokeMethod(obj, fn, Qt.QueuedConnection)``.
+``QMetaObject.invokeMethod(obj, fn, Qt.QueuedConnection)``. Loops that offer a periodic
+callback but no thread-safe way to schedule one (Blender's ``bpy.app.timers``, whose API must
+only be used on the main thread; a game loop's tick) use a :class:`GuiCallQueue`: its
+``submit`` is the executor, and the loop's callback calls ``run_pending()``.
 
 Control from other threads is blocking and thread-safe: :meth:`AppThread.stop` cancels the
 trio run and joins the thread (idempotent; from inside the trio thread it only cancels);
@@ -34,16 +37,16 @@ import threading
 from collections.abc import Callable
 from typing import Any, Final, Protocol
 
-import structlog
 import trio
 
 from .invoke import GuiExecutor
+from .logs import get_logger
 from .state import ConnectionState
 from .tools import ToolDefinition
 
-__all__ = ["AppThread", "tk_executor"]
+__all__ = ["AppThread", "GuiCallQueue", "tk_executor"]
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 #: At the program's exit, how long to wait for a running app to say goodbye and stop.
 STOP_AT_EXIT: Final = 2.0
@@ -184,6 +187,43 @@ class AppThread:
         self._call(functools.partial(self.app.remove_tool, name))
 
 
+class GuiCallQueue:
+    """Calls for a GUI thread: queued from any thread, run when the GUI thread asks.
+
+    Pass :meth:`submit` as the App's ``gui_executor`` and call :meth:`run_pending` from the
+    GUI loop's own periodic callback (Blender: a function registered with
+    ``bpy.app.timers.register`` that returns its next interval). Nothing here knows the GUI
+    toolkit, so the same queue serves any loop that can poll.
+    """
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def submit(self, call: Callable[[], None]) -> None:
+        """Queue ``call`` (thread-safe, never blocks)."""
+        self._calls.put(call)
+
+    def pending(self) -> int:
+        """How many calls wait (a snapshot: other threads may add more at any moment)."""
+        return self._calls.qsize()
+
+    def run_pending(self, max_calls: int | None = None) -> int:
+        """Run queued calls in order, at most ``max_calls`` (all that wait if None), on the
+        calling thread; a call that raises is logged and the next one runs. Returns how many ran."""
+        ran = 0
+        while max_calls is None or ran < max_calls:
+            try:
+                call = self._calls.get_nowait()
+            except queue.Empty:
+                break
+            ran += 1
+            try:
+                call()
+            except Exception:
+                _log.exception("GUI call raised")
+        return ran
+
+
 class _TkRoot(Protocol):
     def after(self, ms: int, func: Callable[[], object], /) -> object: ...
 
@@ -195,26 +235,14 @@ def tk_executor(root: _TkRoot, *, poll_interval_ms: int = 10) -> GuiExecutor:
     poll scheduled with ``root.after`` every ``poll_interval_ms``; polling stops when the
     window is destroyed. tkinter itself is never imported here.
     """
-    calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+    calls = GuiCallQueue()
 
     def drain() -> None:
-        while True:
-            try:
-                call = calls.get_nowait()
-            except queue.Empty:
-                break
-            try:
-                call()
-            except Exception:
-                _log.exception("GUI call raised")
+        calls.run_pending()
         try:
             root.after(poll_interval_ms, drain)
         except Exception:  # the window is gone (tkinter.TclError)
             _log.debug("Tk root gone; GUI executor stopped")
 
     root.after(poll_interval_ms, drain)
-
-    def execute(call: Callable[[], None]) -> None:
-        calls.put(call)
-
-    return execute
+    return calls.submit

@@ -26,10 +26,10 @@ from __future__ import annotations
 import socket
 import ssl
 
-import structlog
 import trio
 
 from .discovery import DaemonAddress
+from .logs import get_logger
 from .tls import client_context
 
 __all__ = ["HAS_UNIX_SOCKETS", "connect_daemon", "connect_tcp", "connect_unix", "describe", "is_unix_stream"]
@@ -37,7 +37,7 @@ __all__ = ["HAS_UNIX_SOCKETS", "connect_daemon", "connect_tcp", "connect_unix", 
 #: Whether this Python can open Unix domain sockets (not on Windows' usual builds).
 HAS_UNIX_SOCKETS = hasattr(socket, "AF_UNIX")
 
-_log = structlog.get_logger(__name__)
+_log = get_logger(__name__)
 
 
 async def connect_tcp(address: DaemonAddress, ssl_context: ssl.SSLContext | None = None) -> trio.abc.Stream:

@@ -175,3 +175,80 @@ async def test_a_daemon_that_stays_down_is_logged_rarely(autojump_clock: trio.te
     first, later = failures[0], failures[1:]
     assert "Connection refused" in first["error"] and 0 <= first["next_retry_in_s"] <= 5
     assert later and later[-1]["failed_attempts"] > 50 and later[-1]["failing_for_s"] >= 4 * 60
+
+
+# --- never on stdout ---------------------------------------------------------------------------
+
+_UNCONFIGURED_APP = """
+import trio, trio.testing
+from app_client import App
+
+attempts = 0
+
+async def refuse(address):
+    global attempts
+    attempts += 1
+    if attempts == 2:  # the first failure has been logged and retried
+        scope.cancel()
+    raise OSError("nobody listens")
+
+app = App("Quiet", host="127.0.0.1", port=9, token="x", connector=refuse)
+scope = trio.CancelScope()
+
+async def main():
+    with scope:
+        await app.run()
+
+trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+"""
+
+
+def test_an_unconfigured_host_gets_app_client_logs_on_stderr_never_stdout() -> None:
+    """structlog's default PrintLogger writes to stdout; a host that never configured structlog
+    (Blender's console, a stdio MCP server) must not find app_client's messages there."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _UNCONFIGURED_APP], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ""
+    assert "connection attempt failed" in run.stderr
+
+
+_HOST_STDERR_APP = """
+import sys
+from app_client.logs import get_logger
+
+class HostConsole:  # like FreeCAD's sys.stderr (OutputStderr): no weak references
+    __slots__ = ("lines",)
+    def __init__(self):
+        self.lines = []
+    def write(self, text):
+        self.lines.append(text)
+    def flush(self):
+        pass
+
+console = sys.stderr = HostConsole()
+get_logger("toolbridge.test").warning("through the host's console", n=1)
+sys.__stderr__.write("".join(console.lines))
+"""
+
+
+def test_logs_reach_a_host_stderr_that_cannot_be_weakly_referenced() -> None:
+    """FreeCAD replaces sys.stderr with an object that takes no weak reference, which
+    structlog's PrintLogger needs for its per-file lock: logging raised TypeError there and
+    ended the app's thread."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _HOST_STDERR_APP], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert "through the host's console" in run.stderr and run.stdout == ""
+
+
+def test_app_client_logs_follow_the_host_once_it_configured_structlog() -> None:
+    from app_client.logs import get_logger
+
+    with structlog.testing.capture_logs() as logs:
+        get_logger("toolbridge.test").bind(app="A").warning("hello", n=1)
+    assert logs == [{"app": "A", "n": 1, "event": "hello", "log_level": "warning"}]

@@ -16,8 +16,17 @@ from contextlib import asynccontextmanager
 import pytest
 import trio
 
-from app_client import App, AppThread, ConnectionState, RegistrationRejected, ToolContext, tk_executor
+from app_client import (
+    App,
+    AppThread,
+    ConnectionState,
+    GuiCallQueue,
+    RegistrationRejected,
+    ToolContext,
+    tk_executor,
+)
 from app_client.testing import FakeBroker, FakeLink
+from app_client.protocol import Complete, CompleteResponse
 from app_client.wire import AddTools, Register, ToolCancel, ToolsUpdated
 
 TOKEN = "t0ken"
@@ -224,3 +233,153 @@ def test_tk_executor_polls_with_after() -> None:
     root.destroyed = True
     root.run_pending()  # stops quietly once the window is gone
     assert root.pending == []
+
+
+def test_gui_call_queue_runs_calls_in_order_on_the_thread_that_asks() -> None:
+    calls = GuiCallQueue()
+    ran: list[tuple[int, str]] = []
+
+    def record(n: int) -> None:
+        ran.append((n, threading.current_thread().name))
+
+    submitter = threading.Thread(
+        target=lambda: [calls.submit(functools.partial(record, n)) for n in range(3)], name="other"
+    )
+    submitter.start()
+    submitter.join(5)
+    assert calls.pending() == 3
+    assert calls.run_pending(max_calls=2) == 2  # a bounded turn leaves the rest for the next one
+    assert [n for n, _ in ran] == [0, 1]
+
+    def boom() -> None:
+        raise ValueError("a GUI call failed")
+
+    calls.submit(boom)
+    calls.submit(functools.partial(record, 3))
+    assert calls.run_pending() == 3  # the call that raised is logged; the ones after it still run
+    assert ran == [(n, threading.current_thread().name) for n in range(4)]
+    assert calls.run_pending() == 0 and calls.pending() == 0
+
+
+class TimerGui:
+    """A GUI loop like Blender's: no way to be woken from another thread, only a periodic
+    callback (here every 5 ms on a thread named "timer-gui") that drains a GuiCallQueue."""
+
+    def __init__(self) -> None:
+        self.calls = GuiCallQueue()
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._loop, name="timer-gui", daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stopping.wait(0.005):  # the loop's own timer period, not a wait for a result
+            self.calls.run_pending()
+
+    def close(self) -> None:
+        self.stopping.set()
+        self.thread.join(5)
+
+
+async def test_resources_prompts_and_completions_run_on_the_gui_thread() -> None:
+    """A sync resource handler of a GUI program touches the GUI's objects (Blender's bpy), so
+    it runs on the GUI thread as sync tools do; before, reads ran in a trio worker thread."""
+    gui = TimerGui()
+    broker = FakeBroker()
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                port = await broker.serve_tcp(nursery)
+                app = App("Gui", host="127.0.0.1", port=port, token=TOKEN, gui_executor=gui.calls.submit)
+
+                @app.resource("gui://thread")
+                def thread_name() -> str:
+                    return threading.current_thread().name
+
+                def names(value: str) -> list[str]:
+                    return [threading.current_thread().name]
+
+                @app.resource_template("gui://objects/{name}", complete={"name": names})
+                def one_object(name: str) -> str:
+                    return f"{name} on {threading.current_thread().name}"
+
+                @app.prompt
+                def describe() -> str:
+                    return threading.current_thread().name
+
+                @app.tool
+                def where() -> str:
+                    return threading.current_thread().name
+
+                runner, link = await start(app, broker)
+                try:
+                    assert (await link.read("gui://thread")).contents[0]["text"] == "timer-gui"
+                    assert (await link.read("gui://objects/Cube")).contents[0]["text"] == "Cube on timer-gui"
+                    prompt = await link.get_prompt("describe")
+                    assert prompt.messages[0]["content"]["text"] == "timer-gui"
+                    assert (await link.call("where")).data == "timer-gui"
+                    await link.send(Complete(900, "name", uri_template="gui://objects/{name}"))
+                    assert (await link.wait_for(CompleteResponse)).values == ["timer-gui"]
+                finally:
+                    await trio.to_thread.run_sync(runner.stop)
+                    nursery.cancel_scope.cancel()
+    finally:
+        gui.close()
+
+
+async def test_an_async_tool_runs_steps_on_the_gui_thread_and_a_cancel_ends_it_between_steps() -> None:
+    """ctx.run_on_gui_thread: each step is its own GUI call, so the GUI loop runs between
+    steps (here: a call queued from elsewhere runs between them) and a cancel stops the tool
+    before its next step."""
+    gui = TimerGui()
+    broker = FakeBroker()
+    steps: list[str] = []
+    in_second, release = threading.Event(), threading.Event()
+
+    def step(n: int) -> str:
+        steps.append(f"step {n} on {threading.current_thread().name}")
+        if n == 2:
+            in_second.set()
+            release.wait(5)
+        return threading.current_thread().name
+
+    try:
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                port = await broker.serve_tcp(nursery)
+                app = App("Gui", host="127.0.0.1", port=port, token=TOKEN, gui_executor=gui.calls.submit)
+
+                @app.tool
+                async def stepwise(ctx: ToolContext, count: int) -> list[str]:
+                    names = []
+                    for n in range(1, count + 1):
+                        names.append(await ctx.run_on_gui_thread(step, n))
+                        await ctx.report_progress(n, count)
+                    return names
+
+                runner, link = await start(app, broker)
+                try:
+                    assert (await link.call("stepwise", {"count": 2})).data == ["timer-gui", "timer-gui"]
+                    steps.clear()
+                    in_second.clear()
+                    release.clear()
+                    cid = await link.invoke("stepwise", {"count": 5})
+                    await trio.to_thread.run_sync(in_second.wait, 5)
+                    gui.calls.submit(lambda: steps.append("the GUI loop ran"))  # between steps
+                    await link.cancel(cid)
+                    await link.ping(1)  # the cancel has been read
+                    release.set()
+                    # The next call runs after the cancelled one's step 2 returned.
+                    assert (await link.call("stepwise", {"count": 1})).data == ["timer-gui"]
+                    assert steps == ["step 1 on timer-gui", "step 2 on timer-gui", "the GUI loop ran",
+                                     "step 1 on timer-gui"]
+                finally:
+                    await trio.to_thread.run_sync(runner.stop)
+                    nursery.cancel_scope.cancel()
+    finally:
+        gui.close()
+
+
+async def test_run_on_gui_thread_without_a_gui_executor_says_so() -> None:
+    ctx = ToolContext(correlation_id=1, tool="Demo")
+    with pytest.raises(RuntimeError, match="no gui_executor"):
+        await ctx.run_on_gui_thread(print)
