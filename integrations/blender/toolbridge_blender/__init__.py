@@ -29,6 +29,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 import bpy
@@ -43,8 +44,12 @@ bl_info = {
     "category": "System",
 }
 
-#: How often the main-thread timer runs queued calls (seconds).
+#: How often the main-thread timer runs queued calls (seconds) while agents are quiet ...
 TICK_SECONDS = 0.02
+#: ... and for a moment after a call ran, since agents often send the next one right away
+#: (a call then waits ~2 ms for the main thread instead of up to a whole idle tick).
+BUSY_TICK_SECONDS = 0.002
+BUSY_FOR_SECONDS = 0.5
 APP_NAME = "Blender"
 
 _VENDOR = os.path.join(os.path.dirname(__file__), "vendor")
@@ -58,6 +63,7 @@ class _Runtime:
         self.calls: Any = None
         self.state = "stopped"
         self.shown_state = ""
+        self.last_call = -1e9  # time.monotonic() when the timer last ran a call
         self.lock = threading.Lock()
 
 
@@ -74,17 +80,19 @@ def _on_state(state: Any) -> None:  # called in the trio thread: no bpy here
 
 
 def _tick() -> float:
-    """The main-thread timer: run queued calls, redraw the panel on a state change."""
+    """The main-thread timer: run queued calls, redraw the panel on a state change; returns
+    when to run next."""
     calls = _runtime.calls
-    if calls is not None:
-        calls.run_pending()
+    now = time.monotonic()
+    if calls is not None and calls.run_pending():
+        _runtime.last_call = now
     if _runtime.state != _runtime.shown_state:
         _runtime.shown_state = _runtime.state
         for window in bpy.context.window_manager.windows:
             for area in window.screen.areas:
                 if area.type in ("VIEW_3D", "STATUSBAR"):
                     area.tag_redraw()
-    return TICK_SECONDS
+    return BUSY_TICK_SECONDS if now - _runtime.last_call < BUSY_FOR_SECONDS else TICK_SECONDS
 
 
 def _code_tool_changed(_self: Any, _context: Any) -> None:
