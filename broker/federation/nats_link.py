@@ -52,7 +52,6 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
 
 import attrs
 import msgspec
@@ -65,6 +64,7 @@ from ..config.net import is_loopback
 from ..core.outcome import OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
+from .nats_auth import REPEAT_SECONDS, NatsAuth, RepeatFilter, nats_auth, redacted, split_seeds, strip_userinfo
 from .nats_bridge import AsyncioThread, open_asyncio_thread
 from .nats_calls import H_CALL, H_DEADLINE, H_FROM, H_KIND, H_PROGRESS, H_TIMEOUT  # noqa: F401 (§14's names)
 from .nats_calls import REPLY_GRANT_SECONDS, CallPath, RemotePort, _busy_reply
@@ -167,22 +167,25 @@ def check_broker_name(name: str) -> str:
     return name
 
 
-def redacted(url: str) -> str:
-    """``url`` without a user name or password, for logs and status."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    return parts._replace(netloc=f"***@{host}{f':{parts.port}' if parts.port else ''}").geturl()
-
-
 @attrs.frozen
 class NatsOptions:
+    #: The seed URLs, comma-separated, without credentials (those are in ``auth``).
     url: str
     name: str
-    credentials: str | None = None
+    auth: NatsAuth = NatsAuth()
     ssl_context: ssl.SSLContext | None = None
     announce_interval: float = 5.0
+    #: The most bytes another broker's tool list may take here (encoded, descriptions included),
+    #: as an app's whole registration line may (``max_line_bytes``).
+    max_list_bytes: int = 16 * 1024 * 1024
+
+    @property
+    def servers(self) -> list[str]:
+        return self.url.split(",")
+
+    @property
+    def credentials(self) -> str | None:
+        return self.auth.credentials
 
 
 def nats_options(settings: Settings) -> NatsOptions | None:
@@ -196,35 +199,29 @@ def nats_options(settings: Settings) -> NatsOptions | None:
         import nats  # noqa: F401
     except ImportError:
         raise ConfigError("--nats needs the NATS client: pip install 'toolbridge[nats]'") from None
-    url = settings.nats_url.strip()
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    if parts.scheme not in ("nats", "tls") or not parts.hostname:
-        raise ConfigError(f"invalid nats_url {settings.nats_url!r}: expected nats://HOST:PORT or tls://HOST:PORT")
+    seeds = split_seeds(settings.nats_url)
     name = check_broker_name(settings.broker_name or default_uplink_name()[:MAX_BROKER_NAME].replace(".", "-"))
-    credentials = None
-    if settings.nats_credentials:
-        path = Path(settings.nats_credentials).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"nats_credentials {path} is not a file: give the .creds file your NATS operator issued")
-        credentials = str(path)
+    auth = nats_auth(settings, seeds, lambda text: log.warning("nats_secret_in_url", hint=text))
     context: ssl.SSLContext | None = None
     if settings.nats_tls_ca:
         try:
             context = ssl.create_default_context(cafile=str(Path(settings.nats_tls_ca).expanduser()))
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"cannot load nats_tls_ca {settings.nats_tls_ca}: {exc}") from None
-    elif parts.scheme == "tls":
+    elif seeds[0].scheme == "tls":
         context = ssl.create_default_context()
-    if context is None and not is_loopback(parts.hostname):
+    remote = [parts.hostname for parts in seeds if parts.hostname and not is_loopback(parts.hostname)]
+    if context is None and remote:
         if not settings.allow_insecure_remote:
             raise StartupError(
-                f"refusing to join NATS at {parts.hostname} without TLS: credentials and every call would "
+                f"refusing to join NATS at {remote[0]} without TLS: credentials and every call would "
                 "cross the network in clear. Use a tls:// URL (with --nats-tls-ca for a private CA), "
                 "or --allow-insecure-remote if you must."
             )
-        log.warning("nats_without_tls", host=parts.hostname)
-    return NatsOptions(url=parts.geturl(), name=name, credentials=credentials, ssl_context=context,
-                       announce_interval=settings.nats_announce_interval)
+        log.warning("nats_without_tls", host=remote[0])
+    url = ",".join(strip_userinfo(parts).geturl() for parts in seeds)
+    return NatsOptions(url=url, name=name, auth=auth, ssl_context=context,
+                       announce_interval=settings.nats_announce_interval, max_list_bytes=settings.max_line_bytes)
 
 
 @attrs.define(eq=False)
@@ -261,7 +258,7 @@ class NatsFederation(CallPath):
         #: Why the last attempt to connect (or reconnect) failed; None once connected.
         self.last_error: str | None = None
         self._aio: AsyncioThread | None = None
-        self._last_error: tuple[str, str] | None = None
+        self._error_filter = RepeatFilter(trio.current_time)
         self._nc: Any = None
         self._nursery: trio.Nursery | None = None
         self._announce_now = trio.Event()
@@ -312,40 +309,46 @@ class NatsFederation(CallPath):
             aio.to_trio(lambda: self._control("reconnected", None))
 
         async def error(exc: Exception) -> None:
-            # nats-py reports every failed reconnect (every half second while revoked or cut off):
-            # log a new reason, not each repeat of it.
-            reason = (type(exc).__name__, str(exc)[:200])
-            if reason != self._last_error:
-                self._last_error = reason
-                aio.to_trio(lambda: setattr(self, "last_error", f"{reason[0]}: {reason[1]}"))
-                log.warning("nats_error", error=reason[0], detail=reason[1])
+            # nats-py reports every failed reconnect (every half second per server while revoked
+            # or cut off): each reason is logged once a minute (nats_auth.RepeatFilter), however
+            # they alternate; the status shows the newest.
+            reason = (type(exc).__name__, redacted(str(exc)[:200]))
+            aio.to_trio(lambda: self._on_nats_error(reason))
 
         options: dict[str, Any] = {
-            "servers": [self.options.url], "name": f"toolbridge {self.name}", "allow_reconnect": True,
+            "servers": self.options.servers, "name": f"toolbridge {self.name}", "allow_reconnect": True,
             "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "connect_timeout": 2,
             "disconnected_cb": disconnected, "reconnected_cb": reconnected, "error_cb": error,
             # Replies and progress for this broker arrive under its own inbox prefix, so a NATS
             # permission can keep every other user from subscribing to them (SECURITY.md).
             "inbox_prefix": inbox_prefix(self.name),
+            # The seeds in the order given (the first is the nearest, as a user lists them).
+            "dont_randomize": True,
+            # Credentials as options, not in a URL: nats-py sends them to every server, the ones
+            # it learns from the cluster too, so a broker fails over to any node (nats_auth).
+            **self.options.auth.connect_options(),
         }
-        if self.options.credentials:
-            options["user_credentials"] = self.options.credentials
         if self.options.ssl_context is not None:
             options["tls"] = self.options.ssl_context
-        last: tuple[str, str] | None = None
         while True:
             try:
                 self._nc = await aio.run(nats.connect(**options))
                 return
             except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
-                reason = (type(exc).__name__, str(exc)[:200])
+                reason = (type(exc).__name__, redacted(str(exc)[:200]))
                 self.last_error = f"{reason[0]}: {reason[1]}"
-                if reason != last:  # the first failure and each new reason, not every retry
-                    last = reason
+                if self._error_filter.admit(reason) is not None:  # each reason once a minute, not every retry
                     log.warning("nats_connect_failed", url=redacted(self.options.url), error=reason[0],
                                 detail=reason[1], retry_every_s=CONNECT_RETRY,
                                 hint="the daemon runs meanwhile; it joins once the NATS server answers")
             await trio.sleep(CONNECT_RETRY)
+
+    def _on_nats_error(self, reason: tuple[str, str]) -> None:
+        self.last_error = f"{reason[0]}: {reason[1]}"
+        repeats = self._error_filter.admit(reason)
+        if repeats is not None:
+            log.warning("nats_error", error=reason[0], detail=reason[1], repeats_not_logged=repeats,
+                        hint=f"each reason is logged at most once every {REPEAT_SECONDS:.0f} s")
 
     async def _subscribe(self) -> None:
         from .nats_service import start_tool_service
@@ -439,7 +442,7 @@ class NatsFederation(CallPath):
                 log.warning("nats_disconnected", url=redacted(self.options.url))
                 self._link_down()
             elif kind == "reconnected":
-                self._last_error = self.last_error = None
+                self.last_error = None
                 self.connected = True
                 self.reconnects += 1
                 log.info("nats_reconnected", server=redacted(_url_text(getattr(self._nc, "connected_url", None))))
