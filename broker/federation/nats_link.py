@@ -61,6 +61,7 @@ import trio
 from app_client.protocol import ToolSpec
 
 from ..config.net import is_loopback
+from ..core.names import is_valid_agent_name
 from ..core.outcome import OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
@@ -236,6 +237,8 @@ class Remote:
     fetching: bool = False
     last_heard: float = 0.0
     interval: float = 5.0
+    #: The digest of a list refused here (too big), not fetched again.
+    refused: str = ""
 
 
 class NatsFederation(CallPath):
@@ -249,6 +252,11 @@ class NatsFederation(CallPath):
         self.options = options
         self.name = options.name
         self.remotes: dict[str, Remote] = {}
+        #: Brokers whose tool lists were refused here, and why (status).
+        self.refused: dict[str, str] = {}
+        #: Set when another broker announces under this one's name (status ``nameTaken``).
+        self.name_taken: str | None = None
+        self._others_named_alike: set[str] = set()
         self._default_timeout = default_timeout
         self._max_result_bytes = max_result_bytes
         #: Connected and subscribed (False while nats-py reconnects).
@@ -269,7 +277,9 @@ class NatsFederation(CallPath):
 
     def status(self) -> dict[str, Any]:
         return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected,
-                "reconnects": self.reconnects, "brokers": sorted(self.remotes), "lastError": self.last_error}
+                "reconnects": self.reconnects, "brokers": sorted(self.remotes), "lastError": self.last_error,
+                **({"refused": dict(self.refused)} if self.refused else {}),
+                **({"nameTaken": self.name_taken} if self.name_taken else {})}
 
     # --- running --------------------------------------------------------------------------
 
@@ -530,8 +540,7 @@ class NatsFederation(CallPath):
             return
         if name == self.name:
             if announcement.broker_id != self.federation.broker_id:
-                log.warning("nats_name_taken", name=self.name, other=announcement.broker_id,
-                            hint="two brokers share this broker_name: give each its own")
+                self._name_taken(announcement.broker_id[:64])
             return
         remote = self.remotes.get(name)
         if remote is None:
@@ -543,7 +552,14 @@ class NatsFederation(CallPath):
         remote.wanted = announcement.digest
         if remote.digest == announcement.digest:
             return
+        if remote.refused == announcement.digest:
+            return  # refused as it is: asked again when its list changes
         if announcement.tools is not None and digest_of(announcement.tools) == announcement.digest:
+            size = sum(len(raw) for raw in announcement.tools)
+            if size > self.options.max_list_bytes:
+                self._refuse(remote, f"its tool list is over {self.options.max_list_bytes} bytes ({size}), the "
+                                     "most one app's registration may take here (max_line_bytes)")
+                return
             try:
                 tools = decode_tools(announcement.tools)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -604,6 +620,12 @@ class NatsFederation(CallPath):
                 raws, number, digest, pages = [], 0, "", 0
                 continue
             raws.extend(page.tools)
+            size = sum(len(raw) for raw in raws)
+            if size > self.options.max_list_bytes:  # refused before fetching the rest
+                self._refuse(remote, f"its tool list is over {self.options.max_list_bytes} bytes "
+                                     f"({size} in the first {number + 1} of {pages} pages), the most one app's "
+                                     "registration may take here (max_line_bytes)")
+                return None
             number += 1
             if number >= pages:
                 break
@@ -616,7 +638,36 @@ class NatsFederation(CallPath):
             log.warning("nats_bad_tool_page", broker=remote.name, error=str(exc)[:200])
             return None
 
+    def _name_taken(self, other: str) -> None:
+        """Another broker announces under this broker's name: they share calls and hide each
+        other's tools. Reported in the status and logged once per other broker."""
+        if other in self._others_named_alike:
+            return
+        self._others_named_alike.add(other)
+        self.name_taken = (f"another broker (id {other}) also uses the broker name {self.name!r}: the two share "
+                           "calls and hide each other's tools; give each its own --broker-name (two daemons on "
+                           "one host both default to the host name)")
+        log.error("nats_name_taken", name=self.name, other=other, error=self.name_taken)
+
+    def _refuse(self, remote: Remote, why: str) -> None:
+        """Refuse ``remote``'s tool list as announced (its old tools leave): logged, in the status."""
+        log.warning("nats_broker_refused", broker=remote.name, error=why,
+                    hint="its tools are not listed here until its list changes; raise max_line_bytes to accept it")
+        self.refused[remote.name] = why
+        remote.refused = remote.wanted
+        if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
+            self.registry.expire(remote.instance)
+        remote.instance, remote.digest = None, ""
+
     async def _register(self, remote: Remote, tools: list[ToolSpec], digest: str) -> None:
+        bad = [tool.name for tool in tools if not is_valid_agent_name(tool.name)]
+        if bad:
+            # An owner offers its tools under their agent names; any other name (``a..b``, a
+            # trailing ``.``, a space) is no valid call subject: calling it would only meet a
+            # permissions violation and wait out its deadline. Left out, and said so.
+            log.warning("nats_bad_tool_name", broker=remote.name, tools=len(bad), first=[n[:80] for n in bad[:3]],
+                        hint="a tool name over NATS is [A-Za-z0-9_-], at most 64 characters; these are not listed")
+            tools = [tool for tool in tools if is_valid_agent_name(tool.name)]
         if not tools:  # a broker without apps: nothing to list (it stays known, for its liveness)
             if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
                 self.registry.expire(remote.instance)
@@ -641,6 +692,7 @@ class NatsFederation(CallPath):
             self.registry.expire(instance)
             return
         remote.instance, remote.digest = instance, digest
+        self.refused.pop(remote.name, None)
         wake_link_waiters(instance)
         log.info("nats_broker_tools", broker=remote.name, tools=len(tools), label=instance.label)
 
@@ -654,6 +706,7 @@ class NatsFederation(CallPath):
 
     def _drop_remote(self, name: str, why: str) -> None:
         remote = self.remotes.pop(name, None)
+        self.refused.pop(name, None)
         if remote is None:
             return
         port = remote.port
