@@ -114,6 +114,8 @@ def strip_userinfo(parts: SplitResult) -> SplitResult:
 
 def redacted(url: str) -> str:
     """``url`` (one or several, comma-separated) without user names, passwords or tokens."""
+    if "@" not in url:
+        return url
     out = []
     for seed in url.split(","):
         try:
