@@ -3,9 +3,12 @@ sent to every server, never shown; connection errors logged once per reason and 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import trio
 
 pytest.importorskip("nats")
 
@@ -79,3 +82,44 @@ def test_alternating_connection_errors_are_logged_once_per_reason_and_minute() -
     assert logged == [violation, refused]
     now[0] = REPEAT_SECONDS + 1
     assert errors.admit(violation) == 119  # logged again, saying how many were held back
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="ps")
+async def test_a_daemon_process_joins_with_several_seeds_and_its_password_shows_nowhere(tmp_path: Path) -> None:
+    import nats
+
+    from broker.federation.nats_bridge import open_asyncio_thread
+    from faultkit import DaemonProcess
+    from natscluster import cluster_auth
+    from natskit import nats_cluster
+
+    auth = cluster_auth("user", tmp_path, ["A", "watch"])
+    password = auth.secrets[0]
+    async with nats_cluster(2, auth.config) as nodes, open_asyncio_thread("test-nats") as aio:
+        watch_password = Path(auth.logins["watch"]["nats_password_file"]).read_text().strip()
+        nc = await aio.run(nats.connect(nodes[1].url, user="watch", password=watch_password))
+        announced = trio.Event()
+        token = trio.lowlevel.current_trio_token()
+
+        async def on_announce(msg: object) -> None:
+            token.run_sync_soon(announced.set)
+
+        daemon = DaemonProcess(tmp_path / "A", 0, "--no-http", "--broker-name", "A",
+                               "--nats", f"{nodes[0].url},{nodes[1].url}", "--nats-user", "A",
+                               "--nats-password-file", auth.logins["A"]["nats_password_file"])
+        try:
+            await aio.run(nc.subscribe("toolbridge.tools.A", cb=on_announce))
+            await aio.run(nc.flush())
+            await daemon.start()
+            with trio.fail_after(20):
+                await announced.wait()  # it logged in and announced itself
+            assert daemon.process is not None
+            shown = subprocess.run(["ps", "-ww", "-o", "args=", "-p", str(daemon.process.pid)],
+                                   capture_output=True, text=True, check=True).stdout
+            assert "--nats-user" in shown and password not in shown
+            daemon.process.terminate()  # a clean stop writes out the whole log
+            daemon.process.wait(10)
+            assert password not in daemon.log() and "nats_joined" in daemon.log()
+        finally:
+            daemon.stop()
+            await aio.run(nc.close())
