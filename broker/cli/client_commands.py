@@ -119,6 +119,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         state = "connected" if nats["connected"] else f"not connected (retrying: {nats.get('lastError') or '...'})"
         others = ", ".join(nats["brokers"]) or "none yet"
         print(f"NATS: as {nats['name']!r} at {nats['url']}: {state}; other brokers: {others}")
+        for broker, why in sorted((nats.get("refused") or {}).items()):
+            print(f"  NATS broker {broker!r}: tools refused: {why}")
+        if nats.get("nameTaken"):
+            print(f"  NATS: {nats['nameTaken']}")
     loop = status.get("eventLoop")
     if loop:
         print(f"event loop: longest stall {loop['maxStallMs']:g} ms ({loop['lastMinuteMaxStallMs']:g} ms in the last "

@@ -52,9 +52,17 @@ def add_parser(sub: SubParsers) -> None:
     serve.add_argument("--uplink-tls-ca", metavar="PEM", help="connect to the parent over TLS, trusting this CA")
     serve.add_argument("--uplink-tls", action="store_true", help="connect to the parent over TLS (system CAs)")
     serve.add_argument("--nats", dest="nats_url", metavar="URL",
-                       help="join a NATS cluster (nats://HOST:PORT or tls://...): offer this broker's tools, see others'")
+                       help="join a NATS cluster (nats://HOST:PORT or tls://...; several seeds separated by commas): "
+                            "offer this broker's tools, see others'")
     serve.add_argument("--broker-name", metavar="NAME", help="this broker's name in the NATS cluster (default: host name)")
     serve.add_argument("--nats-credentials", metavar="PATH", help="NATS .creds file (JWT + NKey) from your operator")
+    serve.add_argument("--nats-nkey-seed", metavar="PATH", help="file holding this broker's NATS user NKey seed (SU...)")
+    serve.add_argument("--nats-user", metavar="NAME",
+                       help="NATS user name, sent to every server of the cluster; its password from "
+                            "--nats-password-file or the environment variable TOOLBRIDGE_NATS_PASSWORD")
+    serve.add_argument("--nats-password-file", metavar="PATH", help="file holding the password of --nats-user")
+    serve.add_argument("--nats-token-file", metavar="PATH",
+                       help="file holding a NATS token (or the environment variable TOOLBRIDGE_NATS_TOKEN)")
     serve.add_argument("--nats-tls-ca", metavar="PEM", help="verify the NATS server's certificate against this CA")
     serve.add_argument("--log-format", choices=["auto", "console", "json"], help="log style on stderr")
     serve.add_argument("--discovery-rerank", choices=["off", "semantic", "auto"],

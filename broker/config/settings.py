@@ -45,14 +45,24 @@ class Settings:
     uplink_tls_ca: str = ""
     #: Connect to the parent over TLS, trusting the system's CA store.
     uplink_tls: bool = False
-    #: Join a NATS cluster at this URL (``nats://`` or ``tls://HOST:PORT``; see
-    #: ``broker.federation.nats_link``); empty: no NATS. Needs ``toolbridge[nats]``.
+    #: Join a NATS cluster at this URL (``nats://`` or ``tls://HOST:PORT``; several seeds separated
+    #: by commas; see ``broker.federation.nats_link``); empty: no NATS. Needs ``toolbridge[nats]``.
     nats_url: str = ""
     #: This broker's name in the cluster: its tools are ``<broker_name>__<app>__<tool>`` elsewhere
     #: (default: the host name).
     broker_name: str = ""
     #: A NATS ``.creds`` file (user JWT + NKey seed) issued by the cluster's operator.
     nats_credentials: str = ""
+    #: Or a file holding a user NKey seed (``SU...``), for a server's ``nkeys`` users.
+    nats_nkey_seed: str = ""
+    #: Or a NATS user, with its password from ``nats_password_file`` or ``TOOLBRIDGE_NATS_PASSWORD``
+    #: (never in the URL: a server learned from the cluster would not get it, and ``ps`` shows it).
+    nats_user: str = ""
+    nats_password_file: str = ""
+    nats_password: str = attrs.field(default="", repr=False)
+    #: Or a token, from ``nats_token_file`` or ``TOOLBRIDGE_NATS_TOKEN``.
+    nats_token_file: str = ""
+    nats_token: str = attrs.field(default="", repr=False)
     #: Verify the NATS server's TLS certificate against this CA file (implies TLS).
     nats_tls_ca: str = ""
     #: Seconds between announcements of this broker's tools (a broker silent for 3.5 of its

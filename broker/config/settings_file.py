@@ -131,7 +131,8 @@ def _from_flags(args: argparse.Namespace) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for name in ("host", "port", "http_port", "log_format", "tls_cert", "tls_key", "uplink", "uplink_name",
                  "uplink_token_file", "uplink_tls_ca", "discovery_rerank",
-                 "nats_url", "broker_name", "nats_credentials", "nats_tls_ca"):
+                 "nats_url", "broker_name", "nats_credentials", "nats_tls_ca", "nats_nkey_seed",
+                 "nats_user", "nats_password_file", "nats_token_file"):
         value = getattr(args, name, None)
         if value is not None:
             found[name] = _coerce(name, value, f"--{name.replace('_', '-')}")

@@ -52,7 +52,6 @@ from __future__ import annotations
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import urlsplit
 
 import attrs
 import msgspec
@@ -62,9 +61,11 @@ import trio
 from app_client.protocol import ToolSpec
 
 from ..config.net import is_loopback
+from ..core.names import is_valid_agent_name
 from ..core.outcome import OutcomeKind
 from ..core.registry import wake_link_waiters
 from ..errors import ConfigError, RegistrationError, StartupError
+from .nats_auth import REPEAT_SECONDS, NatsAuth, RepeatFilter, nats_auth, redacted, split_seeds, strip_userinfo
 from .nats_bridge import AsyncioThread, open_asyncio_thread
 from .nats_calls import H_CALL, H_DEADLINE, H_FROM, H_KIND, H_PROGRESS, H_TIMEOUT  # noqa: F401 (§14's names)
 from .nats_calls import REPLY_GRANT_SECONDS, CallPath, RemotePort, _busy_reply
@@ -167,22 +168,25 @@ def check_broker_name(name: str) -> str:
     return name
 
 
-def redacted(url: str) -> str:
-    """``url`` without a user name or password, for logs and status."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    return parts._replace(netloc=f"***@{host}{f':{parts.port}' if parts.port else ''}").geturl()
-
-
 @attrs.frozen
 class NatsOptions:
+    #: The seed URLs, comma-separated, without credentials (those are in ``auth``).
     url: str
     name: str
-    credentials: str | None = None
+    auth: NatsAuth = NatsAuth()
     ssl_context: ssl.SSLContext | None = None
     announce_interval: float = 5.0
+    #: The most bytes another broker's tool list may take here (encoded, descriptions included),
+    #: as an app's whole registration line may (``max_line_bytes``).
+    max_list_bytes: int = 16 * 1024 * 1024
+
+    @property
+    def servers(self) -> list[str]:
+        return self.url.split(",")
+
+    @property
+    def credentials(self) -> str | None:
+        return self.auth.credentials
 
 
 def nats_options(settings: Settings) -> NatsOptions | None:
@@ -198,35 +202,29 @@ def nats_options(settings: Settings) -> NatsOptions | None:
         from ..extras import install_hint
 
         raise ConfigError(f"--nats needs the NATS client, the nats extra: {install_hint('nats')}") from None
-    url = settings.nats_url.strip()
-    parts = urlsplit(url if "://" in url else f"nats://{url}")
-    if parts.scheme not in ("nats", "tls") or not parts.hostname:
-        raise ConfigError(f"invalid nats_url {settings.nats_url!r}: expected nats://HOST:PORT or tls://HOST:PORT")
+    seeds = split_seeds(settings.nats_url)
     name = check_broker_name(settings.broker_name or default_uplink_name()[:MAX_BROKER_NAME].replace(".", "-"))
-    credentials = None
-    if settings.nats_credentials:
-        path = Path(settings.nats_credentials).expanduser()
-        if not path.is_file():
-            raise ConfigError(f"nats_credentials {path} is not a file: give the .creds file your NATS operator issued")
-        credentials = str(path)
+    auth = nats_auth(settings, seeds, lambda text: log.warning("nats_secret_in_url", hint=text))
     context: ssl.SSLContext | None = None
     if settings.nats_tls_ca:
         try:
             context = ssl.create_default_context(cafile=str(Path(settings.nats_tls_ca).expanduser()))
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"cannot load nats_tls_ca {settings.nats_tls_ca}: {exc}") from None
-    elif parts.scheme == "tls":
+    elif seeds[0].scheme == "tls":
         context = ssl.create_default_context()
-    if context is None and not is_loopback(parts.hostname):
+    remote = [parts.hostname for parts in seeds if parts.hostname and not is_loopback(parts.hostname)]
+    if context is None and remote:
         if not settings.allow_insecure_remote:
             raise StartupError(
-                f"refusing to join NATS at {parts.hostname} without TLS: credentials and every call would "
+                f"refusing to join NATS at {remote[0]} without TLS: credentials and every call would "
                 "cross the network in clear. Use a tls:// URL (with --nats-tls-ca for a private CA), "
                 "or --allow-insecure-remote if you must."
             )
-        log.warning("nats_without_tls", host=parts.hostname)
-    return NatsOptions(url=parts.geturl(), name=name, credentials=credentials, ssl_context=context,
-                       announce_interval=settings.nats_announce_interval)
+        log.warning("nats_without_tls", host=remote[0])
+    url = ",".join(strip_userinfo(parts).geturl() for parts in seeds)
+    return NatsOptions(url=url, name=name, auth=auth, ssl_context=context,
+                       announce_interval=settings.nats_announce_interval, max_list_bytes=settings.max_line_bytes)
 
 
 @attrs.define(eq=False)
@@ -241,6 +239,8 @@ class Remote:
     fetching: bool = False
     last_heard: float = 0.0
     interval: float = 5.0
+    #: The digest of a list refused here (too big), not fetched again.
+    refused: str = ""
 
 
 class NatsFederation(CallPath):
@@ -254,6 +254,11 @@ class NatsFederation(CallPath):
         self.options = options
         self.name = options.name
         self.remotes: dict[str, Remote] = {}
+        #: Brokers whose tool lists were refused here, and why (status).
+        self.refused: dict[str, str] = {}
+        #: Set when another broker announces under this one's name (status ``nameTaken``).
+        self.name_taken: str | None = None
+        self._others_named_alike: set[str] = set()
         self._default_timeout = default_timeout
         self._max_result_bytes = max_result_bytes
         #: Connected and subscribed (False while nats-py reconnects).
@@ -263,7 +268,7 @@ class NatsFederation(CallPath):
         #: Why the last attempt to connect (or reconnect) failed; None once connected.
         self.last_error: str | None = None
         self._aio: AsyncioThread | None = None
-        self._last_error: tuple[str, str] | None = None
+        self._error_filter = RepeatFilter(trio.current_time)
         self._nc: Any = None
         self._nursery: trio.Nursery | None = None
         self._announce_now = trio.Event()
@@ -274,7 +279,9 @@ class NatsFederation(CallPath):
 
     def status(self) -> dict[str, Any]:
         return {"url": redacted(self.options.url), "name": self.name, "connected": self.connected,
-                "reconnects": self.reconnects, "brokers": sorted(self.remotes), "lastError": self.last_error}
+                "reconnects": self.reconnects, "brokers": sorted(self.remotes), "lastError": self.last_error,
+                **({"refused": dict(self.refused)} if self.refused else {}),
+                **({"nameTaken": self.name_taken} if self.name_taken else {})}
 
     # --- running --------------------------------------------------------------------------
 
@@ -314,40 +321,46 @@ class NatsFederation(CallPath):
             aio.to_trio(lambda: self._control("reconnected", None))
 
         async def error(exc: Exception) -> None:
-            # nats-py reports every failed reconnect (every half second while revoked or cut off):
-            # log a new reason, not each repeat of it.
-            reason = (type(exc).__name__, str(exc)[:200])
-            if reason != self._last_error:
-                self._last_error = reason
-                aio.to_trio(lambda: setattr(self, "last_error", f"{reason[0]}: {reason[1]}"))
-                log.warning("nats_error", error=reason[0], detail=reason[1])
+            # nats-py reports every failed reconnect (every half second per server while revoked
+            # or cut off): each reason is logged once a minute (nats_auth.RepeatFilter), however
+            # they alternate; the status shows the newest.
+            reason = (type(exc).__name__, redacted(str(exc)[:200]))
+            aio.to_trio(lambda: self._on_nats_error(reason))
 
         options: dict[str, Any] = {
-            "servers": [self.options.url], "name": f"toolbridge {self.name}", "allow_reconnect": True,
+            "servers": self.options.servers, "name": f"toolbridge {self.name}", "allow_reconnect": True,
             "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "connect_timeout": 2,
             "disconnected_cb": disconnected, "reconnected_cb": reconnected, "error_cb": error,
             # Replies and progress for this broker arrive under its own inbox prefix, so a NATS
             # permission can keep every other user from subscribing to them (SECURITY.md).
             "inbox_prefix": inbox_prefix(self.name),
+            # The seeds in the order given (the first is the nearest, as a user lists them).
+            "dont_randomize": True,
+            # Credentials as options, not in a URL: nats-py sends them to every server, the ones
+            # it learns from the cluster too, so a broker fails over to any node (nats_auth).
+            **self.options.auth.connect_options(),
         }
-        if self.options.credentials:
-            options["user_credentials"] = self.options.credentials
         if self.options.ssl_context is not None:
             options["tls"] = self.options.ssl_context
-        last: tuple[str, str] | None = None
         while True:
             try:
                 self._nc = await aio.run(nats.connect(**options))
                 return
             except Exception as exc:  # nats-py raises several kinds (OSError, NoServersError, auth errors)
-                reason = (type(exc).__name__, str(exc)[:200])
+                reason = (type(exc).__name__, redacted(str(exc)[:200]))
                 self.last_error = f"{reason[0]}: {reason[1]}"
-                if reason != last:  # the first failure and each new reason, not every retry
-                    last = reason
+                if self._error_filter.admit(reason) is not None:  # each reason once a minute, not every retry
                     log.warning("nats_connect_failed", url=redacted(self.options.url), error=reason[0],
                                 detail=reason[1], retry_every_s=CONNECT_RETRY,
                                 hint="the daemon runs meanwhile; it joins once the NATS server answers")
             await trio.sleep(CONNECT_RETRY)
+
+    def _on_nats_error(self, reason: tuple[str, str]) -> None:
+        self.last_error = f"{reason[0]}: {reason[1]}"
+        repeats = self._error_filter.admit(reason)
+        if repeats is not None:
+            log.warning("nats_error", error=reason[0], detail=reason[1], repeats_not_logged=repeats,
+                        hint=f"each reason is logged at most once every {REPEAT_SECONDS:.0f} s")
 
     async def _subscribe(self) -> None:
         from .nats_service import start_tool_service
@@ -441,7 +454,7 @@ class NatsFederation(CallPath):
                 log.warning("nats_disconnected", url=redacted(self.options.url))
                 self._link_down()
             elif kind == "reconnected":
-                self._last_error = self.last_error = None
+                self.last_error = None
                 self.connected = True
                 self.reconnects += 1
                 log.info("nats_reconnected", server=redacted(_url_text(getattr(self._nc, "connected_url", None))))
@@ -529,8 +542,7 @@ class NatsFederation(CallPath):
             return
         if name == self.name:
             if announcement.broker_id != self.federation.broker_id:
-                log.warning("nats_name_taken", name=self.name, other=announcement.broker_id,
-                            hint="two brokers share this broker_name: give each its own")
+                self._name_taken(announcement.broker_id[:64])
             return
         remote = self.remotes.get(name)
         if remote is None:
@@ -542,7 +554,14 @@ class NatsFederation(CallPath):
         remote.wanted = announcement.digest
         if remote.digest == announcement.digest:
             return
+        if remote.refused == announcement.digest:
+            return  # refused as it is: asked again when its list changes
         if announcement.tools is not None and digest_of(announcement.tools) == announcement.digest:
+            size = sum(len(raw) for raw in announcement.tools)
+            if size > self.options.max_list_bytes:
+                self._refuse(remote, f"its tool list is over {self.options.max_list_bytes} bytes ({size}), the "
+                                     "most one app's registration may take here (max_line_bytes)")
+                return
             try:
                 tools = decode_tools(announcement.tools)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
@@ -603,6 +622,12 @@ class NatsFederation(CallPath):
                 raws, number, digest, pages = [], 0, "", 0
                 continue
             raws.extend(page.tools)
+            size = sum(len(raw) for raw in raws)
+            if size > self.options.max_list_bytes:  # refused before fetching the rest
+                self._refuse(remote, f"its tool list is over {self.options.max_list_bytes} bytes "
+                                     f"({size} in the first {number + 1} of {pages} pages), the most one app's "
+                                     "registration may take here (max_line_bytes)")
+                return None
             number += 1
             if number >= pages:
                 break
@@ -615,7 +640,36 @@ class NatsFederation(CallPath):
             log.warning("nats_bad_tool_page", broker=remote.name, error=str(exc)[:200])
             return None
 
+    def _name_taken(self, other: str) -> None:
+        """Another broker announces under this broker's name: they share calls and hide each
+        other's tools. Reported in the status and logged once per other broker."""
+        if other in self._others_named_alike:
+            return
+        self._others_named_alike.add(other)
+        self.name_taken = (f"another broker (id {other}) also uses the broker name {self.name!r}: the two share "
+                           "calls and hide each other's tools; give each its own --broker-name (two daemons on "
+                           "one host both default to the host name)")
+        log.error("nats_name_taken", name=self.name, other=other, error=self.name_taken)
+
+    def _refuse(self, remote: Remote, why: str) -> None:
+        """Refuse ``remote``'s tool list as announced (its old tools leave): logged, in the status."""
+        log.warning("nats_broker_refused", broker=remote.name, error=why,
+                    hint="its tools are not listed here until its list changes; raise max_line_bytes to accept it")
+        self.refused[remote.name] = why
+        remote.refused = remote.wanted
+        if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
+            self.registry.expire(remote.instance)
+        remote.instance, remote.digest = None, ""
+
     async def _register(self, remote: Remote, tools: list[ToolSpec], digest: str) -> None:
+        bad = [tool.name for tool in tools if not is_valid_agent_name(tool.name)]
+        if bad:
+            # An owner offers its tools under their agent names; any other name (``a..b``, a
+            # trailing ``.``, a space) is no valid call subject: calling it would only meet a
+            # permissions violation and wait out its deadline. Left out, and said so.
+            log.warning("nats_bad_tool_name", broker=remote.name, tools=len(bad), first=[n[:80] for n in bad[:3]],
+                        hint="a tool name over NATS is [A-Za-z0-9_-], at most 64 characters; these are not listed")
+            tools = [tool for tool in tools if is_valid_agent_name(tool.name)]
         if not tools:  # a broker without apps: nothing to list (it stays known, for its liveness)
             if remote.instance is not None and self.registry.unlink(remote.instance, remote.port):
                 self.registry.expire(remote.instance)
@@ -640,6 +694,7 @@ class NatsFederation(CallPath):
             self.registry.expire(instance)
             return
         remote.instance, remote.digest = instance, digest
+        self.refused.pop(remote.name, None)
         wake_link_waiters(instance)
         log.info("nats_broker_tools", broker=remote.name, tools=len(tools), label=instance.label)
 
@@ -653,6 +708,7 @@ class NatsFederation(CallPath):
 
     def _drop_remote(self, name: str, why: str) -> None:
         remote = self.remotes.pop(name, None)
+        self.refused.pop(name, None)
         if remote is None:
             return
         port = remote.port
