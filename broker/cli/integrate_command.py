@@ -1,8 +1,9 @@
 """``toolbridge integrate PROGRAM``: install toolbridge's add-on into a real desktop program.
 
 ``toolbridge integrate blender`` installs and enables the Blender add-on
-(:mod:`broker.cli.integrate_blender`), ``--remove`` undoes that, ``--list`` shows what is
-installed. Each program's module does the work; this one parses and prints.
+(:mod:`broker.cli.integrate_blender`), ``toolbridge integrate libreoffice`` the LibreOffice
+extension (:mod:`broker.cli.integrate_libreoffice`); ``--remove`` undoes that, ``--list``
+shows what is installed. Each program's module does the work; this one parses and prints.
 """
 
 from __future__ import annotations
@@ -11,16 +12,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import integrate_blender
+from . import integrate_blender, integrate_libreoffice
 from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers
 
 __all__ = ["PROGRAMS", "add_parser", "cmd_integrate"]
 
 #: The programs toolbridge integrates with.
-PROGRAMS = ("blender",)
+PROGRAMS = ("blender", "libreoffice")
 
 
 def _list(args: argparse.Namespace) -> int:
+    _list_libreoffice(args)
     try:
         blender = integrate_blender.find_blender(args.blender)
         info = integrate_blender.probe(blender)
@@ -33,12 +35,43 @@ def _list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _list_libreoffice(args: argparse.Namespace) -> None:
+    try:
+        program = integrate_libreoffice.find_office(args.office)
+        state = "installed" if integrate_libreoffice.installed(program) else "not installed"
+    except integrate_libreoffice.IntegrationError as exc:
+        print(f"libreoffice: not available ({exc})")
+        return
+    print(f"libreoffice ({program}): {state} (extension {integrate_libreoffice.EXTENSION_ID})")
+
+
+def _libreoffice(args: argparse.Namespace) -> int:
+    try:
+        program = integrate_libreoffice.find_office(args.office)
+        if args.remove:
+            removed = integrate_libreoffice.remove(program)
+            print("removed the toolbridge extension from LibreOffice" if removed
+                  else "the toolbridge extension was not installed")
+            return EXIT_OK
+        info = integrate_libreoffice.install(program)
+    except integrate_libreoffice.IntegrationError as exc:
+        print(f"toolbridge integrate libreoffice: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"installed the toolbridge extension ({integrate_libreoffice.EXTENSION_ID}) into LibreOffice "
+          f"({program}), for its Python {info['python'][0]}.{info['python'][1]}\n"
+          "Start LibreOffice: it connects to the running toolbridge daemon (or waits for one); "
+          "Tools > Add-Ons > toolbridge shows its state.")
+    return EXIT_OK
+
+
 def cmd_integrate(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
     if args.program is None:
         print(f"toolbridge integrate: name a program ({', '.join(PROGRAMS)}) or give --list", file=sys.stderr)
         return EXIT_USAGE
+    if args.program == "libreoffice":
+        return _libreoffice(args)
     try:
         blender = integrate_blender.find_blender(args.blender)
         if args.remove:
@@ -57,9 +90,11 @@ def cmd_integrate(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: SubParsers) -> None:
-    parser = sub.add_parser("integrate", help="install toolbridge's add-on into a desktop program (blender)")
+    parser = sub.add_parser("integrate", help="install toolbridge's add-on into a desktop program (blender, libreoffice)")
     parser.add_argument("program", nargs="?", choices=PROGRAMS, help="the program")
     parser.add_argument("--list", action="store_true", help="show where the add-ons are installed")
     parser.add_argument("--remove", action="store_true", help="disable and delete the add-on")
     parser.add_argument("--blender", metavar="PATH", help="the Blender executable (default: blender on PATH)")
+    parser.add_argument("--office", metavar="PATH",
+                        help="LibreOffice's soffice executable (default: soffice on PATH)")
     parser.set_defaults(func=cmd_integrate)
