@@ -32,6 +32,7 @@ from mcp_testkit import relay_command, relay_env
 ROOT = Path(__file__).resolve().parent.parent
 SOFFICE = shutil.which("soffice")
 XVFB = shutil.which("Xvfb")
+PYTHON_WITH_UNO = "/usr/bin/python3"  # Debian's python3-uno
 OFFICE_BIN = str(Path(SOFFICE or "soffice").resolve().parent / "soffice.bin")
 SCREENSHOT = ROOT / "integrations" / "libreoffice" / "screenshot.png"
 
@@ -70,6 +71,7 @@ class Setup:
         self.xvfb: subprocess.Popen[bytes] | None = None
         self.office: subprocess.Popen[bytes] | None = None
         self.log = base / "office.log"
+        self.extra: tuple[str, ...] = ()
 
     def start_display(self) -> None:
         read_end, write_end = os.pipe()
@@ -80,12 +82,13 @@ class Setup:
         self.display_pipe = read_end  # kept open until Xvfb ends (SIGPIPE otherwise)
         self.display = ":" + os.read(read_end, 64).decode().strip()
 
-    def start_office(self) -> subprocess.Popen[bytes]:
+    def start_office(self, *extra: str) -> subprocess.Popen[bytes]:
+        self.extra = extra
         with self.log.open("ab") as log:
             # soffice.bin directly: the soffice shell script would stand between us and the
             # process that kill() must end.
             self.office = subprocess.Popen(
-                [OFFICE_BIN, "--norestore", "--nologo", "--nolockcheck"],
+                [OFFICE_BIN, "--norestore", "--nologo", "--nolockcheck", *extra],
                 env={**self.env, "DISPLAY": self.display}, stdout=log, stderr=subprocess.STDOUT)
         return self.office
 
@@ -94,7 +97,7 @@ class Setup:
         first start with a new profile: started again then, as the soffice script does."""
         assert self.office is not None
         if self.office.poll() == 81:
-            self.start_office()
+            self.start_office(*self.extra)
         elif self.office.poll() is not None:
             raise AssertionError(f"LibreOffice exited with status {self.office.returncode}; see {self.log}")
 
@@ -267,6 +270,49 @@ async def test_killing_the_office_mid_call_gives_app_disconnected(world: Setup) 
         result = outcome[0]
         assert result.is_error and (result.meta or {}).get("toolbridge/errorKind") == "app_disconnected"
         world.office.wait()
+
+
+#: File > Exit, as a user quits, through the office's own UNO bridge (the system's Python has uno).
+QUIT = """
+import sys, time, uno
+from com.sun.star.connection import NoConnectException
+local = uno.getComponentContext()
+resolver = local.ServiceManager.createInstanceWithContext("com.sun.star.bridge.UnoUrlResolver", local)
+for attempt in range(240):  # polled: the office opens its pipe a little after it starts
+    try:
+        ctx = resolver.resolve(f"uno:pipe,name={sys.argv[1]};urp;StarOffice.ComponentContext")
+        break
+    except NoConnectException:
+        time.sleep(0.25)
+ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx).terminate()
+"""
+
+
+async def test_quitting_the_office_says_goodbye(world: Setup) -> None:
+    """A second office (the shared one was killed), quit as a user quits: the extension says
+    goodbye (the daemon drops its tools at once), and prints no traceback."""
+    assert world.office is not None and world.office.poll() is not None
+    start = world.log.stat().st_size
+    pipe = f"toolbridge-test-{os.getpid()}"
+    daemon_log = world.home / "daemon.log"
+    registered = daemon_log.read_text().count('"app_registered"')
+    world.start_office(f"--accept=pipe,name={pipe};urp;")
+    async with agent(world) as client:
+        with trio.fail_after(120):
+            while daemon_log.read_text().count('"app_registered"') == registered:
+                world.check_office()
+                await trio.sleep(0.2)  # polled: the office is another process
+        goodbyes = daemon_log.read_text().count('"app_goodbye"')
+        quit_office = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [PYTHON_WITH_UNO, "-c", QUIT, pipe], capture_output=True, text=True, timeout=120))
+        assert quit_office.returncode == 0, quit_office.stderr
+        assert await trio.to_thread.run_sync(world.office.wait) == 0
+        with trio.fail_after(60):
+            while any(t.name.startswith("LibreOffice") for t in (await client.list_tools()).tools):
+                await trio.sleep(0.2)  # polled: the office is another process
+    assert daemon_log.read_text().count('"app_goodbye"') == goodbyes + 1
+    output = world.log.read_bytes()[start:].decode(errors="replace")
+    assert "Traceback" not in output, output
 
 
 def test_integrate_remove_undoes_the_install(world: Setup) -> None:

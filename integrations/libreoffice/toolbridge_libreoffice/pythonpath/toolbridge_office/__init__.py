@@ -7,16 +7,19 @@ The extension's job (``toolbridge_component.py``, run on the office's OnStartApp
 networking (finding the daemon, registering, heartbeats, reconnecting after a restart), so
 the office's UI never waits on a socket.
 
-Where UNO may be called: every UNO implementation in the office takes the *SolarMutex* (the
-office's one big lock) itself, so a call from any thread is *allowed* and is serialised with
-the main thread; but the main (VCL) thread holds that lock whenever it is busy, so a call
-from another thread waits for it, and opening or drawing windows from other threads is
-fragile (toolkit- and platform-dependent). So every tool runs on the office's main thread,
-between two event-loop iterations, like a menu command: the App's ``gui_executor`` is an
+Where UNO may be called (measured in LibreOffice 7.4, see the README): every UNO
+implementation in the office takes the *SolarMutex* (the office's one big lock) itself, so a
+call from any thread is *allowed*, and is serialised with the main thread; but the main (VCL)
+thread holds that lock whenever it is busy (a worker thread's ``setValue`` waited the full 2 s
+that a main-thread callback slept), and opening or drawing windows from other threads is
+toolkit- and platform-dependent. So every tool runs on the office's main thread, between two
+event-loop iterations, like a menu command: the App's ``gui_executor`` is an
 :class:`OfficeMainThread`, which queues calls in an :class:`app_client.GuiCallQueue` and asks
-the office to run them with ``com.sun.star.awt.AsyncCallback`` (VCL's PostUserEvent). That
-request itself takes the SolarMutex, so it is made by a small *poster* thread, never by trio's
-thread: a busy office then delays the tools, never a heartbeat.
+the office to run what is queued with ``com.sun.star.awt.AsyncCallback`` (VCL's
+PostUserEvent). Even that request is made by a small *poster* thread, never by trio's: trio's
+thread then never enters UNO at all (OpenOffice.org and early LibreOffice took the SolarMutex in
+``addCallback``; newer ones do not, but nothing in its contract says so), so a busy office
+delays tools, never a heartbeat.
 
 Quitting the office stops the app (a terminate listener): goodbye to the daemon, so its tools
 go at once. The menu entry Tools > Add-Ons > "toolbridge: connection state" shows the state.
@@ -118,7 +121,16 @@ def state() -> str:
 
 
 def start(ctx: Any) -> None:
-    """Start the app (idempotent); called on the office's main thread."""
+    """Start the app (idempotent); called on the office's main thread. A failure (a broken
+    install) is shown by the menu entry and printed once to stderr; the office goes on."""
+    try:
+        _start(ctx)
+    except Exception as exc:  # never break the office's start
+        _runtime.state = f"failed: {type(exc).__name__}: {exc}"
+        print(f"toolbridge: could not start: {type(exc).__name__}: {exc}", file=sys.stderr)
+
+
+def _start(ctx: Any) -> None:
     with _runtime.lock:
         if _runtime.runner is not None:
             return
