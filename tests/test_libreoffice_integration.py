@@ -232,10 +232,14 @@ async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setu
                                                            "More figs next year."]
         listed = await call(client, "list_documents")
         assert listed[0]["title"] == title and {d["kind"] for d in listed} == {"calc", "writer"}
-        if os.environ.get("TOOLBRIDGE_SAVE_SCREENSHOTS"):
-            from PIL import ImageGrab
+        from PIL import ImageGrab
 
-            window = ImageGrab.grab(xdisplay=world.display)
+        window = ImageGrab.grab(xdisplay=world.display).convert("RGB")  # the X display, as the user sees it
+        assert window.size == (1280, 800)
+        pixels = list(window.getdata())
+        assert len(set(pixels)) > 20  # the office's window, not a blank screen
+        assert sum(1 for r, g, b in pixels if r + g + b < 150) > 2000  # dark text: the headings are drawn
+        if os.environ.get("TOOLBRIDGE_SAVE_SCREENSHOTS"):
             window.resize((800, 500)).quantize(colors=128).save(SCREENSHOT, optimize=True)
 
 

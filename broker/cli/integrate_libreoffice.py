@@ -34,7 +34,8 @@ import app_client
 
 from .integrate_blender import APP_CLIENT_DEPENDENCIES, IntegrationError, platform_tags
 
-__all__ = ["EXTENSION_ID", "build", "find_office", "install", "installed", "probe", "remove"]
+__all__ = ["EXTENSION_ID", "IntegrationError", "build", "find_office", "install", "installed", "office_python", "probe",
+           "remove"]
 
 EXTENSION_ID = "org.toolbridge.libreoffice"
 _PROBE = ("import json, sys, sysconfig, uno; "
