@@ -212,6 +212,39 @@ async def test_calc_cells_are_written_and_read_back_through_the_office(world: Se
         assert pdf.read_bytes()[:5] == b"%PDF-"
         guarded = await client.call_tool("LibreOffice__export_pdf", {"path": f"{world.base}/../escape.pdf"})
         assert guarded.is_error and "path traversal" in guarded.content[0].text  # the daemon's path guard
+        # The office itself fails (a folder it cannot write): a short app error, no traceback,
+        # and the office goes on answering.
+        unwritable = await client.call_tool("LibreOffice__save_document", {"path": "/proc/fruit.ods"})
+        assert unwritable.is_error and "Traceback" not in unwritable.content[0].text, unwritable.content
+        assert (await call(client, "read_cells", range="A2", document=str(ods)))["values"] == [["apple"]]
+
+
+async def test_cancelling_a_large_write_stops_it_between_steps(world: Setup) -> None:
+    async with agent(world) as client:
+        await wait_for_tool(client, "LibreOffice__write_cells", setup=world)
+        sheet = await call(client, "create_document", kind="calc")
+        first_step = trio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            first_step.set()
+
+        async with trio.open_nursery() as nursery:
+            scope = trio.CancelScope()
+
+            async def write() -> None:
+                with scope:
+                    await client.call_tool("LibreOffice__write_cells",
+                                           {"start": "A1", "values": [[7] * 10] * 10_000, "document": sheet["title"]},
+                                           progress_callback=on_progress)
+                    raise AssertionError("the write should have been cancelled")  # pragma: no cover
+
+            nursery.start_soon(write)
+            await first_step.wait()
+            scope.cancel()
+        # Calls run one at a time: this one runs after the write stopped.
+        corners = await call(client, "read_cells", range="A1:A10000", document=sheet["title"])
+        written = sum(1 for row in corners["values"] if row == [7])
+        assert 50 <= written < 10_000 and written % 50 == 0  # whole steps of 50 rows, not all
 
 
 async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setup) -> None:
@@ -236,7 +269,7 @@ async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setu
 
         window = ImageGrab.grab(xdisplay=world.display).convert("RGB")  # the X display, as the user sees it
         assert window.size == (1280, 800)
-        pixels = list(window.getdata())
+        pixels = list(window.get_flattened_data())
         assert len(set(pixels)) > 20  # the office's window, not a blank screen
         assert sum(1 for r, g, b in pixels if r + g + b < 150) > 2000  # dark text: the headings are drawn
         if os.environ.get("TOOLBRIDGE_SAVE_SCREENSHOTS"):
@@ -249,7 +282,7 @@ async def test_restarting_the_daemon_brings_the_extension_back(world: Setup) -> 
     async with agent(world) as client:  # the relay starts a new daemon
         assert json.loads((world.home / "runtime.json").read_text())["pid"] != runtime["pid"]
         await wait_for_tool(client, "LibreOffice__list_documents", setup=world)
-        assert len(await call(client, "list_documents")) == 2  # the same office, its documents still open
+        assert len(await call(client, "list_documents")) == 3  # the same office, its documents still open
 
 
 async def test_killing_the_office_mid_call_gives_app_disconnected(world: Setup) -> None:
