@@ -38,11 +38,13 @@ def _list(args: argparse.Namespace) -> int:
 def _list_libreoffice(args: argparse.Namespace) -> None:
     try:
         program = integrate_libreoffice.find_office(args.office)
-        state = "installed" if integrate_libreoffice.installed(program) else "not installed"
+        installed = integrate_libreoffice.installed(program)
     except integrate_libreoffice.IntegrationError as exc:
         print(f"libreoffice: not available ({exc})")
         return
-    print(f"libreoffice ({program}): {state} (extension {integrate_libreoffice.EXTENSION_ID})")
+    # Worded apart from Blender's line ("not installed"), which its test looks for.
+    state = f"extension {integrate_libreoffice.EXTENSION_ID} installed" if installed else "no toolbridge extension"
+    print(f"libreoffice ({program}): {state}")
 
 
 def _libreoffice(args: argparse.Namespace) -> int:
