@@ -110,6 +110,7 @@ class Setup:
             self.xvfb.wait()
             os.close(self.display_pipe)
         toolbridge("stop", "--home", str(self.home), env=self.env)
+        toolbridge("integrate", "libreoffice", "--remove", env=self.env)  # as root it was installed for all users
 
 
 @pytest.fixture(scope="module")
@@ -321,6 +322,11 @@ for attempt in range(240):  # polled: the office opens its pipe a little after i
         break
     except NoConnectException:
         time.sleep(0.25)
+from com.sun.star.beans import PropertyValue
+node = PropertyValue(Name="nodepath", Value="/org.openoffice.Office.Addons/AddonUI/AddonMenu")
+provider = ctx.ServiceManager.createInstanceWithContext("com.sun.star.configuration.ConfigurationProvider", ctx)
+menu = provider.createInstanceWithArguments("com.sun.star.configuration.ConfigurationAccess", (node,))
+print("menu entry:", menu.getByName("org.toolbridge.libreoffice.status").Title)  # Tools > Add-Ons
 ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx).terminate()
 """
 
@@ -343,6 +349,7 @@ async def test_quitting_the_office_says_goodbye(world: Setup) -> None:
         quit_office = await trio.to_thread.run_sync(lambda: subprocess.run(
             [PYTHON_WITH_UNO, "-c", QUIT, pipe], capture_output=True, text=True, timeout=120))
         assert quit_office.returncode == 0, quit_office.stderr
+        assert "menu entry: toolbridge: connection state" in quit_office.stdout
         assert await trio.to_thread.run_sync(world.office.wait) == 0
         with trio.fail_after(60):
             while any(t.name.startswith("LibreOffice") for t in (await client.list_tools()).tools):
