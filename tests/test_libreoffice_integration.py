@@ -200,6 +200,10 @@ async def test_calc_cells_are_written_and_read_back_through_the_office(world: Se
         resource = await client.read_resource(
             f"toolbridge://LibreOffice/office://sheets/{title.replace(' ', '%20')}/Sheet1/A2:B2")
         assert json.loads(resource.contents[0].text)["values"] == [["apple", 12.5]]
+        template = types.ResourceTemplateReference(
+            uri="toolbridge://LibreOffice/office://sheets/{document}/{sheet}/{range}")
+        completed = await client.complete(template, {"name": "document", "value": "unt"})
+        assert completed.completion.values == [title.replace(" ", "%20")]
         documents = await client.read_resource("toolbridge://LibreOffice/office://documents")
         assert title in documents.contents[0].text
 
@@ -255,6 +259,7 @@ async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setu
         title = doc["title"]
         await call(client, "insert_text", document=title,
                    text="Quarterly report\nSales went up.\nOutlook\nMore pears next year.")
+        await call(client, "insert_text", document=title, text="Draft", at="start", style="Subtitle")
         await call(client, "set_heading", document=title, paragraph="Quarterly report", level=1)
         await call(client, "set_heading", document=title, paragraph="Outlook", level=2)
         assert (await call(client, "replace_text", document=title, search="pears", replacement="figs"))["replaced"] == 1
@@ -262,8 +267,9 @@ async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setu
         assert outline["outline"] == [{"level": 1, "text": "Quarterly report", "style": "Heading 1"},
                                       {"level": 2, "text": "Outlook", "style": "Heading 2"}]
         text = await call(client, "read_text", document=title)
-        assert [p["text"] for p in text["paragraphs"]] == ["Quarterly report", "Sales went up.", "Outlook",
+        assert [p["text"] for p in text["paragraphs"]] == ["Draft", "Quarterly report", "Sales went up.", "Outlook",
                                                            "More figs next year."]
+        assert text["paragraphs"][0]["style"] == "Subtitle" and text["paragraphs"][2]["style"] != "Subtitle"
         listed = await call(client, "list_documents")
         assert listed[0]["title"] == title and {d["kind"] for d in listed} == {"calc", "writer"}
         from PIL import ImageGrab
