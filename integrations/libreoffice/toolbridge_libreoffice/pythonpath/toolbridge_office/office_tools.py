@@ -16,13 +16,16 @@ else they raise (a UNO exception) becomes a safe app error (app_client logs the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import urllib.parse
+from collections.abc import Iterator
 from typing import Annotated, Any, Literal, Union
 
 import msgspec
 import uno
 from com.sun.star.beans import PropertyValue
+from com.sun.star.io import IOException
 
 from app_client import App, ToolContext, ToolError
 
@@ -271,14 +274,16 @@ def declare(app: App, ctx: Any) -> None:
         if path is None:
             if not doc.hasLocation() or doc.isReadonly():
                 raise ToolError("the document has no file yet: give a path")
-            doc.store()
+            with _writing(doc.getURL()):
+                doc.store()
         else:
             extension = os.path.splitext(path)[1].lower()
             filters = _SAVE_FILTERS.get("com.sun.star.sheet.SpreadsheetDocument" if _kind(doc) == "calc" else WRITER, {})
             if extension not in filters:
                 raise ToolError(f"a {_kind(doc)} document is saved as {', '.join(filters)}; not {extension or 'no extension'}")
             _folder(path)
-            doc.storeAsURL(_url(path), _props(FilterName=filters[extension], Overwrite=True))
+            with _writing(path):
+                doc.storeAsURL(_url(path), _props(FilterName=filters[extension], Overwrite=True))
         return describe(doc)
 
     @app.tool(annotations=OVERWRITES, title="Export PDF")
@@ -290,7 +295,8 @@ def declare(app: App, ctx: Any) -> None:
             raise ToolError("the path must end in .pdf")
         _folder(path)
         service = CALC if _kind(doc) == "calc" else WRITER
-        doc.storeToURL(_url(path), _props(FilterName=_PDF_FILTERS[service], Overwrite=True))
+        with _writing(path):
+            doc.storeToURL(_url(path), _props(FilterName=_PDF_FILTERS[service], Overwrite=True))
         return {"path": path, "bytes": os.path.getsize(path)}
 
     # --- Calc ----------------------------------------------------------------------------
@@ -516,6 +522,16 @@ def _set_style(doc: Any, paragraph: Any, style: str) -> None:
     if not styles.hasByName(style):
         raise ToolError(f"no paragraph style named {style!r}")
     paragraph.ParaStyleName = style
+
+
+@contextlib.contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """The office's I/O failure as a ToolError that says what to check."""
+    try:
+        yield
+    except IOException:
+        raise ToolError(f"LibreOffice could not write {path}: check that the folder is writable "
+                        "and the file is not open elsewhere") from None
 
 
 def _folder(path: str) -> None:
