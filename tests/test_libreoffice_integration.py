@@ -192,6 +192,9 @@ async def test_calc_cells_are_written_and_read_back_through_the_office(world: Se
 
         sorted_rows = await call(client, "sort_range", range="A1:B4", column="B", descending=True, has_header=True)
         assert [row[0] for row in sorted_rows["values"]] == ["fruit", "apple", "fig", "pear"]
+        shown = await call(client, "filter_range", range="A1:B4", column="B", operator="greater", value=5)
+        assert shown["visible_rows"] == [["fruit", "count"], ["apple", 12.5], ["fig", 7]] and shown["hidden"] == 1
+        assert (await call(client, "filter_range", range="A1:B4", column="B", operator="clear"))["hidden"] == 0
         chart = await call(client, "make_chart", range="A1:B4", kind="column", title="Fruit")
         assert chart["charts"] == ["Chart1"]
         added = await call(client, "add_sheet", name="Summary", document=title)

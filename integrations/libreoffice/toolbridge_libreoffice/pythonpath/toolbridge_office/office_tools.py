@@ -46,7 +46,8 @@ DocumentName = Annotated[str, msgspec.Meta(min_length=1, max_length=4096, descri
     "the document's title as list_documents shows it, its file path or its URL; "
     "omit for the document the user is working in"))]
 SheetName = Annotated[str, msgspec.Meta(min_length=1, max_length=255, description="a sheet's name; omit for the active sheet")]
-RangeName = Annotated[str, msgspec.Meta(min_length=2, max_length=64, pattern=r"^\$?[A-Za-z]{1,3}\$?[0-9]{1,7}(:\$?[A-Za-z]{1,3}\$?[0-9]{1,7})?$",
+_CELL = r"\$?[A-Za-z]{1,3}\$?[0-9]{1,7}"
+RangeName = Annotated[str, msgspec.Meta(min_length=2, max_length=64, pattern=f"^{_CELL}(:{_CELL})?$",
                                         description='a cell ("B2") or a range ("A1:C10")')]
 CellValue = Union[float, int, bool, str, None]
 FilePath = Annotated[str, msgspec.Meta(min_length=1, max_length=4096, description="an absolute file path")]
@@ -278,7 +279,7 @@ def declare(app: App, ctx: Any) -> None:
                 doc.store()
         else:
             extension = os.path.splitext(path)[1].lower()
-            filters = _SAVE_FILTERS.get("com.sun.star.sheet.SpreadsheetDocument" if _kind(doc) == "calc" else WRITER, {})
+            filters = _SAVE_FILTERS.get(CALC if _kind(doc) == "calc" else WRITER, {})
             if extension not in filters:
                 raise ToolError(f"a {_kind(doc)} document is saved as {', '.join(filters)}; not {extension or 'no extension'}")
             _folder(path)
@@ -378,12 +379,53 @@ def declare(app: App, ctx: Any) -> None:
         uno.invoke(cells, "sort", (tuple(descriptor),))
         return _read(cells)
 
+    @app.tool(annotations=CHANGES, title="Filter range")
+    def filter_range(
+        range: RangeName,
+        column: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z]{1,3}$", description='the column to test, e.g. "B"')],
+        operator: Literal["equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "clear"],
+        value: Annotated[Union[float, str], msgspec.Meta(description="a number or a text to compare with")] = "",
+        has_header: Annotated[bool, msgspec.Meta(description="the first row holds headings and stays visible")] = True,
+        sheet: SheetName | None = None,
+        document: DocumentName | None = None,
+    ) -> dict[str, Any]:
+        """Show only the rows of a range whose cell in ``column`` compares with ``value``
+        (the others are hidden, not deleted); operator "clear" shows all rows again. Returns
+        the visible rows."""
+        from com.sun.star.sheet import TableFilterField
+
+        doc = office.document(document, "calc")
+        target = _sheet(doc, sheet)
+        cells = _range(target, range)
+        address = cells.getRangeAddress()
+        descriptor = cells.createFilterDescriptor(True)  # empty: shows every row
+        if operator != "clear":
+            index = _column_index(column) - address.StartColumn
+            if not 0 <= index <= address.EndColumn - address.StartColumn:
+                raise ToolError(f"column {column.upper()} is not inside {range}")
+            field = TableFilterField()
+            field.Field, field.Operator = index, uno.Enum("com.sun.star.sheet.FilterOperator", operator.upper())
+            field.IsNumeric = not isinstance(value, str)
+            if field.IsNumeric:
+                field.NumericValue = float(value)
+            else:
+                field.StringValue = value
+            descriptor.setFilterFields((field,))
+            descriptor.ContainsHeader = has_header
+        cells.filter(descriptor)
+        rows = target.getRows()
+        values = _read(cells)["values"]
+        visible = [row for offset, row in enumerate(values) if rows.getByIndex(address.StartRow + offset).IsVisible]
+        return {"range": cells.AbsoluteName.replace("$", ""), "visible_rows": visible,
+                "hidden": len(values) - len(visible)}
+
     @app.tool(annotations=CHANGES, title="Make chart")
     def make_chart(
         range: RangeName,
         kind: Literal["column", "bar", "line", "pie", "scatter"] = "column",
         title: Annotated[str, msgspec.Meta(max_length=200)] | None = None,
-        anchor: Annotated[RangeName, msgspec.Meta(description="the cell at the chart's top left; default: right of the data")] | None = None,
+        anchor: Annotated[RangeName, msgspec.Meta(
+            description="the cell at the chart's top left; default: right of the data")] | None = None,
         sheet: SheetName | None = None,
         document: DocumentName | None = None,
     ) -> dict[str, Any]:
