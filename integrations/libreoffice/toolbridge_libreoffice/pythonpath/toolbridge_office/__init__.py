@@ -140,12 +140,15 @@ def _start(ctx: Any) -> None:
 
         from app_client import App
 
-        from .office_tools import declare
+        from .office_tools import Office, declare
+        from .writer_tools import declare_writer
 
         main_thread = OfficeMainThread(ctx)
         app = App(APP_NAME, gui_executor=main_thread.submit, app_version=_office_version(ctx),
                   on_state_change=_on_state)
-        declare(app, ctx)
+        office = Office(ctx)
+        declare(app, office)
+        declare_writer(app, office)
         desktop = ctx.ServiceManager.createInstanceWithContext("com.sun.star.frame.Desktop", ctx)
         _runtime.listener = _OnQuit()
         desktop.addTerminateListener(_runtime.listener)

@@ -1,4 +1,4 @@
-"""The tools and resources LibreOffice offers agents: a thin layer over UNO.
+"""The document and Calc tools and the resources LibreOffice offers agents: a thin layer over UNO.
 
 Theory of operation
 -------------------
@@ -29,7 +29,7 @@ from com.sun.star.io import IOException
 
 from app_client import App, ToolContext, ToolError
 
-__all__ = ["declare"]
+__all__ = ["CHANGES", "OVERWRITES", "READ_ONLY", "DocumentName", "Office", "declare", "outline", "paragraphs", "title_of"]
 
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "openWorldHint": False}
 CHANGES = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
@@ -79,7 +79,7 @@ def _kind(doc: Any) -> str:
     return "other"
 
 
-def _title(doc: Any) -> str:
+def title_of(doc: Any) -> str:
     try:
         return str(doc.getTitle())
     except Exception:
@@ -120,21 +120,21 @@ class Office:
             return candidates[0]
         url = name if "://" in name else (_url(name) if os.path.isabs(name) else None)
         for doc in documents:
-            if _title(doc) == name or (url is not None and doc.getURL() == url):
+            if title_of(doc) == name or (url is not None and doc.getURL() == url):
                 if kind is not None and _kind(doc) != kind:
                     raise ToolError(f"{name!r} is a {_kind(doc)} document; this tool needs a {kind} document")
                 return doc
-        known = ", ".join(repr(_title(d)) for d in documents) or "none"
+        known = ", ".join(repr(title_of(d)) for d in documents) or "none"
         raise ToolError(f"no open document named {name!r}; open documents are: {known}")
 
 
 def describe(doc: Any) -> dict[str, Any]:
-    info: dict[str, Any] = {"title": _title(doc), "kind": _kind(doc), "url": doc.getURL() or None,
+    info: dict[str, Any] = {"title": title_of(doc), "kind": _kind(doc), "url": doc.getURL() or None,
                             "modified": bool(doc.isModified())}
     if info["kind"] == "calc":
         info["sheets"] = list(doc.getSheets().getElementNames())
     elif info["kind"] == "writer":
-        info["paragraphs"] = sum(1 for _ in _paragraphs(doc))
+        info["paragraphs"] = sum(1 for _ in paragraphs(doc))
     return info
 
 
@@ -219,7 +219,7 @@ def _write_rows(cells: Any, first: int, rows: list[list[CellValue]]) -> None:
             _write(cells.getCellByPosition(c, first + r), value)
 
 
-def _paragraphs(doc: Any) -> Any:
+def paragraphs(doc: Any) -> Any:
     """The body text's paragraphs (tables are skipped)."""
     enumeration = doc.getText().createEnumeration()
     while enumeration.hasMoreElements():
@@ -230,12 +230,12 @@ def _paragraphs(doc: Any) -> Any:
 
 def outline(doc: Any) -> list[dict[str, Any]]:
     return [{"level": int(p.OutlineLevel), "text": p.getString(), "style": p.ParaStyleName}
-            for p in _paragraphs(doc) if p.OutlineLevel > 0]
+            for p in paragraphs(doc) if p.OutlineLevel > 0]
 
 
-def declare(app: App, ctx: Any) -> None:
-    """Declare the office's tools and resources on ``app`` (before it runs)."""
-    office = Office(ctx)
+def declare(app: App, office: Office) -> None:
+    """Declare the document and Calc tools and the resources on ``app`` (before it runs);
+    the Writer tools are in :mod:`.writer_tools`."""
 
     # --- documents ---------------------------------------------------------------------
 
@@ -458,86 +458,6 @@ def declare(app: App, ctx: Any) -> None:
             chart.getTitle().String = title
         return {"chart": name, "sheet": target.getName(), "kind": kind, "charts": list(charts.getElementNames())}
 
-    # --- Writer --------------------------------------------------------------------------
-
-    @app.tool(annotations=CHANGES, title="Insert text")
-    def insert_text(
-        text: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000, description="new paragraphs, separated by newlines")],
-        at: Literal["end", "start"] = "end",
-        style: Annotated[str, msgspec.Meta(max_length=100, description='a paragraph style, e.g. "Heading 1"')] | None = None,
-        document: DocumentName | None = None,
-    ) -> dict[str, Any]:
-        """Add paragraphs at the end (or start) of a text document, optionally in a paragraph
-        style. Returns the document's outline."""
-        from com.sun.star.text.ControlCharacter import PARAGRAPH_BREAK
-
-        doc = office.document(document, "writer")
-        body = doc.getText()
-        cursor = body.createTextCursorByRange(body.getEnd() if at == "end" else body.getStart())
-        empty = body.getString() == ""
-        lines = text.split("\n")
-        for number, line in enumerate(lines):
-            if at == "end" and not (empty and number == 0):
-                body.insertControlCharacter(cursor, PARAGRAPH_BREAK, False)
-            start = cursor.getStart()
-            body.insertString(cursor, line, False)
-            if style:
-                _set_style(doc, body.createTextCursorByRange(start), style)
-            if at == "start" and number < len(lines) - 1 or at == "start" and not empty:
-                body.insertControlCharacter(cursor, PARAGRAPH_BREAK, False)
-        return {"document": _title(doc), "outline": outline(doc)}
-
-    @app.tool(annotations=OVERWRITES, title="Replace text")
-    def replace_text(
-        search: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)],
-        replacement: Annotated[str, msgspec.Meta(max_length=100_000)],
-        regex: Annotated[bool, msgspec.Meta(description="search is a regular expression (ICU)")] = False,
-        match_case: bool = True,
-        document: DocumentName | None = None,
-    ) -> dict[str, Any]:
-        """Replace every occurrence of ``search`` in a text document. Returns how many."""
-        doc = office.document(document, "writer")
-        descriptor = doc.createReplaceDescriptor()
-        descriptor.SearchString, descriptor.ReplaceString = search, replacement
-        descriptor.SearchRegularExpression, descriptor.SearchCaseSensitive = regex, match_case
-        return {"replaced": int(doc.replaceAll(descriptor))}
-
-    @app.tool(annotations=CHANGES, title="Apply heading style")
-    def set_heading(
-        paragraph: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000,
-                                               description="the paragraph's text (its whole text, or how it starts)")],
-        level: Annotated[int, msgspec.Meta(ge=0, le=10, description="1 = Heading 1, ...; 0 makes it body text")] = 1,
-        document: DocumentName | None = None,
-    ) -> dict[str, Any]:
-        """Make a paragraph of a text document a heading (style "Heading N"), or body text
-        again with level 0. Returns the document's outline."""
-        doc = office.document(document, "writer")
-        paragraphs = list(_paragraphs(doc))
-        match = next((p for p in paragraphs if p.getString() == paragraph), None) or \
-            next((p for p in paragraphs if p.getString().startswith(paragraph)), None)
-        if match is None:
-            raise ToolError(f"no paragraph starts with {paragraph[:80]!r}; read_outline or read_text shows the text")
-        _set_style(doc, match, f"Heading {level}" if level else "Default Paragraph Style")
-        return {"document": _title(doc), "outline": outline(doc)}
-
-    @app.tool(annotations=READ_ONLY, title="Read outline")
-    def read_outline(document: DocumentName | None = None) -> dict[str, Any]:
-        """The headings of a text document, in order, with their level and style."""
-        doc = office.document(document, "writer")
-        return {"document": _title(doc), "outline": outline(doc)}
-
-    @app.tool(annotations=READ_ONLY, title="Read text")
-    def read_text(document: DocumentName | None = None,
-                  max_paragraphs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 200) -> dict[str, Any]:
-        """The paragraphs of a text document with their styles (the first ``max_paragraphs``)."""
-        doc = office.document(document, "writer")
-        paragraphs = []
-        for number, p in enumerate(_paragraphs(doc)):
-            if number >= max_paragraphs:
-                break
-            paragraphs.append({"text": p.getString(), "style": p.ParaStyleName})
-        return {"document": _title(doc), "paragraphs": paragraphs}
-
     # --- resources -----------------------------------------------------------------------
 
     @app.resource("office://documents", name="open documents", mime_type="application/json",
@@ -546,8 +466,8 @@ def declare(app: App, ctx: Any) -> None:
         return msgspec.json.encode(list_documents()).decode()
 
     def document_titles(typed: str) -> list[str]:
-        return sorted(urllib.parse.quote(_title(d), safe="") for d in office.documents()
-                      if d.supportsService(CALC) and _title(d).lower().startswith(urllib.parse.unquote(typed).lower()))
+        return sorted(urllib.parse.quote(title_of(d), safe="") for d in office.documents()
+                      if d.supportsService(CALC) and title_of(d).lower().startswith(urllib.parse.unquote(typed).lower()))
 
     @app.resource_template("office://sheets/{document}/{sheet}/{range}", name="sheet range",
                            mime_type="application/json",
@@ -557,13 +477,6 @@ def declare(app: App, ctx: Any) -> None:
     def sheet_range(document: str, sheet: str, range: str) -> str:
         doc = office.document(urllib.parse.unquote(document), "calc")
         return msgspec.json.encode(_read(_range(_sheet(doc, urllib.parse.unquote(sheet)), range))).decode()
-
-
-def _set_style(doc: Any, paragraph: Any, style: str) -> None:
-    styles = doc.getStyleFamilies().getByName("ParagraphStyles")
-    if not styles.hasByName(style):
-        raise ToolError(f"no paragraph style named {style!r}")
-    paragraph.ParaStyleName = style
 
 
 @contextlib.contextmanager
