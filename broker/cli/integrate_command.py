@@ -2,8 +2,9 @@
 
 ``toolbridge integrate blender`` installs and enables the Blender add-on
 (:mod:`broker.cli.integrate_blender`), ``toolbridge integrate freecad`` the FreeCAD add-on
-(:mod:`broker.cli.integrate_freecad`); ``--remove`` undoes that, ``--list`` shows what is
-installed. Each program's module does the work; this one parses and prints.
+(:mod:`broker.cli.integrate_freecad`), ``toolbridge integrate libreoffice`` the LibreOffice
+extension (:mod:`broker.cli.integrate_libreoffice`); ``--remove`` undoes that, ``--list``
+shows what is installed. Each program's module does the work; this one parses and prints.
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import integrate_blender, integrate_freecad
+from . import integrate_blender, integrate_freecad, integrate_libreoffice
 from ._common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, SubParsers, add_command
 
 __all__ = ["PROGRAMS", "add_parser", "cmd_integrate"]
 
 #: The programs toolbridge integrates with.
-PROGRAMS = ("blender", "freecad")
+PROGRAMS = ("blender", "freecad", "libreoffice")
 
 
 def _list(args: argparse.Namespace) -> int:
     _list_blender(args)
     _list_freecad(args)
+    _list_libreoffice(args)
     return EXIT_OK
 
 
@@ -68,6 +70,37 @@ def _list_blender(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _list_libreoffice(args: argparse.Namespace) -> None:
+    try:
+        program = integrate_libreoffice.find_office(args.office)
+        installed = integrate_libreoffice.installed(program)
+    except integrate_libreoffice.IntegrationError as exc:
+        print(f"libreoffice: not available ({exc})")
+        return
+    # Worded apart from Blender's line ("not installed"), which its test looks for.
+    state = f"extension {integrate_libreoffice.EXTENSION_ID} installed" if installed else "no toolbridge extension"
+    print(f"libreoffice ({program}): {state}")
+
+
+def _libreoffice(args: argparse.Namespace) -> int:
+    try:
+        program = integrate_libreoffice.find_office(args.office)
+        if args.remove:
+            removed = integrate_libreoffice.remove(program)
+            print("removed the toolbridge extension from LibreOffice" if removed
+                  else "the toolbridge extension was not installed")
+            return EXIT_OK
+        info = integrate_libreoffice.install(program)
+    except integrate_libreoffice.IntegrationError as exc:
+        print(f"toolbridge integrate libreoffice: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    print(f"installed the toolbridge extension ({integrate_libreoffice.EXTENSION_ID}) into LibreOffice "
+          f"({program}), for its Python {info['python'][0]}.{info['python'][1]}\n"
+          "Start LibreOffice: it connects to the running toolbridge daemon (or waits for one); "
+          "Tools > Add-Ons > toolbridge shows its state.")
+    return EXIT_OK
+
+
 def cmd_integrate(args: argparse.Namespace) -> int:
     if args.list:
         return _list(args)
@@ -76,6 +109,8 @@ def cmd_integrate(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if args.program == "freecad":
         return _integrate_freecad(args)
+    if args.program == "libreoffice":
+        return _libreoffice(args)
     try:
         blender = integrate_blender.find_blender(args.blender)
         if args.remove:
@@ -101,4 +136,6 @@ def add_parser(sub: SubParsers) -> None:
     parser.add_argument("--blender", metavar="PATH", help="the Blender executable (default: blender on PATH)")
     parser.add_argument("--freecad", metavar="PATH",
                         help="FreeCAD's console program, freecadcmd (default: freecadcmd on PATH)")
+    parser.add_argument("--office", metavar="PATH",
+                        help="LibreOffice's soffice executable (default: soffice on PATH)")
     parser.set_defaults(func=cmd_integrate)
