@@ -68,6 +68,7 @@ import attrs
 from app_client.protocol import ToolSpec
 
 from ._fuzzy import Vocabulary, light_stem, max_distance
+from ._lexicon import is_word
 from ._semantic import Pool, SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
 from ._thesaurus import rewrite, synonyms
@@ -498,10 +499,13 @@ class ToolIndex:
         return hits
 
     def _corrections(self, words: list[str], *, loose: bool = False) -> dict[str, list[str]]:
-        """The nearest known words of each query word the index does not know (a typo)."""
+        """The nearest known words of each query word that neither the index nor the English
+        lexicon knows (a typo; see ``_lexicon``)."""
         out: dict[str, list[str]] = {}
         for word in words:
             if word in self._vocabulary or not word.isalpha():
+                continue
+            if is_word(word):  # a real word the tools lack ("parse", "bank"), never a typo
                 continue
             limit = max_distance(word, loose=loose)
             if not loose and self._knows(word):  # a form FTS5's stemmer matches ("cropping")
