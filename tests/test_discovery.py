@@ -162,6 +162,7 @@ def test_search_hit_fields_and_json(index: ToolIndex) -> None:
     }
     assert search_result([hit]) == {"tools": [hit.to_json()]}
     assert search_result([hit], "words") == {"tools": [hit.to_json()], "match": "words"}
+    assert search_result([hit], "words", True) == {"tools": [hit.to_json()], "match": "words", "noClearFit": True}
     unrated = attrs.evolve(hit, confidence=None)
     assert "confidence" not in unrated.to_json()  # the answer's shape before ratings existed
 

@@ -149,6 +149,21 @@ def test_a_real_english_word_is_never_corrected_even_one_edit_from_a_tool_word()
     assert idx._corrections(["backk"]) == {"backk": ["back"]}
 
 
+def test_an_answer_says_when_no_tool_clearly_fits(corpus: ToolIndex) -> None:
+    # Issue 32: queries no tool answers got "medium"; the answer now carries a calibrated
+    # flag (BM25 only here; the figures with the semantic extra are in BENCHMARKS.md).
+    nothing = corpus.prepare("order a pizza", 5)
+    hits = nothing.finish()
+    assert hits and nothing.no_clear_fit and {h.confidence for h in hits} == {"low"}
+    assert nothing.answer_probability is not None and nothing.answer_probability < 0.3
+    clear = corpus.prepare("export the image as png", 5)
+    hits = clear.finish()
+    assert not clear.no_clear_fit and hits[0].agent_name == "PixelForge__ExportImage"
+    assert hits[0].confidence == "high"
+    matched_nothing = corpus.prepare("zzzz qqqq", 5)
+    assert matched_nothing.finish() and matched_nothing.no_clear_fit
+
+
 def test_the_lexicon_ships_with_the_installed_package() -> None:
     from broker.discovery._lexicon import is_word, lexicon_size
 

@@ -90,7 +90,7 @@ def test_tool_text_is_name_words_description_and_title() -> None:
 
 
 def test_rerank_blends_bm25_with_similarity() -> None:
-    reranker = SemanticReranker(fake())
+    reranker = SemanticReranker(fake(), weight=1.0)  # the default weight is fitted (0.75): pin one here
     candidates = [("A__Other", "other: a thing", 10.0), ("A__Seek", "seek: go", 8.0), ("A__Far", "far: x", 1.0)]
     order = reranker.rerank("a position", candidates)
     # bm25/best + cos01: Other 1.0 + 0, Seek 0.8 + 1, Far 0.1 + 0 (both "*": same cosine)
@@ -99,6 +99,20 @@ def test_rerank_blends_bm25_with_similarity() -> None:
     # without the similarity the BM25 order stands
     assert [i for i, _ in SemanticReranker(fake(), weight=0.0).rerank("a position", candidates)] == [0, 1, 2]
     assert reranker.rerank("x", []) == []
+
+
+def test_fuse_by_rank_and_by_blend() -> None:
+    from broker.discovery._semantic import fuse
+
+    bm25, cosines = [10.0, 8.0, 0.0], [0.70, 0.90, 0.95]
+    # reciprocal-rank fusion, k = 1: BM25 ranks 1, 2 (none for the third), cosine ranks 3, 2, 1
+    assert [round(x, 6) for x in fuse(bm25, cosines, "rrf", 1.0, 1.0)] == [
+        round(1 / 2 + 1 / 4, 6), round(1 / 3 + 1 / 3, 6), round(1 / 2, 6)]
+    # a huge BM25 score counts no more than rank 1
+    assert fuse([1e9, 8.0, 0.0], cosines, "rrf", 1.0, 1.0) == fuse(bm25, cosines, "rrf", 1.0, 1.0)
+    # the blend: bm25 / best + weight * min-max cosine
+    assert [round(x, 6) for x in fuse(bm25, cosines, "blend", 1.0)] == [1.0, 0.8 + 0.8, 1.0]
+    assert fuse([], [], "rrf") == []
 
 
 def test_index_reranks_the_best_candidates_and_keeps_the_rest_in_bm25_order() -> None:
@@ -164,6 +178,7 @@ def zorp() -> FakeEmbedder:
 
 
 def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, SemanticReranker]:
+    options.setdefault("weight", 1.0)  # the default weight is fitted (0.75): these tests pin 1.0
     reranker = SemanticReranker(embedder, **options)
     idx = ToolIndex(reranker=reranker)
     idx.replace_all(MUSIC)
@@ -189,7 +204,10 @@ def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
     # dense=0: the re-ranking of BM25's candidates only, which finds nothing here
     assert hybrid_index(zorp(), dense=0)[0].prepare("zorp", 5).match == "any"
     prepared = idx.prepare("zorp", 5)
-    assert prepared.finish()[0].confidence == "low" and prepared.match == "semantic"
+    # found by meaning alone, with the fake embedder's cosine of 1.0 (identical vectors): the
+    # calibrated confidence (issue 32) rates similarity, not shared words, so this is "high"
+    assert prepared.finish()[0].confidence == "high" and prepared.match == "semantic"
+    assert not prepared.no_clear_fit
     assert idx.search("", 5) == [] and idx.search("zorp", 0) == []
 
 
@@ -253,7 +271,7 @@ def test_hybrid_finish_in_a_thread_while_the_index_changes() -> None:
 
 def test_the_vector_matrix_grows_and_compacts() -> None:
     embedder = FakeEmbedder({"near": [1, 0, 0], "*": [0, 0, 1]})
-    reranker = SemanticReranker(embedder, dense=3)
+    reranker = SemanticReranker(embedder, dense=3, weight=1.0)
     reranker.embed((f"A__T{i}", f"tool {i}" + (" near" if i % 100 == 7 else "")) for i in range(600))
     assert reranker.cached() == 600
     for i in range(500):

@@ -67,6 +67,7 @@ import attrs
 
 from app_client.protocol import ToolSpec
 
+from ._calibration import answer_probability, hit_probability, level, no_clear_fit
 from ._fuzzy import Vocabulary, light_stem, max_distance
 from ._lexicon import is_word
 from ._semantic import Pool, SemanticReranker, tool_text
@@ -136,6 +137,11 @@ class SearchHit:
     score: float
     title: str | None = None
     confidence: str | None = None
+    #: Share of the query's words (light stems) in the tool's name, title and description
+    #: (None: not rated); what the confidence is calibrated on, not part of the answer's JSON.
+    coverage: float | None = attrs.field(default=None, eq=False)
+    #: Cosine similarity of query and tool by embedding (None: not computed), likewise.
+    similarity: float | None = attrs.field(default=None, eq=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ``search_tools`` returns for this hit."""
@@ -456,6 +462,7 @@ class ToolIndex:
         typed = query_words(text)
         all_words = split_words(text)
         corrections = self._corrections(typed)
+        unknown = self._unknown_share(typed, corrections)
         words = _substitute(typed, corrections, every=True)
         all_words = _substitute(all_words, corrections, every=False)
         extra: list[str] = []
@@ -472,17 +479,27 @@ class ToolIndex:
         else:
             hits, match = self._fallback(typed, wanted, app)
         if self.reranker is None:
-            return PreparedSearch(query, hits, limit, match=match)
+            return PreparedSearch(query, hits, limit, match=match, unknown=unknown)
         # A fallback's hits are no BM25 candidates: the dense ones go first, they come after.
         bm25_hits = hits if match in ("words", "corrected") else []
         texts = [_text(self._tools[h.agent_name]) for h in bm25_hits[: self.reranker.candidates]]
         if self.reranker.dense <= 0:
             if not bm25_hits:
-                return PreparedSearch(query, hits, limit, match=match)
-            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match)
+                return PreparedSearch(query, hits, limit, match=match, unknown=unknown)
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match, unknown=unknown)
         if self._snapshot is None:
             self._snapshot = dict(self._fields)
-        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match)
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match,
+                              unknown=unknown)
+
+    def _unknown_share(self, words: list[str], corrections: Mapping[str, list[str]]) -> float:
+        """The share of the query's words that no tool has in any form and that are no typo
+        of a word one has ("thermostat", "parcel"): a query about something no app does has many."""
+        if not words:
+            return 0.0
+        unknown = [w for w in words if w.isalpha() and w not in corrections and w not in self._vocabulary
+                   and not self._knows(w)]
+        return len(unknown) / len(words)
 
     def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
         """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
@@ -572,7 +589,7 @@ class ToolIndex:
         thesaurus or parameter text)."""
         stems = {light_stem(w) for w in words}
         if not stems:
-            return [attrs.evolve(hit, confidence="low") for hit in hits]
+            return [attrs.evolve(hit, confidence="low", coverage=0.0) for hit in hits]
         best = hits[0].score
         rated: list[SearchHit] = []
         for hit in hits:
@@ -587,7 +604,7 @@ class ToolIndex:
                 level = "medium"
             else:
                 level = "low"
-            rated.append(attrs.evolve(hit, confidence=level))
+            rated.append(attrs.evolve(hit, confidence=level, coverage=share))
         return rated
 
     def _fallback(self, words: list[str], wanted: int, app: str | None) -> tuple[list[SearchHit], str]:
@@ -600,7 +617,8 @@ class ToolIndex:
             hits = self._hits(scores, wanted, app)
             if hits:
                 best = hits[0].score
-                return [attrs.evolve(h, score=h.score / best - 1.0, confidence="low") for h in hits], "loose"
+                return [attrs.evolve(h, score=h.score / best - 1.0, confidence="low", coverage=0.0)
+                        for h in hits], "loose"
         return self._most_likely(wanted, app), "any"
 
     def _loose(self, words: list[str]) -> str | None:
@@ -631,7 +649,8 @@ class ToolIndex:
 
     def _fallback_hit(self, tool: IndexedTool, score: float) -> SearchHit:
         spec = tool.spec
-        return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low")
+        return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low",
+                         coverage=0.0)
 
     def _apply_app_prior(self, scores: dict[str, float], words: list[str], extra: list[str]) -> None:
         """Raise each hit by how well the query matches its app as a whole, in place.
@@ -694,6 +713,12 @@ class PreparedSearch:
     #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
     #: to ``"semantic"`` when a tool found by meaning alone comes first).
     match: str = "words"
+    #: The share of the query's words no tool knows (see ``_calibration``).
+    unknown: float = 0.0
+    #: Set by :meth:`finish`: no tool clearly fits the query (see ``_calibration``).
+    no_clear_fit: bool = False
+    #: Set by :meth:`finish`: the calibrated probability that some tool answers the query.
+    answer_probability: float | None = None
 
     @property
     def needs_rerank(self) -> bool:
@@ -705,29 +730,50 @@ class PreparedSearch:
         hits = self.hits
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
-            order = self.reranker.hybrid(
+            detail = self.reranker.hybrid_detail(
                 self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
                 self._pool_lookup() if self.pool is not None else None,
             )
+            order = [(name, blended) for name, blended, _ in detail]
             best = head[0].score if head and head[0].score > 0 else 1.0
             by_name = {h.agent_name: h for h in hits}
             ranked: list[SearchHit] = []
-            for name, blended in order:
+            for name, blended, cosine in detail:
                 hit = by_name.get(name)
                 if hit is not None:
-                    ranked.append(attrs.evolve(hit, score=blended))
+                    ranked.append(attrs.evolve(hit, score=blended, similarity=cosine))
                 elif self.pool is not None:  # by meaning alone: no query word in the tool
-                    ranked.append(self.pool[name].hit(name, blended, "low"))
+                    ranked.append(attrs.evolve(self.pool[name].hit(name, blended, "low"), coverage=0.0,
+                                               similarity=cosine))
             taken = {name for name, _ in order}
             # A fallback's hits (no BM25 candidates) only stand in when the dense step found none.
             if self.texts or not order:
-                ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
+                # after every candidate, in BM25's order: below the lowest fused score
+                floor = min((score for _, score in order), default=1.0)
+                scale = floor * 0.99 if floor > 0 else 1.0
+                ranked += [attrs.evolve(h, score=scale * h.score / best if floor > 0 else h.score / best)
+                           for h in tail if h.agent_name not in taken]
             # stable: a candidate before a BM25-only hit of the same score, as before the merge
             hits = sorted(ranked, key=lambda h: -h.score)
             lexical = by_name if self.texts else {}  # a fallback's hits matched no word
             if hits and hits[0].agent_name not in lexical:
                 self.match = "semantic"
-        return hits[: self.limit]
+        return self.rate(hits[: self.limit])
+
+    def rate(self, hits: list[SearchHit]) -> list[SearchHit]:
+        """``hits`` (this search's, best first) with their calibrated ``confidence``; sets
+        :attr:`no_clear_fit` and :attr:`answer_probability` (see ``_calibration``)."""
+        if not hits:
+            return hits
+        first = hits[0]
+        probability = answer_probability(first.similarity, first.coverage or 0.0, self.unknown)
+        self.answer_probability = probability
+        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, first.similarity is not None)
+        rated = []
+        for i, hit in enumerate(hits):
+            p = hit_probability(hit.similarity, hit.coverage or 0.0, i == 0, self.unknown)
+            rated.append(attrs.evolve(hit, confidence="low" if self.no_clear_fit else level(p, hit.similarity is not None)))
+        return rated
 
     def _pool_lookup(self) -> Pool:
         pool, bm25, app = self.pool, self.bm25, self.app

@@ -64,6 +64,10 @@ __all__ = [
     "CANDIDATES",
     "DENSE",
     "SEMANTIC_WEIGHT",
+    "FUSION",
+    "FUSIONS",
+    "RRF_K",
+    "fuse",
     "RERANK_MODES",
     "SemanticUnavailable",
     "Embedder",
@@ -78,8 +82,15 @@ CANDIDATES: Final = 30
 #: How many of the tools closest to the query by embedding are candidates too (chosen on the
 #: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
 DENSE: Final = 20
-#: Weight of the scaled cosine similarity against BM25's score divided by the best one.
-SEMANTIC_WEIGHT: Final = 1.0
+#: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py).
+SEMANTIC_WEIGHT: Final = 0.75
+#: How BM25 and the embedding are fused, one of :data:`FUSIONS` (see :func:`fuse`). The fit
+#: (BENCHMARKS.md, discovery round 5) found the blend and reciprocal-rank fusion within 0.01
+#: MRR of each other on 558 development queries, the blend at weight 0.75 first.
+FUSION: Final = "blend"
+FUSIONS: Final = ("rrf", "blend")
+#: Reciprocal-rank fusion's k: larger flattens the difference between neighbouring ranks.
+RRF_K: Final = 10.0
 #: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
 #: the extra); hybrid when the extra is installed, else BM25 only (the default).
 RERANK_MODES: Final = ("off", "semantic", "auto")
@@ -179,8 +190,12 @@ class SemanticReranker:
     """
 
     def __init__(self, embedder: Embedder | None = None, *, weight: float = SEMANTIC_WEIGHT,
-                 candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False) -> None:
+                 candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False,
+                 fusion: str = FUSION, rrf_k: float = RRF_K) -> None:
         self._embedder = embedder
+        #: How BM25 and the embedding are fused (see :func:`fuse`).
+        self.fusion = fusion
+        self.rrf_k = rrf_k
         #: The index hands new tools to :meth:`schedule` when it syncs (the daemon does; tests
         #: and the benchmark embed on demand).
         self.background = background
@@ -350,14 +365,30 @@ class SemanticReranker:
 
     def hybrid(self, query: str, candidates: Sequence[tuple[str, str, float]],
                pool: Pool | None = None) -> list[tuple[str, float]]:
-        """``(agent_name, blended score)`` of the candidates, best first.
+        """``(agent_name, fused score)`` of the candidates, best first (see :meth:`hybrid_detail`)."""
+        return [(name, score) for name, score, _ in self.hybrid_detail(query, candidates, pool)]
+
+    def hybrid_detail(self, query: str, candidates: Sequence[tuple[str, str, float]],
+                      pool: Pool | None = None) -> list[tuple[str, float, float]]:
+        """``(agent_name, fused score, cosine)`` of the candidates, best first.
 
         ``candidates`` are BM25's best ``(agent_name, text, bm25)``, best first, with positive
         scores (may be empty). With ``pool`` (see :data:`Pool`) and ``dense > 0``, the
         :attr:`dense` cached tools most similar to the query that ``pool`` accepts are
-        candidates too, with the BM25 score ``pool`` gives (0 if none). The blended score is
-        ``bm25 / best_bm25 + weight * cos01``; ties keep BM25's order, then similarity order.
+        candidates too, with the BM25 score ``pool`` gives (0 if none). The fused score is
+        :func:`fuse`'s; ties keep BM25's order, then similarity order. The cosine is the raw
+        similarity of query and tool (what "nothing fits" is calibrated on, see ``_calibration``).
         """
+        names, bm25, cosines = self.gather(query, candidates, pool)
+        if not names:
+            return []
+        fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
+        order = sorted(range(len(names)), key=lambda i: -fused[i])
+        return [(names[i], fused[i], cosines[i]) for i in order]
+
+    def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
+               pool: Pool | None = None) -> tuple[list[str], list[float], list[float]]:
+        """The candidates' names, BM25 scores and cosine similarities to ``query`` (embeds it)."""
         import numpy as np
 
         wanted = {name: text for name, text, _ in candidates}
@@ -394,12 +425,36 @@ class SemanticReranker:
                 taken += 1
                 if taken == self.dense:
                     break
-        if not names:
-            return []
-        cosine = np.array(cosines, dtype=np.float64)
-        spread = float(cosine.max() - cosine.min())
-        scaled = (cosine - cosine.min()) / spread if spread > 0 else np.zeros_like(cosine)
-        lexical = np.array(bm25, dtype=np.float64)
-        best = float(lexical.max())
-        blended = (lexical / best if best > 0 else lexical) + self.weight * scaled
-        return [(names[i], float(blended[i])) for i in np.argsort(-blended, kind="stable")]
+        return names, bm25, cosines
+
+
+def fuse(bm25: Sequence[float], cosines: Sequence[float], fusion: str = FUSION, weight: float = SEMANTIC_WEIGHT,
+         rrf_k: float = RRF_K) -> list[float]:
+    """Each candidate's fused score from its BM25 score (0: no word matched) and cosine.
+
+    ``"blend"`` (the default): ``bm25 / best_bm25 + weight * cos01``, the cosine min-max
+    scaled over the candidates, so both sides are on a 0..1 scale relative to this query's
+    candidates. ``"rrf"`` (reciprocal-rank fusion): ``1 / (k + bm25 rank) + weight / (k +
+    cosine rank)``, ranks from 1 over the candidates, no BM25 term for a tool BM25 did not
+    match. The form, k and the weight were fitted on the development sets by
+    ``bench/discovery/fit.py`` (a grid; a logistic model over both sides' scores and ranks
+    did no better).
+    """
+    n = len(bm25)
+    if n == 0:
+        return []
+    if fusion == "blend":
+        low, high = min(cosines), max(cosines)
+        spread = high - low
+        best = max(bm25)
+        return [(b / best if best > 0 else b) + weight * ((c - low) / spread if spread > 0 else 0.0)
+                for b, c in zip(bm25, cosines, strict=True)]
+    by_bm25 = sorted(range(n), key=lambda i: -bm25[i])  # stable: BM25's order among ties
+    by_cosine = sorted(range(n), key=lambda i: -cosines[i])
+    fused = [0.0] * n
+    for rank, i in enumerate(by_bm25, 1):
+        if bm25[i] > 0:
+            fused[i] += 1.0 / (rrf_k + rank)
+    for rank, i in enumerate(by_cosine, 1):
+        fused[i] += weight / (rrf_k + rank)
+    return fused

@@ -188,7 +188,7 @@ class MetaTools:
         if hits is None:
             # "auto" found the extra but its model does not load: BM25 from now on.
             log.warning("semantic_search_off", reason="the semantic model did not load")
-            hits = prepared.hits[: prepared.limit]
+            hits = prepared.rate(prepared.hits[: prepared.limit])
         return self._answer(prepared, hits, session)
 
     def _search(self, checked: tuple[str, int], version: int,
@@ -211,9 +211,11 @@ class MetaTools:
             return prepared, None
 
     def _answer(self, prepared: PreparedSearch, hits: list[SearchHit], session: str | None) -> dict[str, Any]:
-        structured = search_result(hits, prepared.match if hits else None)
+        structured = search_result(hits, prepared.match if hits else None,
+                                   prepared.no_clear_fit if hits else None)
         log.info("tool_search", session=session, query_chars=len(prepared.query), limit=prepared.limit,
-                 hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None)
+                 hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None,
+                 no_clear_fit=prepared.no_clear_fit if hits else None)
         return {
             "content": [{"type": "text", "text": _encoder.encode(structured).decode()}],
             "structuredContent": structured,
