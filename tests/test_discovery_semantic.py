@@ -492,3 +492,95 @@ async def test_a_semantic_search_does_not_hold_up_the_event_loop(tmp_path: Path)
         final, found = await outbox.next()
     assert found["id"] == 1 and final
     assert found["result"]["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+
+
+# --- scale: a search never waits for embedding; vectors kept across restarts (issue 32 item 5) ---
+
+
+class BlockedDocuments(FakeEmbedder):
+    """Embeds documents only once the test opens the gate (the background thread blocks)."""
+
+    def __init__(self) -> None:
+        super().__init__({"seek": [1, 0, 0], "position": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def documents(self, texts: Sequence[str]) -> Any:
+        self.started.set()
+        assert self.gate.wait(10)
+        return super().documents(texts)
+
+
+def test_a_search_never_waits_for_the_background_embedding() -> None:
+    from test_discovery import FakeInstance, FakeRegistry, FakeTool
+
+    documents, queries = BlockedDocuments(), fake()
+    reranker = SemanticReranker(documents, query_embedder=queries, background=True)
+    idx = ToolIndex(reranker=reranker)
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    registry = FakeRegistry(1, [FakeTool(name, s, FakeInstance(app)) for name, app, s in MUSIC])
+    assert idx.sync(registry)
+    assert documents.started.wait(10)  # the background thread holds the model, mid-batch
+    done = threading.Event()
+    found: list[str] = []
+
+    def search() -> None:
+        found.extend(h.agent_name for h in idx.search("current track position", 5))
+        done.set()
+
+    threading.Thread(target=search, daemon=True).start()
+    answered = done.wait(10)  # before: the search embedded its candidates, behind the batch
+    documents.gate.set()
+    worker = reranker._worker
+    assert worker is not None
+    worker.join(10)
+    assert answered
+    # nothing embedded yet: BM25's order, and only the query was embedded by the search
+    assert found == [h.agent_name for h in plain.search("current track position", 5)]
+    assert queries.queries_seen == ["current track position"] and queries.documents_seen == []
+    assert reranker.cached() == len(MUSIC)  # the background thread finished afterwards
+
+
+class VersionedEmbedder(FakeEmbedder):
+    def __init__(self, model_id: str) -> None:
+        super().__init__({"seek": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.model_id = model_id
+
+
+def test_tool_vectors_are_kept_on_disk_by_text_and_model(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "embeddings.sqlite3"
+    texts = [(name, tool_text(s.name, s.description, s.title)) for name, _, s in MUSIC]
+    first = VersionedEmbedder("fake-1")
+    SemanticReranker(first, cache_path=path).embed(texts)
+    assert len(first.documents_seen) == len(MUSIC)
+    assert path.stat().st_mode & 0o777 == 0o600
+    # a restart: the same model and texts are read back, nothing is embedded again
+    again = VersionedEmbedder("fake-1")
+    restarted = SemanticReranker(again, cache_path=path)
+    restarted.embed(texts)
+    assert again.documents_seen == [] and restarted.cached() == len(MUSIC)
+    closest = [name for name, _ in restarted._closest(again.query("seek"))]
+    assert closest[0] == "Tempo__Seek"
+    # a changed description is a new text; another model version reads none of the old vectors
+    restarted.embed([("Tempo__Seek", "seek: Jump somewhere else.")])
+    assert again.documents_seen == ["seek: Jump somewhere else."]
+    other = VersionedEmbedder("fake-2")
+    SemanticReranker(other, cache_path=path).embed(texts)
+    assert len(other.documents_seen) == len(MUSIC)
+
+
+def test_an_unusable_vector_cache_only_means_embedding_again(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    embedder = VersionedEmbedder("fake-1")
+    reranker = SemanticReranker(embedder, cache_path=blocker / "embeddings.sqlite3")
+    reranker.embed([("A__B", "b: a tool")])
+    assert reranker.cached() == 1 and embedder.documents_seen == ["b: a tool"]
+
+
+def test_the_daemon_keeps_vectors_in_the_directory_it_is_given(tmp_path: Path) -> None:
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    meta = MetaTools(core.registry, rerank="semantic", cache_dir=tmp_path)
+    assert meta._reranker is not None and meta._reranker._cache_path == tmp_path / "embeddings.sqlite3"
+    assert MetaTools(core.registry, rerank="semantic")._reranker._cache_path is None  # type: ignore[union-attr]

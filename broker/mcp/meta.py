@@ -17,7 +17,9 @@ registry lazily, at search time, when the registry's version moved. With the set
 search is hybrid (BM25's best hits plus the tools closest
 by embedding, blended) with a small embedding model, which is warmed up in a background thread
 when the first discovery-mode session starts (a daemon nobody searches never loads it), and
-which embeds new tools in one after each sync (see
+which embeds new tools in one after each sync, at low priority, reading and writing the
+vectors kept on disk in ``cache_dir`` (the home) so a restart does not embed them again; a
+search never waits for that thread: a candidate not embedded yet is ordered by BM25 (see
 ``broker.discovery._semantic``). ``call_tool`` is
 unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
 call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -43,6 +46,7 @@ import structlog
 import trio
 
 from ..discovery import (
+    CACHE_FILE,
     CALL_TOOL,
     DEFAULT_LIMIT,
     SEARCH_TOOLS,
@@ -88,10 +92,12 @@ def _invalid(tool: str, errors: list[str]) -> dict[str, Any]:
 class MetaTools:
     """The search index every session shares, and the ``search_tools`` answer."""
 
-    def __init__(self, registry: Registry, *, rerank: str = "off", reranker: SemanticReranker | None = None) -> None:
+    def __init__(self, registry: Registry, *, rerank: str = "off", reranker: SemanticReranker | None = None,
+                 cache_dir: Path | None = None) -> None:
         """``rerank``: the ``discovery_rerank`` setting ("off", "semantic" or "auto": semantic
         when the extra is installed); ``reranker``: one to use instead (tests give one with
-        their own embedder)."""
+        their own embedder); ``cache_dir``: where tool embeddings are kept across restarts
+        (the daemon's home; None: in memory only)."""
         self.registry = registry
         self._index: ToolIndex | None = None
         self._reranker = reranker
@@ -105,7 +111,8 @@ class MetaTools:
         registry.on_change(self._forget_departed)
         if reranker is None and (rerank == "semantic" or (rerank == "auto" and semantic_available())):
             self._optional = rerank == "auto"
-            self._reranker = SemanticReranker(background=True)
+            self._reranker = SemanticReranker(background=True,
+                                              cache_path=cache_dir / CACHE_FILE if cache_dir is not None else None)
         self._warming = False
 
     def discovery_session_started(self) -> None:
