@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import sys
 import threading
@@ -437,8 +438,9 @@ class SemanticReranker:
         return [(name, score) for name, score, _ in self.hybrid_detail(query, candidates, pool)]
 
     def hybrid_detail(self, query: str, candidates: Sequence[tuple[str, str, float]],
-                      pool: Pool | None = None) -> list[tuple[str, float, float]]:
-        """``(agent_name, fused score, cosine)`` of the candidates, best first.
+                      pool: Pool | None = None) -> list[tuple[str, float, float | None]]:
+        """``(agent_name, fused score, cosine)`` of the candidates, best first (cosine None: the
+        tool is not embedded yet).
 
         ``candidates`` are BM25's best ``(agent_name, text, bm25)``, best first, with positive
         scores (may be empty). With ``pool`` (see :data:`Pool`) and ``dense > 0``, the
@@ -452,7 +454,7 @@ class SemanticReranker:
             return []
         fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
         order = sorted(range(len(names)), key=lambda i: -fused[i])
-        return [(names[i], fused[i], cosines[i]) for i in order]
+        return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
 
     def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
                pool: Pool | None = None) -> tuple[list[str], list[float], list[float]]:
@@ -475,9 +477,8 @@ class SemanticReranker:
                 rows = self._model().documents([wanted[name] for name in missing])
             vectors.update(zip(missing, rows, strict=True))
         names = [name for name, _, _ in candidates]
-        known = {name: float(vectors[name] @ query_vector) for name in names if name in vectors}
-        floor = min(known.values(), default=0.0)
-        cosines = [known.get(name, floor) for name in names]
+        # NaN: not embedded yet (fuse counts it at the others' lowest; its similarity is unknown)
+        cosines = [float(vectors[name] @ query_vector) if name in vectors else math.nan for name in names]
         bm25 = [score for _, _, score in candidates]
         if pool is not None and self.dense > 0:
             taken = 0
@@ -515,6 +516,9 @@ def fuse(bm25: Sequence[float], cosines: Sequence[float], fusion: str = FUSION, 
     n = len(bm25)
     if n == 0:
         return []
+    if any(math.isnan(c) for c in cosines):  # not embedded yet: as similar as the least similar
+        floor = min((c for c in cosines if not math.isnan(c)), default=0.0)
+        cosines = [floor if math.isnan(c) else c for c in cosines]
     if fusion == "blend":
         low, high = min(cosines), max(cosines)
         spread = high - low
