@@ -56,10 +56,16 @@ def tools() -> list:
 def evaluate(index: ToolIndex, queries: list[tuple[str, list[str], str]], misses: bool) -> dict[str, dict[str, float]]:
     rows: dict[str, dict[str, float]] = {}
     listed: list[str] = []
+    levels: dict[str, list[int]] = {}  # first hit's confidence -> [queries, right, no answer at all]
     for query, expected, kind in queries:
         prepared = index.prepare(query, MAX_LIMIT)
         found = [h.agent_name for h in prepared.finish()]
         flagged = bool(getattr(prepared, "no_clear_fit", False))
+        hits = prepared.finish()[:1]
+        level = levels.setdefault(hits[0].confidence or "none" if hits else "empty", [0, 0, 0])
+        level[0] += 1
+        level[1] += bool(hits) and hits[0].agent_name in expected
+        level[2] += not expected
         corrected = bool(index._corrections(query_words(query)))
         for key in (kind, "all answerable" if expected else "all none"):
             row = rows.setdefault(key, {"n": 0, "r1": 0, "r5": 0, "mrr": 0.0, "flagged": 0, "corrected": 0})
@@ -78,6 +84,12 @@ def evaluate(index: ToolIndex, queries: list[tuple[str, list[str], str]], misses
                 listed.append(f"- [none, not flagged] `{query}` -> got {', '.join(found[:2])}")
     for line in listed:
         print(line)
+    print("\n| first hit's confidence | queries | first hit right | no tool answers the query |")
+    print("|---|---|---|---|")
+    for name in ("high", "medium", "low", "none", "empty"):
+        if name in levels:
+            n, right, nothing = levels[name]
+            print(f"| {name} | {n} | {right} ({right / n:.0%}) | {nothing} ({nothing / n:.0%}) |")
     return rows
 
 

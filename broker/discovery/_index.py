@@ -29,14 +29,16 @@ app's tools even when the right tool's text lacks the word). Results are ordered
 ties by agent-facing name, so they are deterministic.
 
 Typo tolerance and never an empty answer (:meth:`ToolIndex.prepare`): a query word that
-neither the index's vocabulary (``_fuzzy``: every indexed word and the thesaurus's) nor
-FTS5's stemmer knows is replaced by its nearest known words, by edit distance, when a tool of
-the apps the rest of the query is about has the correction (a real word the index lacks,
-"team", is not turned into "teal"). When no word matches, the search falls back to word stems
+neither the index's vocabulary (``_fuzzy``: every indexed word and the thesaurus's), nor
+FTS5's stemmer, nor the English lexicon (``_lexicon``: a real word such as "parse" or "bank"
+is never a typo) knows is replaced by its nearest known words, by edit distance, when a tool of
+the apps the rest of the query is about has the correction. When no word matches, the search falls back to word stems
 as prefixes (raised by the app prior), then to the most likely tools (read-only first, every
 app in turn). :attr:`PreparedSearch.match` says which step answered; each hit's
-``confidence`` (high, medium, low) says how many of the query's words its name, title and
-description contain.
+``confidence`` (high, medium, low) and the answer's :attr:`PreparedSearch.no_clear_fit` come
+from small models calibrated on the development sets (``_calibration``: the share of the
+query's words a tool contains, its embedding similarity, the share of query words no tool
+knows).
 
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every

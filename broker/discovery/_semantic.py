@@ -30,15 +30,21 @@ the installed package and nothing is downloaded, ever. :func:`load_embedder` rai
 extra is missing.
 
 Costs (2-core VM, bench/discovery/run.py --rerank semantic): loading takes 0.1-0.2 s (the
-weights are memory-mapped), then a query embeds in ~20 ms and a tool in ~25 ms (one thread). Tool vectors are cached
-per tool (by agent-facing name and text) and dropped when the tool leaves the index. The
-daemon warms the model and embeds newly registered tools in a background thread
+weights are memory-mapped), then a query embeds in ~13-20 ms and a tool in ~21 ms (one thread,
+batched or not). Tool vectors are cached per tool (by agent-facing name and text), dropped when
+the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
+identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
+The daemon warms the model and embeds newly registered tools in a background thread
 (:meth:`SemanticReranker.warm_up`, :meth:`SemanticReranker.schedule`; ctypes releases the GIL,
-so the trio thread keeps running); a search only embeds, synchronously, the query and any
-BM25 candidate the background thread has not reached yet. The dense half only sees tools
-already embedded: until the background thread is done (or, without it, in tests and the
-benchmark, until :meth:`SemanticReranker.embed` ran), a search is hybrid over fewer tools.
-One lock serialises all model use.
+so the trio thread keeps running) at the lowest CPU priority where the OS sets it per thread
+(Linux), in batches of :data:`_BATCH`. A search never waits for it: queries are embedded by a
+model instance of their own (when the reranker loads the model itself), and a BM25 candidate
+not embedded yet gets no similarity (ordered by BM25 among the others) and is moved to the
+front of the background queue. The dense half only sees tools already embedded: until the
+background thread is done (or, without it, in tests and the benchmark, until
+:meth:`SemanticReranker.embed` ran), a search is hybrid over fewer tools. Without a background
+thread (tests, benchmarks) a search embeds its missing candidates itself.
+One lock serialises the documents model's use, another the queries'.
 """
 
 from __future__ import annotations
