@@ -584,3 +584,35 @@ def test_the_daemon_keeps_vectors_in_the_directory_it_is_given(tmp_path: Path) -
     meta = MetaTools(core.registry, rerank="semantic", cache_dir=tmp_path)
     assert meta._reranker is not None and meta._reranker._cache_path == tmp_path / "embeddings.sqlite3"
     assert MetaTools(core.registry, rerank="semantic")._reranker._cache_path is None  # type: ignore[union-attr]
+
+
+async def test_the_query_is_embedded_alongside_bm25(tmp_path: Path) -> None:
+    # A search takes the longer of BM25 and the query's embedding, not their sum: each of
+    # the two waits here until the other has started (sequential steps would wait in vain).
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    query_started, prepare_started = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+
+    class Meeting(FakeEmbedder):
+        def query(self, text: str) -> Any:
+            query_started.set()
+            overlapped.append(prepare_started.wait(10))
+            return super().query(text)
+
+    meta = MetaTools(core.registry, reranker=SemanticReranker(
+        Meeting({"seek": [1, 0, 0], "position": [1, 0, 0], "*": [0, 0.2, 1]})))
+    index = meta.index
+    prepare = index.prepare
+
+    def meeting_prepare(*args: Any, **kwargs: Any) -> Any:
+        prepare_started.set()
+        overlapped.append(query_started.wait(10))
+        return prepare(*args, **kwargs)
+
+    index.prepare = meeting_prepare  # type: ignore[method-assign]
+    result = await meta.search_tools_async({"query": "jump to a position", "limit": 2})
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+    assert overlapped == [True, True]

@@ -63,11 +63,14 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
 from app_client.protocol import ToolSpec
+
+if TYPE_CHECKING:
+    from ._semantic import Vector
 
 from ._calibration import answer_probability, hit_probability, level, no_clear_fit
 from ._fuzzy import Vocabulary, light_stem, max_distance
@@ -727,14 +730,15 @@ class PreparedSearch:
         """Whether :meth:`finish` embeds the query (slow: run it in a worker thread)."""
         return self.reranker is not None and (bool(self.hits) or self.pool is not None)
 
-    def finish(self) -> list[SearchHit]:
-        """The final hits: ranked with the embeddings when there is a re-ranker (embeds the query)."""
+    def finish(self, query_vector: Vector | None = None) -> list[SearchHit]:
+        """The final hits: ranked with the embeddings when there is a re-ranker (embeds the
+        query, unless ``query_vector``, from :meth:`SemanticReranker.embed_query`, is given)."""
         hits = self.hits
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
             detail = self.reranker.hybrid_detail(
                 self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
-                self._pool_lookup() if self.pool is not None else None,
+                self._pool_lookup() if self.pool is not None else None, query_vector,
             )
             order = [(name, blended) for name, blended, _ in detail]
             best = head[0].score if head and head[0].score > 0 else 1.0

@@ -443,8 +443,14 @@ class SemanticReranker:
         """``(agent_name, fused score)`` of the candidates, best first (see :meth:`hybrid_detail`)."""
         return [(name, score) for name, score, _ in self.hybrid_detail(query, candidates, pool)]
 
+    def embed_query(self, query: str) -> Vector:
+        """The query's vector (thread-safe): to embed it alongside BM25, in another thread, and
+        hand it to :meth:`hybrid_detail`."""
+        return self._embed_query(query[:MAX_QUERY_CHARS])
+
     def hybrid_detail(self, query: str, candidates: Sequence[tuple[str, str, float]],
-                      pool: Pool | None = None) -> list[tuple[str, float, float | None]]:
+                      pool: Pool | None = None, query_vector: Vector | None = None,
+                      ) -> list[tuple[str, float, float | None]]:
         """``(agent_name, fused score, cosine)`` of the candidates, best first (cosine None: the
         tool is not embedded yet).
 
@@ -455,7 +461,7 @@ class SemanticReranker:
         :func:`fuse`'s; ties keep BM25's order, then similarity order. The cosine is the raw
         similarity of query and tool (what "nothing fits" is calibrated on, see ``_calibration``).
         """
-        names, bm25, cosines = self.gather(query, candidates, pool)
+        names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
         if not names:
             return []
         fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
@@ -463,14 +469,16 @@ class SemanticReranker:
         return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
 
     def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
-               pool: Pool | None = None) -> tuple[list[str], list[float], list[float]]:
+               pool: Pool | None = None, query_vector: Vector | None = None,
+               ) -> tuple[list[str], list[float], list[float]]:
         """The candidates' names, BM25 scores and cosine similarities to ``query`` (embeds it)."""
         import numpy as np
 
         wanted = {name: text for name, text, _ in candidates}
         if wanted and not self.background:  # tests and benchmarks: embed now
             self._embed(wanted)
-        query_vector = self._embed_query(query[:MAX_QUERY_CHARS])
+        if query_vector is None:
+            query_vector = self._embed_query(query[:MAX_QUERY_CHARS])
         with self._lock:
             vectors = {name: self._vectors[name][1] for name in wanted if name in self._vectors}
         missing = [name for name in wanted if name not in vectors]

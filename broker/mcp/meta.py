@@ -28,7 +28,8 @@ unknown tool name), ``call_tool`` gets an ``isError`` result of kind ``unknown_t
 at ``search_tools``, since there the name is an argument the model can correct.
 
 A search runs in a worker thread (:meth:`MetaTools.search_tools_async`, one at a time through a
-``trio.CapacityLimiter``), holding a lock over the index: BM25 over 10,000 tools takes ~7 ms
+``trio.CapacityLimiter``), holding a lock over the index, while another worker thread embeds
+the query (semantic search), so a search takes the longer of the two, not their sum: BM25 over 10,000 tools takes ~7 ms
 and up to ~40 ms for a long query, an embedding ~20 ms. The registry is read on the trio
 thread, and copied only when its version moved; removals after an app leaves take the lock
 only if it is free (else the next search's sync drops the tools).
@@ -105,6 +106,8 @@ class MetaTools:
         self._optional = False
         #: Searches run in worker threads, one at a time (CPU work; the model has one lock anyway).
         self._limiter: trio.CapacityLimiter | None = None
+        #: The query's embedding runs in a thread of its own, alongside BM25's (one at a time).
+        self._query_limiter: trio.CapacityLimiter | None = None
         #: Guards the index: held by a search (worker thread) and by syncs and removals.
         self._lock = threading.Lock()
         # Syncing (adding) is lazy, at search time; letting go of departed tools is not.
@@ -191,23 +194,47 @@ class MetaTools:
             tools = [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in self.registry.tools()]
         if self._limiter is None:
             self._limiter = trio.CapacityLimiter(1)
-        prepared, hits = await trio.to_thread.run_sync(self._search, checked, version, tools, limiter=self._limiter)
+            self._query_limiter = trio.CapacityLimiter(1)
+        reranker = self._reranker
+        vectors: list[Any] = []
+
+        async def embed_query() -> None:
+            # The query's embedding runs alongside BM25 (both release the GIL), so a search
+            # takes the longer of the two, not their sum. A failure here is not reported:
+            # finish() embeds the query itself and reports it (the "auto" fallback included).
+            assert reranker is not None
+            try:
+                vectors.append(await trio.to_thread.run_sync(reranker.embed_query, checked[0],
+                                                             limiter=self._query_limiter))
+            except Exception:  # noqa: BLE001 - see above
+                pass
+
+        async with trio.open_nursery() as nursery:
+            if reranker is not None:
+                nursery.start_soon(embed_query)
+            prepared = await trio.to_thread.run_sync(self._prepare, checked, version, tools, limiter=self._limiter)
+        prepared, hits = await trio.to_thread.run_sync(self._finish, prepared, vectors[0] if vectors else None,
+                                                       limiter=self._limiter)
         if hits is None:
             # "auto" found the extra but its model does not load: BM25 from now on.
             log.warning("semantic_search_off", reason="the semantic model did not load")
             hits = prepared.rate(prepared.hits[: prepared.limit])
         return self._answer(prepared, hits, session)
 
-    def _search(self, checked: tuple[str, int], version: int,
-                tools: list[IndexedTool] | None) -> tuple[PreparedSearch, list[SearchHit] | None]:
-        """A search in a worker thread; None for the hits: the optional model failed to load."""
+    def _prepare(self, checked: tuple[str, int], version: int, tools: list[IndexedTool] | None) -> PreparedSearch:
+        """A search's BM25 step, in a worker thread, holding the index."""
         with self._lock:
             index = self._ensure_index()
             if tools is not None:
                 index.sync_tools(version, tools)
-            prepared = index.prepare(*checked)
+            return index.prepare(*checked)
+
+    def _finish(self, prepared: PreparedSearch,
+                query_vector: Any) -> tuple[PreparedSearch, list[SearchHit] | None]:
+        """A search's semantic step, in a worker thread; None for the hits: the optional model
+        failed to load."""
         try:
-            return prepared, prepared.finish()
+            return prepared, prepared.finish(query_vector)
         except SemanticUnavailable:
             if not self._optional:
                 raise
