@@ -616,3 +616,24 @@ async def test_the_query_is_embedded_alongside_bm25(tmp_path: Path) -> None:
     result = await meta.search_tools_async({"query": "jump to a position", "limit": 2})
     assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
     assert overlapped == [True, True]
+
+
+async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, autojump_clock: Any) -> None:
+    # Issue 32: a search must not be slow while the machine is busy embedding. The query's
+    # embedding is held until the end; the budget passes (autojump) and BM25 answers.
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    embedder = GatedEmbedder()
+    meta = MetaTools(core.registry, reranker=SemanticReranker(embedder), query_budget=0.035)
+    plain = ToolIndex()
+    plain.replace_all([(n, a, s) for n, a, s in MUSIC if a == "Tempo"])
+    try:
+        result = await meta.search_tools_async({"query": "jump to a position", "limit": 3})
+        assert not embedder.gate.is_set()  # answered while the query was still being embedded
+        names = [t["name"] for t in result["structuredContent"]["tools"]]
+        assert names == [h.agent_name for h in plain.search("jump to a position", 3)]
+        assert all(t["confidence"] in ("high", "medium", "low") for t in result["structuredContent"]["tools"])
+    finally:
+        embedder.gate.set()  # the abandoned embedding ends
