@@ -162,6 +162,7 @@ def test_search_hit_fields_and_json(index: ToolIndex) -> None:
     }
     assert search_result([hit]) == {"tools": [hit.to_json()]}
     assert search_result([hit], "words") == {"tools": [hit.to_json()], "match": "words"}
+    assert search_result([hit], "words", True) == {"tools": [hit.to_json()], "match": "words", "noClearFit": True}
     unrated = attrs.evolve(hit, confidence=None)
     assert "confidence" not in unrated.to_json()  # the answer's shape before ratings existed
 
@@ -411,3 +412,15 @@ def test_the_index_may_be_closed_from_another_thread(index: ToolIndex) -> None:
     worker.start()
     worker.join()
     assert failures == []
+
+
+def test_thesaurus_words_with_a_second_common_sense_are_not_expanded() -> None:
+    # Issue 32: "away" read as vacation (a chat status, "throw away"), "looks" as search
+    # ("it looks odd"), "random" as shuffle (a random password, the #random channel).
+    assert not {"vacation", "holiday", "absence"} & set(expand(["away"]))
+    assert not {"search", "find"} & set(expand(["looks"]))
+    assert not {"search", "find"} & set(expand(["look"]))
+    assert "shuffle" not in expand(["random"])
+    # the intended senses still come through their phrases and the remaining words
+    assert {"search", "find"} <= set(expand(["look"], ["look", "up", "the", "word"]))
+    assert "shuffle" in expand(["randomize"]) and "vacation" in expand(["holiday"])

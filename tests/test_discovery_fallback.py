@@ -126,6 +126,51 @@ def test_a_real_word_the_index_lacks_is_not_turned_into_an_unrelated_one(corpus:
     assert corrections["paus"][0] == "pause" and corrections["musik"] == ["music"]
 
 
+def test_a_real_english_word_is_never_corrected_even_one_edit_from_a_tool_word() -> None:
+    # Issue 32: of 22 queries the correction touched, 10 had no typo ("parse" -> "pause",
+    # "came" -> "name", "bank" -> "back", ...). Each pair below is one edit apart and the
+    # tool's word is the only near one; the real word stays, and a query of it alone finds
+    # no tool through a wrong correction (it falls back to loose matching or the most likely).
+    idx = ToolIndex()
+    idx.replace_all([
+        ("Player__PauseTrack", "Player", spec("PauseTrack", "Pause the music.")),
+        ("Files__RenameFile", "Files", spec("RenameFile", "Give a file a new name.")),
+        ("Browser__GoBack", "Browser", spec("GoBack", "Go back one page.")),
+        ("Clock__ShowTime", "Clock", spec("ShowTime", "Show the time now.")),
+        ("Sheet__FindMatch", "Sheet", spec("FindMatch", "Find the next match.")),
+        ("Shop__ListStock", "Shop", spec("ListStock", "List items in stock.")),
+        ("Paint__FillCell", "Paint", spec("FillCell", "Fill a cell with a colour.")),
+    ])
+    for real in ("parse", "came", "bank", "know", "march", "stocks", "ball", "spilt"):
+        assert idx._corrections([real]) == {}, real
+        assert idx._corrections([real], loose=True) == {}, real
+    # a word of no language is still corrected
+    assert idx._corrections(["pasue"])["pasue"][0] == "pause"
+    assert idx._corrections(["backk"]) == {"backk": ["back"]}
+
+
+def test_an_answer_says_when_no_tool_clearly_fits(corpus: ToolIndex) -> None:
+    # Issue 32: queries no tool answers got "medium"; the answer now carries a calibrated
+    # flag (BM25 only here; the figures with the semantic extra are in BENCHMARKS.md).
+    nothing = corpus.prepare("order a pizza", 5)
+    hits = nothing.finish()
+    assert hits and nothing.no_clear_fit and {h.confidence for h in hits} == {"low"}
+    assert nothing.answer_probability is not None and nothing.answer_probability < 0.3
+    clear = corpus.prepare("export the image as png", 5)
+    hits = clear.finish()
+    assert not clear.no_clear_fit and hits[0].agent_name == "PixelForge__ExportImage"
+    assert hits[0].confidence == "high"
+    matched_nothing = corpus.prepare("zzzz qqqq", 5)
+    assert matched_nothing.finish() and matched_nothing.no_clear_fit
+
+
+def test_the_lexicon_ships_with_the_installed_package() -> None:
+    from broker.discovery._lexicon import is_word, lexicon_size
+
+    assert lexicon_size() > 80_000
+    assert is_word("march") and is_word("colour") and not is_word("exprot") and not is_word("musik")
+
+
 def test_fallback_tiers_in_order() -> None:
     idx = ToolIndex()
     idx.replace_all([

@@ -73,6 +73,9 @@ async def test_discovery_lists_meta_tools_and_calls_through_the_pipeline(tmp_pat
         assert hits[0] == {"name": "Demo__echo", "app": "Demo", "description": "Echo the arguments back",
                            "inputSchema": app.tools[0].input_schema, "confidence": "high"}
         assert len(hits) <= 3 and found.structured_content["match"] == "words"
+        assert found.structured_content["noClearFit"] is False
+        search_output = search.output_schema or {}
+        assert search_output["properties"]["noClearFit"]["type"] == "boolean"
         assert json.loads(text_of(found)) == found.structured_content
 
         # Never an empty answer: a typo in every word, or only common words, still give
@@ -84,6 +87,7 @@ async def test_discovery_lists_meta_tools_and_calls_through_the_pipeline(tmp_pat
         assert not common.is_error and common.structured_content["tools"]
         assert common.structured_content["match"] in ("semantic", "loose", "any")  # semantic: the extra is there
         assert {t["confidence"] for t in common.structured_content["tools"]} == {"low"}
+        assert common.structured_content["noClearFit"] is True  # an agent can stop searching
 
         ok = await client.call_tool("call_tool", {"name": "Demo__echo", "arguments": {"text": "hi"}})
         assert not ok.is_error

@@ -90,7 +90,7 @@ def test_tool_text_is_name_words_description_and_title() -> None:
 
 
 def test_rerank_blends_bm25_with_similarity() -> None:
-    reranker = SemanticReranker(fake())
+    reranker = SemanticReranker(fake(), weight=1.0)  # the default weight is fitted (0.75): pin one here
     candidates = [("A__Other", "other: a thing", 10.0), ("A__Seek", "seek: go", 8.0), ("A__Far", "far: x", 1.0)]
     order = reranker.rerank("a position", candidates)
     # bm25/best + cos01: Other 1.0 + 0, Seek 0.8 + 1, Far 0.1 + 0 (both "*": same cosine)
@@ -99,6 +99,20 @@ def test_rerank_blends_bm25_with_similarity() -> None:
     # without the similarity the BM25 order stands
     assert [i for i, _ in SemanticReranker(fake(), weight=0.0).rerank("a position", candidates)] == [0, 1, 2]
     assert reranker.rerank("x", []) == []
+
+
+def test_fuse_by_rank_and_by_blend() -> None:
+    from broker.discovery._semantic import fuse
+
+    bm25, cosines = [10.0, 8.0, 0.0], [0.70, 0.90, 0.95]
+    # reciprocal-rank fusion, k = 1: BM25 ranks 1, 2 (none for the third), cosine ranks 3, 2, 1
+    assert [round(x, 6) for x in fuse(bm25, cosines, "rrf", 1.0, 1.0)] == [
+        round(1 / 2 + 1 / 4, 6), round(1 / 3 + 1 / 3, 6), round(1 / 2, 6)]
+    # a huge BM25 score counts no more than rank 1
+    assert fuse([1e9, 8.0, 0.0], cosines, "rrf", 1.0, 1.0) == fuse(bm25, cosines, "rrf", 1.0, 1.0)
+    # the blend: bm25 / best + weight * min-max cosine
+    assert [round(x, 6) for x in fuse(bm25, cosines, "blend", 1.0)] == [1.0, 0.8 + 0.8, 1.0]
+    assert fuse([], [], "rrf") == []
 
 
 def test_index_reranks_the_best_candidates_and_keeps_the_rest_in_bm25_order() -> None:
@@ -164,6 +178,7 @@ def zorp() -> FakeEmbedder:
 
 
 def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, SemanticReranker]:
+    options.setdefault("weight", 1.0)  # the default weight is fitted (0.75): these tests pin 1.0
     reranker = SemanticReranker(embedder, **options)
     idx = ToolIndex(reranker=reranker)
     idx.replace_all(MUSIC)
@@ -189,7 +204,10 @@ def test_hybrid_finds_a_tool_that_shares_no_word_with_the_query() -> None:
     # dense=0: the re-ranking of BM25's candidates only, which finds nothing here
     assert hybrid_index(zorp(), dense=0)[0].prepare("zorp", 5).match == "any"
     prepared = idx.prepare("zorp", 5)
-    assert prepared.finish()[0].confidence == "low" and prepared.match == "semantic"
+    # found by meaning alone, with the fake embedder's cosine of 1.0 (identical vectors): the
+    # calibrated confidence (issue 32) rates similarity, not shared words, so this is "high"
+    assert prepared.finish()[0].confidence == "high" and prepared.match == "semantic"
+    assert not prepared.no_clear_fit
     assert idx.search("", 5) == [] and idx.search("zorp", 0) == []
 
 
@@ -253,7 +271,7 @@ def test_hybrid_finish_in_a_thread_while_the_index_changes() -> None:
 
 def test_the_vector_matrix_grows_and_compacts() -> None:
     embedder = FakeEmbedder({"near": [1, 0, 0], "*": [0, 0, 1]})
-    reranker = SemanticReranker(embedder, dense=3)
+    reranker = SemanticReranker(embedder, dense=3, weight=1.0)
     reranker.embed((f"A__T{i}", f"tool {i}" + (" near" if i % 100 == 7 else "")) for i in range(600))
     assert reranker.cached() == 600
     for i in range(500):
@@ -474,3 +492,148 @@ async def test_a_semantic_search_does_not_hold_up_the_event_loop(tmp_path: Path)
         final, found = await outbox.next()
     assert found["id"] == 1 and final
     assert found["result"]["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+
+
+# --- scale: a search never waits for embedding; vectors kept across restarts (issue 32 item 5) ---
+
+
+class BlockedDocuments(FakeEmbedder):
+    """Embeds documents only once the test opens the gate (the background thread blocks)."""
+
+    def __init__(self) -> None:
+        super().__init__({"seek": [1, 0, 0], "position": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.gate = threading.Event()
+        self.started = threading.Event()
+
+    def documents(self, texts: Sequence[str]) -> Any:
+        self.started.set()
+        assert self.gate.wait(10)
+        return super().documents(texts)
+
+
+def test_a_search_never_waits_for_the_background_embedding() -> None:
+    from test_discovery import FakeInstance, FakeRegistry, FakeTool
+
+    documents, queries = BlockedDocuments(), fake()
+    reranker = SemanticReranker(documents, query_embedder=queries, background=True)
+    idx = ToolIndex(reranker=reranker)
+    plain = ToolIndex()
+    plain.replace_all(MUSIC)
+    registry = FakeRegistry(1, [FakeTool(name, s, FakeInstance(app)) for name, app, s in MUSIC])
+    assert idx.sync(registry)
+    assert documents.started.wait(10)  # the background thread holds the model, mid-batch
+    done = threading.Event()
+    found: list[str] = []
+
+    def search() -> None:
+        found.extend(h.agent_name for h in idx.search("current track position", 5))
+        done.set()
+
+    threading.Thread(target=search, daemon=True).start()
+    answered = done.wait(10)  # before: the search embedded its candidates, behind the batch
+    documents.gate.set()
+    worker = reranker._worker
+    assert worker is not None
+    worker.join(10)
+    assert answered
+    # nothing embedded yet: BM25's order, and only the query was embedded by the search
+    assert found == [h.agent_name for h in plain.search("current track position", 5)]
+    assert queries.queries_seen == ["current track position"] and queries.documents_seen == []
+    assert reranker.cached() == len(MUSIC)  # the background thread finished afterwards
+
+
+class VersionedEmbedder(FakeEmbedder):
+    def __init__(self, model_id: str) -> None:
+        super().__init__({"seek": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.model_id = model_id
+
+
+def test_tool_vectors_are_kept_on_disk_by_text_and_model(tmp_path: Path) -> None:
+    path = tmp_path / "home" / "embeddings.sqlite3"
+    texts = [(name, tool_text(s.name, s.description, s.title)) for name, _, s in MUSIC]
+    first = VersionedEmbedder("fake-1")
+    SemanticReranker(first, cache_path=path).embed(texts)
+    assert len(first.documents_seen) == len(MUSIC)
+    assert path.stat().st_mode & 0o777 == 0o600
+    # a restart: the same model and texts are read back, nothing is embedded again
+    again = VersionedEmbedder("fake-1")
+    restarted = SemanticReranker(again, cache_path=path)
+    restarted.embed(texts)
+    assert again.documents_seen == [] and restarted.cached() == len(MUSIC)
+    closest = [name for name, _ in restarted._closest(again.query("seek"))]
+    assert closest[0] == "Tempo__Seek"
+    # a changed description is a new text; another model version reads none of the old vectors
+    restarted.embed([("Tempo__Seek", "seek: Jump somewhere else.")])
+    assert again.documents_seen == ["seek: Jump somewhere else."]
+    other = VersionedEmbedder("fake-2")
+    SemanticReranker(other, cache_path=path).embed(texts)
+    assert len(other.documents_seen) == len(MUSIC)
+
+
+def test_an_unusable_vector_cache_only_means_embedding_again(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    embedder = VersionedEmbedder("fake-1")
+    reranker = SemanticReranker(embedder, cache_path=blocker / "embeddings.sqlite3")
+    reranker.embed([("A__B", "b: a tool")])
+    assert reranker.cached() == 1 and embedder.documents_seen == ["b: a tool"]
+
+
+def test_the_daemon_keeps_vectors_in_the_directory_it_is_given(tmp_path: Path) -> None:
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    meta = MetaTools(core.registry, rerank="semantic", cache_dir=tmp_path)
+    assert meta._reranker is not None and meta._reranker._cache_path == tmp_path / "embeddings.sqlite3"
+    assert MetaTools(core.registry, rerank="semantic")._reranker._cache_path is None  # type: ignore[union-attr]
+
+
+async def test_the_query_is_embedded_alongside_bm25(tmp_path: Path) -> None:
+    # A search takes the longer of BM25 and the query's embedding, not their sum: each of
+    # the two waits here until the other has started (sequential steps would wait in vain).
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    query_started, prepare_started = threading.Event(), threading.Event()
+    overlapped: list[bool] = []
+
+    class Meeting(FakeEmbedder):
+        def query(self, text: str) -> Any:
+            query_started.set()
+            overlapped.append(prepare_started.wait(10))
+            return super().query(text)
+
+    meta = MetaTools(core.registry, reranker=SemanticReranker(
+        Meeting({"seek": [1, 0, 0], "position": [1, 0, 0], "*": [0, 0.2, 1]})))
+    index = meta.index
+    prepare = index.prepare
+
+    def meeting_prepare(*args: Any, **kwargs: Any) -> Any:
+        prepare_started.set()
+        overlapped.append(query_started.wait(10))
+        return prepare(*args, **kwargs)
+
+    index.prepare = meeting_prepare  # type: ignore[method-assign]
+    result = await meta.search_tools_async({"query": "jump to a position", "limit": 2})
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+    assert overlapped == [True, True]
+
+
+async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, autojump_clock: Any) -> None:
+    # Issue 32: a search must not be slow while the machine is busy embedding. The query's
+    # embedding is held until the end; the budget passes (autojump) and BM25 answers.
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    embedder = GatedEmbedder()
+    meta = MetaTools(core.registry, reranker=SemanticReranker(embedder), query_budget=0.035)
+    plain = ToolIndex()
+    plain.replace_all([(n, a, s) for n, a, s in MUSIC if a == "Tempo"])
+    try:
+        result = await meta.search_tools_async({"query": "jump to a position", "limit": 3})
+        assert not embedder.gate.is_set()  # answered while the query was still being embedded
+        names = [t["name"] for t in result["structuredContent"]["tools"]]
+        assert names == [h.agent_name for h in plain.search("jump to a position", 3)]
+        assert all(t["confidence"] in ("high", "medium", "low") for t in result["structuredContent"]["tools"])
+    finally:
+        embedder.gate.set()  # the abandoned embedding ends

@@ -42,6 +42,7 @@ from ._semantic import (
     semantic_available,
     tool_text,
 )
+from ._vector_cache import CACHE_FILE, VectorCache
 from ._meta import CALL_TOOL, SEARCH_TOOLS, meta_tools, search_result
 from ._text import STOP_WORDS, match_expression, query_words, split_words
 from ._thesaurus import expand
@@ -75,4 +76,6 @@ __all__ = [
     "DENSE",
     "SEMANTIC_WEIGHT",
     "RERANK_MODES",
+    "CACHE_FILE",
+    "VectorCache",
 ]

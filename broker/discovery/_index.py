@@ -29,14 +29,16 @@ app's tools even when the right tool's text lacks the word). Results are ordered
 ties by agent-facing name, so they are deterministic.
 
 Typo tolerance and never an empty answer (:meth:`ToolIndex.prepare`): a query word that
-neither the index's vocabulary (``_fuzzy``: every indexed word and the thesaurus's) nor
-FTS5's stemmer knows is replaced by its nearest known words, by edit distance, when a tool of
-the apps the rest of the query is about has the correction (a real word the index lacks,
-"team", is not turned into "teal"). When no word matches, the search falls back to word stems
+neither the index's vocabulary (``_fuzzy``: every indexed word and the thesaurus's), nor
+FTS5's stemmer, nor the English lexicon (``_lexicon``: a real word such as "parse" or "bank"
+is never a typo) knows is replaced by its nearest known words, by edit distance, when a tool of
+the apps the rest of the query is about has the correction. When no word matches, the search falls back to word stems
 as prefixes (raised by the app prior), then to the most likely tools (read-only first, every
 app in turn). :attr:`PreparedSearch.match` says which step answered; each hit's
-``confidence`` (high, medium, low) says how many of the query's words its name, title and
-description contain.
+``confidence`` (high, medium, low) and the answer's :attr:`PreparedSearch.no_clear_fit` come
+from small models calibrated on the development sets (``_calibration``: the share of the
+query's words a tool contains, its embedding similarity, the share of query words no tool
+knows).
 
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every
@@ -61,13 +63,18 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 
 from app_client.protocol import ToolSpec
 
+if TYPE_CHECKING:
+    from ._semantic import Vector
+
+from ._calibration import answer_probability, hit_probability, level, no_clear_fit
 from ._fuzzy import Vocabulary, light_stem, max_distance
+from ._lexicon import is_word
 from ._semantic import Pool, SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
 from ._thesaurus import rewrite, synonyms
@@ -135,6 +142,11 @@ class SearchHit:
     score: float
     title: str | None = None
     confidence: str | None = None
+    #: Share of the query's words (light stems) in the tool's name, title and description
+    #: (None: not rated); what the confidence is calibrated on, not part of the answer's JSON.
+    coverage: float | None = attrs.field(default=None, eq=False)
+    #: Cosine similarity of query and tool by embedding (None: not computed), likewise.
+    similarity: float | None = attrs.field(default=None, eq=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ``search_tools`` returns for this hit."""
@@ -455,6 +467,7 @@ class ToolIndex:
         typed = query_words(text)
         all_words = split_words(text)
         corrections = self._corrections(typed)
+        unknown = self._unknown_share(typed, corrections)
         words = _substitute(typed, corrections, every=True)
         all_words = _substitute(all_words, corrections, every=False)
         extra: list[str] = []
@@ -471,17 +484,27 @@ class ToolIndex:
         else:
             hits, match = self._fallback(typed, wanted, app)
         if self.reranker is None:
-            return PreparedSearch(query, hits, limit, match=match)
+            return PreparedSearch(query, hits, limit, match=match, unknown=unknown)
         # A fallback's hits are no BM25 candidates: the dense ones go first, they come after.
         bm25_hits = hits if match in ("words", "corrected") else []
         texts = [_text(self._tools[h.agent_name]) for h in bm25_hits[: self.reranker.candidates]]
         if self.reranker.dense <= 0:
             if not bm25_hits:
-                return PreparedSearch(query, hits, limit, match=match)
-            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match)
+                return PreparedSearch(query, hits, limit, match=match, unknown=unknown)
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match, unknown=unknown)
         if self._snapshot is None:
             self._snapshot = dict(self._fields)
-        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match)
+        return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match,
+                              unknown=unknown)
+
+    def _unknown_share(self, words: list[str], corrections: Mapping[str, list[str]]) -> float:
+        """The share of the query's words that no tool has in any form and that are no typo
+        of a word one has ("thermostat", "parcel"): a query about something no app does has many."""
+        if not words:
+            return 0.0
+        unknown = [w for w in words if w.isalpha() and w not in corrections and w not in self._vocabulary
+                   and not self._knows(w)]
+        return len(unknown) / len(words)
 
     def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
         """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
@@ -498,10 +521,13 @@ class ToolIndex:
         return hits
 
     def _corrections(self, words: list[str], *, loose: bool = False) -> dict[str, list[str]]:
-        """The nearest known words of each query word the index does not know (a typo)."""
+        """The nearest known words of each query word that neither the index nor the English
+        lexicon knows (a typo; see ``_lexicon``)."""
         out: dict[str, list[str]] = {}
         for word in words:
             if word in self._vocabulary or not word.isalpha():
+                continue
+            if is_word(word):  # a real word the tools lack ("parse", "bank"), never a typo
                 continue
             limit = max_distance(word, loose=loose)
             if not loose and self._knows(word):  # a form FTS5's stemmer matches ("cropping")
@@ -568,7 +594,7 @@ class ToolIndex:
         thesaurus or parameter text)."""
         stems = {light_stem(w) for w in words}
         if not stems:
-            return [attrs.evolve(hit, confidence="low") for hit in hits]
+            return [attrs.evolve(hit, confidence="low", coverage=0.0) for hit in hits]
         best = hits[0].score
         rated: list[SearchHit] = []
         for hit in hits:
@@ -583,7 +609,7 @@ class ToolIndex:
                 level = "medium"
             else:
                 level = "low"
-            rated.append(attrs.evolve(hit, confidence=level))
+            rated.append(attrs.evolve(hit, confidence=level, coverage=share))
         return rated
 
     def _fallback(self, words: list[str], wanted: int, app: str | None) -> tuple[list[SearchHit], str]:
@@ -596,7 +622,8 @@ class ToolIndex:
             hits = self._hits(scores, wanted, app)
             if hits:
                 best = hits[0].score
-                return [attrs.evolve(h, score=h.score / best - 1.0, confidence="low") for h in hits], "loose"
+                return [attrs.evolve(h, score=h.score / best - 1.0, confidence="low", coverage=0.0)
+                        for h in hits], "loose"
         return self._most_likely(wanted, app), "any"
 
     def _loose(self, words: list[str]) -> str | None:
@@ -627,7 +654,8 @@ class ToolIndex:
 
     def _fallback_hit(self, tool: IndexedTool, score: float) -> SearchHit:
         spec = tool.spec
-        return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low")
+        return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low",
+                         coverage=0.0)
 
     def _apply_app_prior(self, scores: dict[str, float], words: list[str], extra: list[str]) -> None:
         """Raise each hit by how well the query matches its app as a whole, in place.
@@ -690,40 +718,68 @@ class PreparedSearch:
     #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
     #: to ``"semantic"`` when a tool found by meaning alone comes first).
     match: str = "words"
+    #: The share of the query's words no tool knows (see ``_calibration``).
+    unknown: float = 0.0
+    #: Set by :meth:`finish`: no tool clearly fits the query (see ``_calibration``).
+    no_clear_fit: bool = False
+    #: Set by :meth:`finish`: the calibrated probability that some tool answers the query.
+    answer_probability: float | None = None
 
     @property
     def needs_rerank(self) -> bool:
         """Whether :meth:`finish` embeds the query (slow: run it in a worker thread)."""
         return self.reranker is not None and (bool(self.hits) or self.pool is not None)
 
-    def finish(self) -> list[SearchHit]:
-        """The final hits: ranked with the embeddings when there is a re-ranker (embeds the query)."""
+    def finish(self, query_vector: Vector | None = None) -> list[SearchHit]:
+        """The final hits: ranked with the embeddings when there is a re-ranker (embeds the
+        query, unless ``query_vector``, from :meth:`SemanticReranker.embed_query`, is given)."""
         hits = self.hits
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
-            order = self.reranker.hybrid(
+            detail = self.reranker.hybrid_detail(
                 self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
-                self._pool_lookup() if self.pool is not None else None,
+                self._pool_lookup() if self.pool is not None else None, query_vector,
             )
+            order = [(name, blended) for name, blended, _ in detail]
             best = head[0].score if head and head[0].score > 0 else 1.0
             by_name = {h.agent_name: h for h in hits}
             ranked: list[SearchHit] = []
-            for name, blended in order:
+            for name, blended, cosine in detail:
                 hit = by_name.get(name)
                 if hit is not None:
-                    ranked.append(attrs.evolve(hit, score=blended))
+                    ranked.append(attrs.evolve(hit, score=blended, similarity=cosine))
                 elif self.pool is not None:  # by meaning alone: no query word in the tool
-                    ranked.append(self.pool[name].hit(name, blended, "low"))
+                    ranked.append(attrs.evolve(self.pool[name].hit(name, blended, "low"), coverage=0.0,
+                                               similarity=cosine))
             taken = {name for name, _ in order}
             # A fallback's hits (no BM25 candidates) only stand in when the dense step found none.
             if self.texts or not order:
-                ranked += [attrs.evolve(h, score=h.score / best) for h in tail if h.agent_name not in taken]
+                # after every candidate, in BM25's order: below the lowest fused score
+                floor = min((score for _, score in order), default=1.0)
+                scale = floor * 0.99 if floor > 0 else 1.0
+                ranked += [attrs.evolve(h, score=scale * h.score / best if floor > 0 else h.score / best)
+                           for h in tail if h.agent_name not in taken]
             # stable: a candidate before a BM25-only hit of the same score, as before the merge
             hits = sorted(ranked, key=lambda h: -h.score)
             lexical = by_name if self.texts else {}  # a fallback's hits matched no word
             if hits and hits[0].agent_name not in lexical:
                 self.match = "semantic"
-        return hits[: self.limit]
+        return self.rate(hits[: self.limit])
+
+    def rate(self, hits: list[SearchHit]) -> list[SearchHit]:
+        """``hits`` (this search's, best first) with their calibrated ``confidence``; sets
+        :attr:`no_clear_fit` and :attr:`answer_probability` (see ``_calibration``)."""
+        if not hits:
+            return hits
+        first = hits[0]
+        probability = answer_probability(first.similarity, first.coverage or 0.0, self.unknown)
+        self.answer_probability = probability
+        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, first.similarity is not None)
+        rated = []
+        for i, hit in enumerate(hits):
+            p = hit_probability(hit.similarity, hit.coverage or 0.0, i == 0, self.unknown)
+            rated.append(attrs.evolve(hit, confidence="low" if self.no_clear_fit else level(p, hit.similarity is not None)))
+        return rated
 
     def _pool_lookup(self) -> Pool:
         pool, bm25, app = self.pool, self.bm25, self.app

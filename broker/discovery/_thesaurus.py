@@ -54,7 +54,8 @@ GROUPS: Final[tuple[str, ...]] = (
     "checksum hash digest",
     "permission access chmod executable rights privileges",
     "trash bin recycle wastebasket",
-    "search find look locate lookup grep query",
+    # not "look": "it looks odd" is no search ("look up" and "look for" are phrases below)
+    "search find locate lookup grep query",
     "show display view list reveal",
     "big bigger large larger enlarge increase raise boost grow",
     "small smaller shrink reduce decrease lower lessen",
@@ -138,7 +139,8 @@ GROUPS: Final[tuple[str, ...]] = (
     "send post dispatch",
     "compose write draft",
     "attachment attached attach enclosure",
-    "vacation holiday away absence leave",
+    # not "away": a chat status, "throw away", "put away" ("out of office" is a phrase below)
+    "vacation holiday absence leave",
     "autoreply autoresponder responder",
     "rule filter",
     "automatic automatically auto automated",
@@ -184,7 +186,8 @@ GROUPS: Final[tuple[str, ...]] = (
     "music audio sound playback",
     "skip next",
     "volume loudness loud quiet louder quieter softer",
-    "shuffle random randomize",
+    # not "random": a random password or the #random channel is no shuffle
+    "shuffle randomize",
     "loop repeat replay",
     "radio station stream streaming",
     "rate rating stars",

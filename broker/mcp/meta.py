@@ -17,7 +17,9 @@ registry lazily, at search time, when the registry's version moved. With the set
 search is hybrid (BM25's best hits plus the tools closest
 by embedding, blended) with a small embedding model, which is warmed up in a background thread
 when the first discovery-mode session starts (a daemon nobody searches never loads it), and
-which embeds new tools in one after each sync (see
+which embeds new tools in one after each sync, at low priority, reading and writing the
+vectors kept on disk in ``cache_dir`` (the home) so a restart does not embed them again; a
+search never waits for that thread: a candidate not embedded yet is ordered by BM25 (see
 ``broker.discovery._semantic``). ``call_tool`` is
 unwrapped here (:func:`unwrap_call`) and then runs through the router exactly like a direct
 call: validation, guards, admission, deadlines, progress, cancellation and audit. The only
@@ -26,7 +28,8 @@ unknown tool name), ``call_tool`` gets an ``isError`` result of kind ``unknown_t
 at ``search_tools``, since there the name is an argument the model can correct.
 
 A search runs in a worker thread (:meth:`MetaTools.search_tools_async`, one at a time through a
-``trio.CapacityLimiter``), holding a lock over the index: BM25 over 10,000 tools takes ~7 ms
+``trio.CapacityLimiter``), holding a lock over the index, while another worker thread embeds
+the query (semantic search), so a search takes the longer of the two, not their sum: BM25 over 10,000 tools takes ~7 ms
 and up to ~40 ms for a long query, an embedding ~20 ms. The registry is read on the trio
 thread, and copied only when its version moved; removals after an app leaves take the lock
 only if it is free (else the next search's sync drops the tools).
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import msgspec
@@ -43,6 +47,7 @@ import structlog
 import trio
 
 from ..discovery import (
+    CACHE_FILE,
     CALL_TOOL,
     DEFAULT_LIMIT,
     SEARCH_TOOLS,
@@ -67,6 +72,11 @@ log = structlog.get_logger("toolbridge.mcp")
 __all__ = ["META_TOOL_NAMES", "MetaTools", "unwrap_call", "unknown_tool_result", "DISCOVERY_INSTRUCTIONS"]
 
 META_TOOL_NAMES: Final = frozenset({SEARCH_TOOLS, CALL_TOOL})
+#: A search waits for its query's vector until this long after it started (seconds; BM25 runs
+#: meanwhile), then answers in BM25's order: on a busy machine the embedding must not make a
+#: search slow (issue 32: p95 <= 50 ms at 10,000 tools). The late embedding finishes in its
+#: worker thread (one at a time) and is dropped.
+QUERY_EMBED_BUDGET: Final = 0.035
 DISCOVERY_INSTRUCTIONS: Final = (
     "toolbridge connects you to desktop applications that are running on this computer. Their "
     f"tools are not listed: describe what you want to do to {SEARCH_TOOLS}, which returns the best "
@@ -88,10 +98,16 @@ def _invalid(tool: str, errors: list[str]) -> dict[str, Any]:
 class MetaTools:
     """The search index every session shares, and the ``search_tools`` answer."""
 
-    def __init__(self, registry: Registry, *, rerank: str = "off", reranker: SemanticReranker | None = None) -> None:
+    def __init__(self, registry: Registry, *, rerank: str = "off", reranker: SemanticReranker | None = None,
+                 cache_dir: Path | None = None, query_budget: float | None = None) -> None:
         """``rerank``: the ``discovery_rerank`` setting ("off", "semantic" or "auto": semantic
         when the extra is installed); ``reranker``: one to use instead (tests give one with
-        their own embedder)."""
+        their own embedder); ``cache_dir``: where tool embeddings are kept across restarts
+        (the daemon's home; None: in memory only); ``query_budget``: how long a search waits
+        for its query's vector (None: :data:`QUERY_EMBED_BUDGET` with the daemon's own model, as
+        long as it takes with a ``reranker`` given)."""
+        self.query_budget = query_budget if query_budget is not None else (
+            QUERY_EMBED_BUDGET if reranker is None else None)
         self.registry = registry
         self._index: ToolIndex | None = None
         self._reranker = reranker
@@ -99,13 +115,16 @@ class MetaTools:
         self._optional = False
         #: Searches run in worker threads, one at a time (CPU work; the model has one lock anyway).
         self._limiter: trio.CapacityLimiter | None = None
+        #: The query's embedding runs in a thread of its own, alongside BM25's (one at a time).
+        self._query_limiter: trio.CapacityLimiter | None = None
         #: Guards the index: held by a search (worker thread) and by syncs and removals.
         self._lock = threading.Lock()
         # Syncing (adding) is lazy, at search time; letting go of departed tools is not.
         registry.on_change(self._forget_departed)
         if reranker is None and (rerank == "semantic" or (rerank == "auto" and semantic_available())):
             self._optional = rerank == "auto"
-            self._reranker = SemanticReranker(background=True)
+            self._reranker = SemanticReranker(background=True,
+                                              cache_path=cache_dir / CACHE_FILE if cache_dir is not None else None)
         self._warming = False
 
     def discovery_session_started(self) -> None:
@@ -184,23 +203,55 @@ class MetaTools:
             tools = [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in self.registry.tools()]
         if self._limiter is None:
             self._limiter = trio.CapacityLimiter(1)
-        prepared, hits = await trio.to_thread.run_sync(self._search, checked, version, tools, limiter=self._limiter)
+            self._query_limiter = trio.CapacityLimiter(1)
+        reranker = self._reranker
+        vectors: list[Any] = []
+        failed: list[bool] = []
+
+        async def embed_query() -> None:
+            # The query's embedding runs alongside BM25 (both release the GIL), so a search
+            # takes the longer of the two, not their sum. A failure here is not reported:
+            # finish() embeds the query itself and reports it (the "auto" fallback included).
+            assert reranker is not None
+            try:
+                # abandoned if late (see QUERY_EMBED_BUDGET): its limiter slot is freed when it ends
+                vectors.append(await trio.to_thread.run_sync(reranker.embed_query, checked[0],
+                                                             limiter=self._query_limiter, abandon_on_cancel=True))
+            except Exception:  # noqa: BLE001 - see above
+                failed.append(True)
+
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            if reranker is not None:
+                nursery.start_soon(embed_query)
+            prepared = await trio.to_thread.run_sync(self._prepare, checked, version, tools, limiter=self._limiter)
+            if self.query_budget is not None:
+                nursery.cancel_scope.deadline = started + self.query_budget
+        if reranker is not None and not vectors and not failed and self.query_budget is not None:
+            # the vector is late: BM25's order now (the same as without the extra)
+            return self._answer(prepared, prepared.rate(prepared.hits[: prepared.limit]), session)
+        prepared, hits = await trio.to_thread.run_sync(self._finish, prepared, vectors[0] if vectors else None,
+                                                       limiter=self._limiter)
         if hits is None:
             # "auto" found the extra but its model does not load: BM25 from now on.
             log.warning("semantic_search_off", reason="the semantic model did not load")
-            hits = prepared.hits[: prepared.limit]
+            hits = prepared.rate(prepared.hits[: prepared.limit])
         return self._answer(prepared, hits, session)
 
-    def _search(self, checked: tuple[str, int], version: int,
-                tools: list[IndexedTool] | None) -> tuple[PreparedSearch, list[SearchHit] | None]:
-        """A search in a worker thread; None for the hits: the optional model failed to load."""
+    def _prepare(self, checked: tuple[str, int], version: int, tools: list[IndexedTool] | None) -> PreparedSearch:
+        """A search's BM25 step, in a worker thread, holding the index."""
         with self._lock:
             index = self._ensure_index()
             if tools is not None:
                 index.sync_tools(version, tools)
-            prepared = index.prepare(*checked)
+            return index.prepare(*checked)
+
+    def _finish(self, prepared: PreparedSearch,
+                query_vector: Any) -> tuple[PreparedSearch, list[SearchHit] | None]:
+        """A search's semantic step, in a worker thread; None for the hits: the optional model
+        failed to load."""
         try:
-            return prepared, prepared.finish()
+            return prepared, prepared.finish(query_vector)
         except SemanticUnavailable:
             if not self._optional:
                 raise
@@ -211,9 +262,11 @@ class MetaTools:
             return prepared, None
 
     def _answer(self, prepared: PreparedSearch, hits: list[SearchHit], session: str | None) -> dict[str, Any]:
-        structured = search_result(hits, prepared.match if hits else None)
+        structured = search_result(hits, prepared.match if hits else None,
+                                   prepared.no_clear_fit if hits else None)
         log.info("tool_search", session=session, query_chars=len(prepared.query), limit=prepared.limit,
-                 hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None)
+                 hits=[hit.agent_name for hit in hits], match=prepared.match if hits else None,
+                 no_clear_fit=prepared.no_clear_fit if hits else None)
         return {
             "content": [{"type": "text", "text": _encoder.encode(structured).decode()}],
             "structuredContent": structured,

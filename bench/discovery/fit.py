@@ -1,0 +1,210 @@
+"""Fit the hybrid search's fusion on the development sets (issue 32 item 3), reproducibly.
+
+    .venv/bin/python bench/discovery/fit.py
+
+Embeds every tool of both corpora once, records each development query's candidates (BM25's
+best and the closest by embedding, with their BM25 scores and cosines, exactly as
+``SemanticReranker.gather`` produces them), then scores every fusion setting of a fixed grid
+offline: reciprocal-rank fusion with k and the embedding weight, and the earlier blend with
+its weight. Prints the grid's best settings by MRR (then recall@1) over the answerable
+development queries; the chosen one is ``FUSION``, ``RRF_K`` and ``SEMANTIC_WEIGHT`` in
+``broker/discovery/_semantic.py``.
+
+Development sets only: the round-5 dev set over the new catalogues and the earlier sets
+(queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
+corpus.json, all of which guided earlier rounds. queries_holdout4.json and
+queries_round5_holdout.json are never read here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import round5  # noqa: E402
+from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged  # noqa: E402
+
+from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder, tool_text  # noqa: E402
+from broker.discovery._semantic import Pool, fuse  # noqa: E402
+
+GRID_RRF = [(k, w) for k in (1.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0) for w in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)]
+GRID_BLEND = [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]
+#: BM25 weights of the parameter column (names, descriptions, enum values of the schema).
+GRID_PARAMS = [0.5, 1.0, 2.0, 3.0, 4.0]
+
+#: One query's record: expected names (empty: none answers) and the candidates.
+Record = tuple[list[str], list[str], list[float], list[float]]
+
+
+class Recorder(SemanticReranker):
+    """Keeps the last ``gather``'s candidates."""
+
+    last: tuple[list[str], list[float], list[float]] = ([], [], [])
+
+    def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
+               pool: Pool | None = None) -> tuple[list[str], list[float], list[float]]:
+        self.last = super().gather(query, candidates, pool)
+        return self.last
+
+
+def record(corpus: list[Any], queries: list[tuple[str, list[str]]], embedder: Any) -> list[Record]:
+    reranker = Recorder(embedder)
+    index = ToolIndex(reranker=reranker)
+    index.replace_all(corpus)
+    reranker.embed((agent, tool_text(spec.name, spec.description, spec.title)) for agent, _, spec in corpus)
+    out: list[Record] = []
+    for query, expected in queries:
+        reranker.last = ([], [], [])
+        index.prepare(query, MAX_LIMIT).finish()
+        names, bm25, cosines = reranker.last
+        out.append((expected, list(names), list(bm25), list(cosines)))
+    index.close()
+    return out
+
+
+def score(records: list[Record], fusion: str, weight: float, k: float) -> tuple[float, float, float]:
+    r1 = r5 = mrr = 0.0
+    n = 0
+    for expected, names, bm25, cosines in records:
+        if not expected:
+            continue
+        n += 1
+        if not names:
+            continue
+        fused = fuse(bm25, cosines, fusion, weight, k)
+        order = [names[i] for i in sorted(range(len(names)), key=lambda i: -fused[i])]
+        rank = min((order.index(e) + 1 for e in expected if e in order), default=0)
+        r1 += rank == 1
+        r5 += 0 < rank <= 5
+        mrr += 1 / rank if rank else 0.0
+    return r1 / n, r5 / n, mrr / n
+
+
+def bm25_mrr(corpus: list[Any], queries: list[tuple[str, list[str]]], weights: Weights) -> tuple[float, float]:
+    """(recall@1, MRR) of BM25 alone over the answerable queries."""
+    index = ToolIndex(weights)
+    index.replace_all(corpus)
+    r1 = mrr = 0.0
+    answerable = [(q, e) for q, e in queries if e]
+    for query, expected in answerable:
+        found = [h.agent_name for h in index.search(query, MAX_LIMIT)]
+        rank = min((found.index(e) + 1 for e in expected if e in found), default=0)
+        r1 += rank == 1
+        mrr += 1 / rank if rank else 0.0
+    index.close()
+    return r1 / len(answerable), mrr / len(answerable)
+
+
+def main() -> int:
+    embedder = load_embedder()
+    old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
+    new = [(q, e) for q, e, _ in round5.load(round5.DEV)]
+    print("| BM25 weight of the parameter column | recall@1 | MRR (all answerable dev queries) |")
+    print("|---|---|---|")
+    for weight in GRID_PARAMS:
+        parts = [bm25_mrr(load_corpus(CORPUS), old, Weights(params=weight)),
+                 bm25_mrr(round5.tools(), new, Weights(params=weight))]
+        sizes = [len(old), sum(1 for _, e in new if e)]
+        r1, mrr = (sum(p[i] * n for p, n in zip(parts, sizes, strict=True)) / sum(sizes) for i in (0, 1))
+        print(f"| {weight:g} | {r1:.3f} | {mrr:.3f} |")
+    print()
+    records = record(load_corpus(CORPUS), old, embedder) + record(round5.tools(), new, embedder)
+    results = []
+    for k, w in GRID_RRF:
+        results.append((score(records, "rrf", w, k), f"rrf k={k:g} weight={w:g}"))
+    for w in GRID_BLEND:
+        results.append((score(records, "blend", w, 0.0), f"blend weight={w:g}"))
+    results.sort(key=lambda r: (-r[0][2], -r[0][0], r[1]))
+    print(f"{sum(1 for r in records if r[0])} answerable development queries; best settings by MRR:\n")
+    print("| fusion | recall@1 | recall@5 | MRR |")
+    print("|---|---|---|---|")
+    for (r1, r5, mrr), name in results[:10]:
+        print(f"| {name} | {r1:.3f} | {r5:.3f} | {mrr:.3f} |")
+    for (r1, r5, mrr), name in results:
+        if name == "blend weight=1":
+            print(f"| {name} (rounds 2-4) | {r1:.3f} | {r5:.3f} | {mrr:.3f} |")
+    Path("/tmp").joinpath("toolbridge-fit-records.json").write_text(json.dumps(records))
+    return 0
+
+
+
+
+# --- calibration of confidence and "nothing fits" (issue 32 item 4) -----------------------------
+
+
+def logistic(x: Any, y: Any, balanced: bool) -> tuple[list[float], list[float], list[float], float]:
+    """A logistic regression by gradient descent on standardised features (deterministic):
+    (mean, scale, weights, bias); ``balanced`` weighs both classes equally."""
+    import numpy as np
+
+    mean = x.mean(0)
+    scale = x.std(0) + 1e-9
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    weights = np.where(y == 0, len(y) / (2 * max(1, (y == 0).sum())), len(y) / (2 * max(1, y.sum()))) \
+        if balanced else np.ones(len(y))
+    w = np.zeros(z.shape[1])
+    for _ in range(5000):
+        p = 1 / (1 + np.exp(-z @ w))
+        w -= 0.3 * (z.T @ ((p - y) * weights) / len(y) + 1e-3 * w)
+    return mean.tolist(), scale.tolist(), w[:-1].tolist(), float(w[-1])
+
+
+def calibrate(embedder: Any) -> None:
+    import numpy as np
+
+    from broker.discovery._calibration import Logistic
+
+    old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
+    new = [(q, e) for q, e, _ in round5.load(round5.DEV)]
+    for mode in ("semantic", "lexical"):
+        hit_x, hit_y, answer_x, answer_y = [], [], [], []
+        for corpus, queries in ((load_corpus(CORPUS), old), (round5.tools(), new)):
+            reranker = SemanticReranker(embedder) if mode == "semantic" else None
+            index = ToolIndex(reranker=reranker)
+            index.replace_all(corpus)
+            if reranker is not None:
+                reranker.embed((a, tool_text(s.name, s.description, s.title)) for a, _, s in corpus)
+            for query, expected in queries:
+                prepared = index.prepare(query, 5)
+                hits = prepared.finish()
+                for i, hit in enumerate(hits):
+                    lexical = [hit.coverage or 0.0, float(i == 0), prepared.unknown]
+                    hit_x.append(([hit.similarity or 0.0] if mode == "semantic" else []) + lexical)
+                    hit_y.append(hit.agent_name in expected)
+                first = hits[0]
+                answer_x.append([first.similarity or 0.0 if mode == "semantic" else first.coverage or 0.0,
+                                 prepared.unknown])
+                answer_y.append(bool(expected))
+            index.close()
+        hx, hy = np.array(hit_x), np.array(hit_y, float)
+        ax, ay = np.array(answer_x), np.array(answer_y, float)
+        hit_model = Logistic(*(tuple(v) if isinstance(v, list) else v for v in logistic(hx, hy, False)))
+        answer_model = Logistic(*(tuple(v) if isinstance(v, list) else v for v in logistic(ax, ay, True)))
+        hit_p = np.array([hit_model(row) for row in hx])
+        answer_p = np.array([answer_model(row) for row in ax])
+        # high: the lowest threshold where the hits at or above it are right >= 90 % of the time
+        high = next((t for t in np.arange(0.3, 0.99, 0.01) if (hy[hit_p >= t].mean() if (hit_p >= t).any() else 1) >= 0.9),
+                    0.9)
+        medium = next((t for t in np.arange(0.05, high, 0.01) if (hy[hit_p >= t].mean() if (hit_p >= t).any() else 1) >= 0.5),
+                      high / 2)
+        # no clear fit: the highest threshold flagging at most 10 % of the answerable queries
+        no_fit = max((t for t in np.arange(0.01, 0.99, 0.01) if (answer_p[ay == 1] < t).mean() <= 0.10), default=0.5)
+        flagged_none = (answer_p[ay == 0] < no_fit).mean()
+        fmt = lambda m: f"Logistic({tuple(round(v, 4) for v in m.mean)}, {tuple(round(v, 4) for v in m.scale)}, " \
+                        f"{tuple(round(v, 4) for v in m.weights)}, {m.bias:.4f})"  # noqa: E731
+        print(f"\n{mode}: {len(hx)} hits, {len(ax)} answers ({int((ay == 0).sum())} with no answering tool)")
+        print(f"HIT_{mode.upper()} = {fmt(hit_model)}")
+        print(f"ANSWER_{mode.upper()} = {fmt(answer_model)}")
+        print(f"HIGH = {high:.2f}  MEDIUM = {medium:.2f}  NO_FIT_{mode.upper()} = {no_fit:.2f}"
+              f"  (dev: {flagged_none:.0%} of no-answer queries flagged)")
+
+
+if __name__ == "__main__" and "--calibrate" in sys.argv:
+    calibrate(load_embedder())
+elif __name__ == "__main__":
+    sys.exit(main())

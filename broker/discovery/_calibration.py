@@ -1,0 +1,91 @@
+"""How sure a search answer is: each hit's ``confidence`` and the answer's "no tool clearly fits".
+
+Theory of operation
+-------------------
+A search always answers with tools (never empty), so the answer has to say how far to trust
+them. Two small logistic models, fitted on the development sets by
+``bench/discovery/fit.py`` (their coefficients are pasted below, with the script's output in
+BENCHMARKS.md), turn a few measurements into probabilities:
+
+* the *hit* model: the probability that a hit is the right tool, from the cosine similarity
+  of query and tool (semantic extra only), the share of the query's words the tool's name,
+  title and description contain (``coverage``), whether it is the first hit, and the share of
+  the query's words that no tool knows at all (``unknown``: "thermostat", "parcel");
+* the *answer* model: the probability that some tool answers the query at all, from the first
+  hit's similarity (semantic) or coverage, and ``unknown``.
+
+A hit's ``confidence`` is ``high`` when the hit model says at least :data:`HIGH`, ``medium``
+from :data:`MEDIUM`, else ``low``; the answer's ``noClearFit`` is true when the answer model
+says less than the fitted threshold: an agent can then stop searching and say that no
+connected app does this. The thresholds were chosen on the development sets (``high``: right
+at least 90 % of the time there; "no clear fit": on at most 10 % of answerable queries); their
+reliability on the held-out set is in BENCHMARKS.md. Each mode (with or without the semantic
+extra) has its own coefficients, since only one of them has a similarity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Final
+
+import attrs
+
+__all__ = ["Logistic", "hit_probability", "answer_probability", "level", "no_clear_fit", "HIGH", "MEDIUM"]
+
+
+@attrs.frozen
+class Logistic:
+    """``1 / (1 + exp(-(bias + sum(weight * (x - mean) / scale))))``."""
+
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    def __call__(self, features: Sequence[float]) -> float:
+        z = self.bias + sum(w * (x - m) / s for w, x, m, s in zip(self.weights, features, self.mean, self.scale,
+                                                                     strict=True))
+        return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+# --- fitted by bench/discovery/fit.py on the development sets (see BENCHMARKS.md) ----------------
+#: hit model, semantic: (similarity, coverage, first, unknown)
+HIT_SEMANTIC: Final = Logistic((0.8341, 0.2445, 0.2, 0.1611), (0.0251, 0.2401, 0.4, 0.2053),
+                               (0.6839, 0.0457, 1.2907, 0.0983), -2.1663)
+#: hit model, BM25 only: (coverage, first, unknown)
+HIT_LEXICAL: Final = Logistic((0.253, 0.2153, 0.1545), (0.2416, 0.411, 0.1998), (0.5301, 1.2753, -0.0372), -1.9965)
+#: answer model, semantic: (first hit's similarity, unknown)
+ANSWER_SEMANTIC: Final = Logistic((0.8531, 0.1611), (0.0298, 0.2053), (2.3815, -1.2179), 2.7374)
+#: answer model, BM25 only: (first hit's coverage, unknown)
+ANSWER_LEXICAL: Final = Logistic((0.3884, 0.1611), (0.2997, 0.2053), (0.5365, -1.2839), 1.0236)
+#: A hit is ``high`` from this probability of being right, ``medium`` from the next (semantic, BM25 only).
+HIGH: Final = {True: 0.75, False: 0.74}
+MEDIUM: Final = {True: 0.09, False: 0.11}
+#: The answer says no tool clearly fits below this probability that some tool answers.
+NO_FIT_SEMANTIC: Final = 0.30
+NO_FIT_LEXICAL: Final = 0.28
+
+
+def hit_probability(similarity: float | None, coverage: float, first: bool, unknown: float) -> float:
+    """The probability that a hit is the right tool (see the module docstring)."""
+    if similarity is None:
+        return HIT_LEXICAL((coverage, float(first), unknown))
+    return HIT_SEMANTIC((similarity, coverage, float(first), unknown))
+
+
+def answer_probability(similarity: float | None, coverage: float, unknown: float) -> float:
+    """The probability that some tool answers the query, from its first hit."""
+    if similarity is None:
+        return ANSWER_LEXICAL((coverage, unknown))
+    return ANSWER_SEMANTIC((similarity, unknown))
+
+
+def level(probability: float, semantic: bool) -> str:
+    """A hit's ``confidence`` for its probability of being right."""
+    return "high" if probability >= HIGH[semantic] else "medium" if probability >= MEDIUM[semantic] else "low"
+
+
+def no_clear_fit(probability: float, semantic: bool) -> bool:
+    """Whether an answer whose tools answer the query with ``probability`` says no tool clearly fits."""
+    return probability < (NO_FIT_SEMANTIC if semantic else NO_FIT_LEXICAL)
