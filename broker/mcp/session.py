@@ -351,7 +351,7 @@ class McpServer:
         self._encoded_entries: weakref.WeakKeyDictionary[RegisteredTool, msgspec.Raw] = weakref.WeakKeyDictionary()
         self._session_labels = itertools.count(1)
         #: Discovery mode's search index, shared by every session.
-        self.meta = MetaTools(registry, rerank=settings.discovery_rerank)
+        self.meta = MetaTools(registry, rerank=settings.discovery_rerank, cache_dir=settings.home)
         # The list is rebuilt lazily (at the next tools/list), but dropped at once when the registry
         # changes: a departed app's encoded tools (their schemas) must not outlive it.
         registry.on_change(self._drop_snapshot)
