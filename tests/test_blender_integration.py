@@ -31,7 +31,7 @@ import pytest
 import trio
 from mcp import Client, StdioServerParameters, types
 
-from broker.cli.integrate_blender import APP_CLIENT_DEPENDENCIES, platform_tags
+from broker.cli.integrate_blender import APP_CLIENT_DEPENDENCIES, platform_tags, program_env
 from mcp_testkit import relay_command, relay_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ class Setup:
         self.home = base / "home"
         self.home.mkdir()
         (self.home / "config.toml").write_text("port = 0\nhttp_port = 0\n")  # never the user's ports
-        self.env = {**os.environ, "TOOLBRIDGE_HOME": str(self.home),
+        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home),
                     "BLENDER_USER_SCRIPTS": str(base / "scripts"), "BLENDER_USER_CONFIG": str(base / "config"),
                     }
         self.display = ""
@@ -374,3 +374,15 @@ def test_vendored_dependencies_are_app_clients() -> None:
                 imported.add(node.module.split(".")[0])
     third_party = {name for name in imported if name not in sys.stdlib_module_names and name != "app_client"}
     assert third_party == names
+
+
+def test_programs_start_with_the_systems_python_ahead_of_ours(tmp_path: Path) -> None:
+    # Debian's Blender takes the first python3.X on PATH for its own: a venv's or pyenv's made its
+    # Python load another build's _ssl and the add-on never started (`python3 dev.py test` puts
+    # the venv first). The real run above starts Blender that way; this pins the rule itself.
+    ours = tmp_path / "venv" / "bin"
+    ours.mkdir(parents=True)
+    (ours / "python3.11").symlink_to(sys.executable)
+    env = program_env({"PATH": os.pathsep.join([str(ours), "/usr/bin", "/bin"]), "PYTHONHOME": "/x", "A": "b"})
+    assert env["PATH"].split(os.pathsep) == ["/usr/bin", "/bin", str(ours)]
+    assert "PYTHONHOME" not in env and env["A"] == "b"

@@ -29,6 +29,7 @@ import pytest
 import trio
 from mcp import Client, StdioServerParameters, types
 
+from broker.cli.integrate_blender import program_env
 from mcp_testkit import relay_command, relay_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +75,7 @@ class Setup:
         self.home = base / "home"
         self.home.mkdir()
         (self.home / "config.toml").write_text("port = 0\nhttp_port = 0\n")  # never the user's ports
-        self.env = {**os.environ, "TOOLBRIDGE_HOME": str(self.home),
+        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home),
                     "XDG_DATA_HOME": str(base / "data"), "XDG_CONFIG_HOME": str(base / "config")}
         self.display = ""
         self.display_pipe = -1

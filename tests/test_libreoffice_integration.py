@@ -27,6 +27,7 @@ import pytest
 import trio
 from mcp import Client, StdioServerParameters, types
 
+from broker.cli.integrate_blender import program_env
 from mcp_testkit import relay_command, relay_env
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,7 +65,7 @@ class Setup:
         profile = base / "profile"
         (profile / "user").mkdir(parents=True)
         (profile / "user" / "registrymodifications.xcu").write_text(SETTINGS)
-        self.env = {**os.environ, "TOOLBRIDGE_HOME": str(self.home), "UserInstallation": profile.as_uri(),
+        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home), "UserInstallation": profile.as_uri(),
                     "SAL_USE_VCLPLUGIN": "gen"}
         self.display = ""
         self.display_pipe = -1

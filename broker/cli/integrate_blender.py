@@ -25,11 +25,12 @@ import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import app_client
 
-__all__ = ["ADDON", "APP_CLIENT_DEPENDENCIES", "IntegrationError", "addon_source", "find_blender", "install",
+__all__ = ["ADDON", "APP_CLIENT_DEPENDENCIES", "IntegrationError", "addon_source", "find_blender", "install", "program_env",
            "platform_tags", "probe", "remove", "vendor"]
 
 ADDON = "toolbridge_blender"
@@ -65,6 +66,31 @@ class IntegrationError(Exception):
     """Something the user can fix; the message says what."""
 
 
+def program_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment to start a program that embeds the system's Python in.
+
+    Debian's Blender finds its Python's standard library by looking for ``python3.X`` on PATH:
+    with a virtual environment's or pyenv's folder first there (``python3 dev.py test``, an
+    activated venv) it loads that Python's compiled modules, which do not fit its own libpython
+    (``ImportError: ... _ssl ... undefined symbol``), and the add-on never starts. Folders whose
+    ``python3*`` is not the system's move after the others; PYTHONHOME and PYTHONPATH go."""
+    result = dict(os.environ if env is None else env)
+    entries = [entry for entry in result.get("PATH", "").split(os.pathsep) if entry]
+
+    def other_python(entry: str) -> bool:
+        try:
+            found = [p for p in Path(entry).glob("python3*") if p.is_file()]
+        except OSError:
+            return False
+        return any(not str(p.resolve()).startswith("/usr/") for p in found)
+
+    result["PATH"] = os.pathsep.join([e for e in entries if not other_python(e)] +
+                                     [e for e in entries if other_python(e)])
+    result.pop("PYTHONHOME", None)
+    result.pop("PYTHONPATH", None)
+    return result
+
+
 def find_blender(explicit: str | None = None) -> str:
     """``explicit``, else ``blender`` on PATH, else the usual install places."""
     if explicit:
@@ -87,7 +113,7 @@ def _run_in_blender(blender: str, expression: str) -> str:
     """Run ``expression`` in ``blender --background``; the text after the marker it printed."""
     try:
         done = subprocess.run([blender, "--background", "--python-exit-code", "1", "--python-expr", expression],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, env=program_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise IntegrationError(f"could not run {blender}: {exc}") from exc
     for line in done.stdout.splitlines():

@@ -28,7 +28,7 @@ from typing import Any
 
 import app_client
 
-from .integrate_blender import IntegrationError, vendor
+from .integrate_blender import IntegrationError, program_env, vendor
 
 __all__ = ["MOD_FOLDER", "addon_source", "find_freecad", "install", "installed", "probe", "remove"]
 
@@ -73,7 +73,7 @@ def probe(freecadcmd: str) -> dict[str, Any]:
         script.write_text(_PROBE)
         try:
             done = subprocess.run([freecadcmd, str(script)], capture_output=True, text=True, timeout=120,
-                                  stdin=subprocess.DEVNULL)
+                                  stdin=subprocess.DEVNULL, env=program_env())
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise IntegrationError(f"could not run {freecadcmd}: {exc}") from exc
     for line in done.stdout.splitlines():

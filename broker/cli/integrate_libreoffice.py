@@ -32,7 +32,7 @@ from typing import Any
 
 import app_client
 
-from .integrate_blender import APP_CLIENT_DEPENDENCIES, IntegrationError, platform_tags
+from .integrate_blender import APP_CLIENT_DEPENDENCIES, IntegrationError, platform_tags, program_env
 
 __all__ = ["EXTENSION_ID", "IntegrationError", "build", "find_office", "install", "installed", "office_python", "probe",
            "remove"]
@@ -69,7 +69,7 @@ def _unopkg(program: Path, *args: str) -> subprocess.CompletedProcess[str]:
     unopkg = next(str(program / n) for n in ("unopkg.com", "unopkg.exe", "unopkg") if (program / n).exists())
     scope = ["--shared"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     try:
-        return subprocess.run([unopkg, *args, *scope], capture_output=True, text=True, timeout=300)
+        return subprocess.run([unopkg, *args, *scope], capture_output=True, text=True, timeout=300, env=program_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise IntegrationError(f"could not run {unopkg}: {exc}") from exc
 
@@ -86,7 +86,7 @@ def probe(program: Path) -> dict[str, Any]:
     """The office's Python: its version and platform (it must import ``uno``)."""
     python = office_python(program)
     try:
-        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True, timeout=60, env=program_env())
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise IntegrationError(f"could not run the office's Python {python}: {exc}") from exc
     if done.returncode != 0:
