@@ -30,6 +30,8 @@ from typing import Any
 
 import app_client
 
+from ..errors import BrokerError
+
 __all__ = ["ADDON", "APP_CLIENT_DEPENDENCIES", "IntegrationError", "addon_source", "find_blender", "install", "program_env",
            "platform_tags", "probe", "remove", "vendor"]
 
@@ -62,7 +64,7 @@ print({_MARK!r} + "disabled", flush=True)
 """
 
 
-class IntegrationError(Exception):
+class IntegrationError(BrokerError):
     """Something the user can fix; the message says what."""
 
 
