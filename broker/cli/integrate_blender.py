@@ -33,7 +33,7 @@ import app_client
 from ..errors import BrokerError
 
 __all__ = ["ADDON", "APP_CLIENT_DEPENDENCIES", "IntegrationError", "addon_source", "find_blender", "install", "program_env",
-           "platform_tags", "probe", "remove", "vendor"]
+           "install_staged", "platform_tags", "probe", "remove", "vendor"]
 
 ADDON = "toolbridge_blender"
 #: What app_client needs at run time (pyproject.toml's dependencies that app_client imports;
@@ -152,8 +152,9 @@ def platform_tags(platform: str) -> list[str]:
     return [platform.replace("-", "_").replace(".", "_")]
 
 
-def vendor(target: Path, python: list[int], platform: str) -> None:
-    """app_client and its dependencies into ``target`` for that Python and platform (wheels only)."""
+def vendor(target: Path, python: list[int], platform: str, program: str = "Blender") -> None:
+    """app_client and its dependencies into ``target`` for ``program``'s Python and platform
+    (wheels only; never installed into that Python itself)."""
     target.mkdir(parents=True)
     shutil.copytree(Path(app_client.__file__).resolve().parent, target / "app_client",
                     ignore=shutil.ignore_patterns("__pycache__", "testing.py"))
@@ -165,8 +166,24 @@ def vendor(target: Path, python: list[int], platform: str) -> None:
             command += ["--platform", tag]
     done = subprocess.run([*command, *APP_CLIENT_DEPENDENCIES], capture_output=True, text=True)
     if done.returncode != 0:
-        raise IntegrationError(f"pip could not fetch app_client's dependencies for Blender's Python "
+        raise IntegrationError(f"pip could not fetch app_client's dependencies for {program}'s Python "
                                f"{python[0]}.{python[1]} ({platform}):\n{done.stderr.strip()[-800:]}")
+
+
+def install_staged(source: Path, destination: Path, python: list[int], platform: str, program: str) -> None:
+    """``source`` with app_client vendored for ``program``'s Python, as ``destination``: built
+    beside it first, so a failed install leaves the previous one as it was."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    staging = destination.with_name(f".{destination.name}.installing")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "vendor"))
+    try:
+        vendor(staging / "vendor", python, platform, program)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(destination, ignore_errors=True)
+    staging.rename(destination)
 
 
 def install(blender: str) -> dict[str, Any]:
@@ -174,16 +191,7 @@ def install(blender: str) -> dict[str, Any]:
     source = addon_source()
     info = probe(blender)
     destination = Path(info["addons"]) / ADDON
-    staging = destination.with_name(f".{ADDON}.installing")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "vendor"))
-    try:
-        vendor(staging / "vendor", info["python"], info["platform"])
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(destination, ignore_errors=True)
-    staging.rename(destination)
+    install_staged(source, destination, info["python"], info["platform"], "Blender")
     if _run_in_blender(blender, _ENABLE) != "enabled":
         raise IntegrationError(f"Blender could not enable the add-on in {destination}: start Blender and look "
                                "at Edit > Preferences > Add-ons > toolbridge")

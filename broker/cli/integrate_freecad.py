@@ -28,7 +28,7 @@ from typing import Any
 
 import app_client
 
-from .integrate_blender import IntegrationError, program_env, vendor
+from .integrate_blender import IntegrationError, install_staged, program_env
 
 __all__ = ["MOD_FOLDER", "addon_source", "find_freecad", "install", "installed", "probe", "remove"]
 
@@ -97,18 +97,7 @@ def install(freecadcmd: str) -> dict[str, Any]:
     """Install (or reinstall) the add-on; returns what :func:`probe` said."""
     source = addon_source()
     info = probe(freecadcmd)
-    destination = Path(info["mod"]) / MOD_FOLDER
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    staging = destination.with_name(f".{MOD_FOLDER}.installing")
-    shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(source, staging, ignore=shutil.ignore_patterns("__pycache__", "vendor"))
-    try:
-        vendor(staging / "vendor", info["python"], info["platform"])
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    shutil.rmtree(destination, ignore_errors=True)
-    staging.rename(destination)
+    install_staged(source, Path(info["mod"]) / MOD_FOLDER, info["python"], info["platform"], "FreeCAD")
     return info
 
 

@@ -23,8 +23,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
-import sysconfig
 import tempfile
 import zipfile
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import Any
 
 import app_client
 
-from .integrate_blender import APP_CLIENT_DEPENDENCIES, IntegrationError, platform_tags, program_env
+from .integrate_blender import IntegrationError, program_env, vendor
 
 __all__ = ["EXTENSION_ID", "IntegrationError", "build", "find_office", "install", "installed", "office_python", "probe",
            "remove"]
@@ -105,29 +103,12 @@ def extension_source() -> Path:
     return source
 
 
-def _vendor(target: Path, python: list[int], platform: str) -> None:
-    """app_client and its dependencies into ``target`` for that Python and platform (wheels only)."""
-    target.mkdir(parents=True)
-    shutil.copytree(Path(app_client.__file__).resolve().parent, target / "app_client",
-                    ignore=shutil.ignore_patterns("__pycache__", "testing.py"))
-    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
-               "--target", str(target), "--only-binary=:all:"]
-    if tuple(python) != sys.version_info[:2] or platform != sysconfig.get_platform():
-        command += ["--python-version", f"{python[0]}.{python[1]}", "--implementation", "cp"]
-        for tag in platform_tags(platform):
-            command += ["--platform", tag]
-    done = subprocess.run([*command, *APP_CLIENT_DEPENDENCIES], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise IntegrationError(f"pip could not fetch app_client's dependencies for the office's Python "
-                               f"{python[0]}.{python[1]} ({platform}):\n{done.stderr.strip()[-800:]}")
-
-
 def build(destination: Path, python: list[int], platform: str) -> Path:
     """The ``.oxt`` at ``destination``: the extension with app_client vendored for that Python."""
     with tempfile.TemporaryDirectory(prefix="toolbridge-oxt-") as staging_dir:
         staging = Path(staging_dir) / "extension"
         shutil.copytree(extension_source(), staging, ignore=shutil.ignore_patterns("__pycache__", "vendor"))
-        _vendor(staging / "vendor", python, platform)
+        vendor(staging / "vendor", python, platform, "the office")
         with zipfile.ZipFile(destination, "w", zipfile.ZIP_DEFLATED) as oxt:
             for path in sorted(staging.rglob("*")):
                 if path.is_file() and "__pycache__" not in path.parts:
