@@ -25,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from app_client.wire import (
+    Error,
     LineFramer,
     Ping,
     Pong,
@@ -90,6 +91,8 @@ class ScriptedApp:
         self.tools = DEMO_TOOLS if tools is None else tools
         self.invocations: list[ToolInvocation] = []
         self.cancels: list[ToolCancel] = []
+        #: The daemon's non-fatal errors (an answer to a call it had already ended: a race a test may make).
+        self.errors: list[Error] = []
         self.registered: Registered | None = None
         self._changed = trio.Event()
         self._stream: trio.SocketStream | None = None
@@ -149,6 +152,10 @@ class ScriptedApp:
                     nursery.start_soon(self._answer, message)
                 elif isinstance(message, ToolCancel):
                     self.cancels.append(message)
+                elif isinstance(message, Error) and message.code == "unknown_correlation_id" and not message.fatal:
+                    # Our answer crossed the end of its call (a cancel, a deadline, a lost link):
+                    # the daemon says so and drops it (protocol.md), as a real app would hear.
+                    self.errors.append(message)
                 elif not await self._handle(message):
                     raise AssertionError(f"unexpected message {message!r}")
                 self._touch()
