@@ -339,13 +339,26 @@ async def test_an_owner_cancels_the_call_of_a_caller_that_is_gone(tmp_path: Path
                 token.run_sync_soon(alive.set)
 
             reply = "_INBOX.X.r.0123456789abcdef0123456789abcdef"
+            announced = trio.Event()
+
+            async def on_announce(msg: Any) -> None:  # on the client's thread
+                token.run_sync_soon(announced.set)
+
+            async def listen() -> None:
+                await nc.subscribe(reply, cb=on_reply)
+                await nc.subscribe("toolbridge.tools.B", cb=on_announce)
+                await nc.flush()
 
             async def call() -> None:
-                await nc.subscribe(reply, cb=on_reply)
                 await nc.publish("toolbridge.call.B.Demo__slow", b"{}", reply=reply,
                                  headers={"Toolbridge-Call-Id": "gone-1", "Toolbridge-Timeout-Ms": "60000"})
                 await nc.flush()
 
+            await aio.run(listen())
+            # B's announcement reaching this node comes down the same route, after B's call
+            # subscription: this node knows where to send the call (else it drops it, unheard).
+            with trio.fail_after(10):
+                await announced.wait()
             await aio.run(call())
             await app_b.until(lambda: len(app_b.invocations) == 1)
             with trio.fail_after(10):
