@@ -22,17 +22,16 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from mcp import Client, StdioServerParameters, types
+from mcp import types
 
 from broker.cli.integrate_blender import APP_CLIENT_DEPENDENCIES, platform_tags, program_env
-from mcp_testkit import relay_command, relay_env
+from programkit import agent, data, still_running, wait_for_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 BLENDER = shutil.which("blender")
@@ -136,37 +135,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         setup.close()
 
 
-@asynccontextmanager
-async def agent(setup: Setup) -> AsyncIterator[Client]:
-    """The MCP SDK over `toolbridge stdio` (which starts the daemon when there is none)."""
-    command = relay_command(setup.home)
-    params = StdioServerParameters(command=command[0], args=command[1:],
-                                   env=relay_env(TOOLBRIDGE_HOME=str(setup.home)))
-    async with Client(params) as client:
-        yield client
-
-
-async def wait_for_tool(client: Client, name: str, *, present: bool = True,
-                        blender: subprocess.Popen[bytes] | None = None) -> dict[str, Any]:
-    """Polled: Blender is another process; the agent sees it (un)register only by listing."""
-    with trio.fail_after(120):
-        while True:
-            if blender is not None and blender.poll() is not None:
-                raise AssertionError(f"Blender exited with status {blender.returncode}; see its log")
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            if (name in tools) == present:
-                return tools
-            await trio.sleep(0.2)
-
-
-def data(result: Any) -> Any:
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
-
-
 async def test_tools_describe_themselves_and_code_execution_is_off(world: Setup) -> None:
-    async with agent(world) as client:
-        tools = await wait_for_tool(client, "Blender__scene_summary", blender=world.blender)
+    async with agent(world.home) as client:
+        tools = await wait_for_tool(client, "Blender__scene_summary", alive=still_running("Blender", world.blender))
         assert tools["Blender__scene_summary"].annotations.read_only_hint is True
         assert "required" not in tools["Blender__scene_summary"].input_schema or \
             not tools["Blender__scene_summary"].input_schema["required"]
@@ -178,7 +149,7 @@ async def test_tools_describe_themselves_and_code_execution_is_off(world: Setup)
 
 
 async def test_scene_changes_are_read_back_through_blender(world: Setup) -> None:
-    async with agent(world) as client:
+    async with agent(world.home) as client:
         await wait_for_tool(client, "Blender__scene_summary")
         summary = data(await client.call_tool("Blender__scene_summary", {}))
         assert summary["objects_by_type"] == {"MESH": 1, "LIGHT": 1, "CAMERA": 1}  # the default scene
@@ -231,7 +202,7 @@ async def test_scene_changes_are_read_back_through_blender(world: Setup) -> None
 async def test_render_reports_progress_and_is_not_blank(world: Setup) -> None:
     from PIL import Image
 
-    async with agent(world) as client:
+    async with agent(world.home) as client:
         await wait_for_tool(client, "Blender__render_image")
         seen: list[tuple[float, float | None]] = []
 
@@ -257,7 +228,7 @@ async def test_render_reports_progress_and_is_not_blank(world: Setup) -> None:
 
 
 async def test_cancelling_a_render_stops_it_between_strips(world: Setup) -> None:
-    async with agent(world) as client:
+    async with agent(world.home) as client:
         await wait_for_tool(client, "Blender__render_image")
         first_strip = trio.Event()
 
@@ -284,7 +255,7 @@ async def test_cancelling_a_render_stops_it_between_strips(world: Setup) -> None
 async def test_restarting_the_daemon_brings_the_addon_back(world: Setup) -> None:
     runtime = json.loads((world.home / "runtime.json").read_text())
     os.kill(runtime["pid"], signal.SIGKILL)  # a crash: no goodbye to anyone
-    async with agent(world) as client:  # the relay starts a new daemon
+    async with agent(world.home) as client:  # the relay starts a new daemon
         new_runtime = json.loads((world.home / "runtime.json").read_text())
         assert new_runtime["pid"] != runtime["pid"]
         await wait_for_tool(client, "Blender__scene_summary")  # the add-on reconnected by itself
@@ -292,7 +263,7 @@ async def test_restarting_the_daemon_brings_the_addon_back(world: Setup) -> None
 
 
 async def test_killing_blender_mid_call_gives_app_disconnected(world: Setup) -> None:
-    async with agent(world) as client:
+    async with agent(world.home) as client:
         await wait_for_tool(client, "Blender__render_image")
         first_strip = trio.Event()
         outcome: list[Any] = []
@@ -320,7 +291,7 @@ async def test_code_execution_is_opt_in_and_quitting_says_goodbye(world: Setup) 
     assert world.blender is not None and world.blender.poll() is not None  # the shared one is gone
     start = world.log.stat().st_size
     blender = world.start_blender(TB_TEST_ALLOW_CODE="1")
-    async with agent(world) as client:
+    async with agent(world.home) as client:
         # Named Blender, or Blender_2 while the killed Blender's names are still reserved (its
         # reconnect grace): found by the suffix.
         with trio.fail_after(120):

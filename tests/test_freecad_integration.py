@@ -20,17 +20,16 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from mcp import Client, StdioServerParameters, types
+from mcp import types
 
 from broker.cli.integrate_blender import program_env
-from mcp_testkit import relay_command, relay_env
+from programkit import agent, data, still_running, wait_for_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 FREECAD = shutil.which("freecad")
@@ -138,37 +137,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         setup.close()
 
 
-@asynccontextmanager
-async def agent(setup: Setup) -> AsyncIterator[Client]:
-    """The MCP SDK over `toolbridge stdio` (which starts the daemon when there is none)."""
-    command = relay_command(setup.home)
-    params = StdioServerParameters(command=command[0], args=command[1:],
-                                   env=relay_env(TOOLBRIDGE_HOME=str(setup.home)))
-    async with Client(params) as client:
-        yield client
-
-
-async def wait_for_tool(client: Client, name: str, *, present: bool = True,
-                        freecad: subprocess.Popen[bytes] | None = None) -> dict[str, Any]:
-    """Polled: FreeCAD is another process; the agent sees it (un)register only by listing."""
-    with trio.fail_after(120):
-        while True:
-            if freecad is not None and freecad.poll() is not None:
-                raise AssertionError(f"FreeCAD exited with status {freecad.returncode}; see its log")
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            if (name in tools) == present:
-                return tools
-            await trio.sleep(0.2)
-
-
-def data(result: Any) -> Any:
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
-
-
 async def test_tools_describe_themselves(world: Setup) -> None:
-    async with agent(world) as client:
-        tools = await wait_for_tool(client, "FreeCAD__document_summary", freecad=world.freecad)
+    async with agent(world.home) as client:
+        tools = await wait_for_tool(client, "FreeCAD__document_summary", alive=still_running("FreeCAD", world.freecad))
         for read_only in ("document_summary", "list_documents", "list_objects", "get_object", "screenshot_window"):
             assert tools[f"FreeCAD__{read_only}"].annotations.read_only_hint is True, read_only
         for name in ("document_summary", "list_documents"):
@@ -180,8 +151,8 @@ async def test_tools_describe_themselves(world: Setup) -> None:
 
 
 async def test_document_changes_are_read_back_through_freecad(world: Setup) -> None:
-    async with agent(world) as client:
-        await wait_for_tool(client, "FreeCAD__document_summary", freecad=world.freecad)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "FreeCAD__document_summary", alive=still_running("FreeCAD", world.freecad))
         missing = await client.call_tool("FreeCAD__list_objects", {})
         assert missing.is_error and "call new_document first" in missing.content[0].text
         assert data(await client.call_tool("FreeCAD__new_document", {"name": "Bracket"}))["name"] == "Bracket"
@@ -259,8 +230,8 @@ async def test_a_long_call_leaves_freecad_responsive_and_a_cancel_undoes_it(worl
     """make_grid copies one solid per GUI-thread step: while it runs, FreeCAD answers another
     call (its Qt loop runs between steps: the window repaints too), and a cancel stops it and
     removes the copies made so far."""
-    async with agent(world) as client:
-        await wait_for_tool(client, "FreeCAD__make_grid", freecad=world.freecad)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "FreeCAD__make_grid", alive=still_running("FreeCAD", world.freecad))
         progress: list[float] = []
         some_copies = trio.Event()
 
@@ -298,17 +269,17 @@ async def test_a_long_call_leaves_freecad_responsive_and_a_cancel_undoes_it(worl
 async def test_restarting_the_daemon_brings_the_addon_back(world: Setup) -> None:
     runtime = json.loads((world.home / "runtime.json").read_text())
     os.kill(runtime["pid"], signal.SIGKILL)  # a crash: no goodbye to anyone
-    async with agent(world) as client:  # the relay starts a new daemon
+    async with agent(world.home) as client:  # the relay starts a new daemon
         new_runtime = json.loads((world.home / "runtime.json").read_text())
         assert new_runtime["pid"] != runtime["pid"]
-        await wait_for_tool(client, "FreeCAD__document_summary", freecad=world.freecad)  # back by itself
+        await wait_for_tool(client, "FreeCAD__document_summary", alive=still_running("FreeCAD", world.freecad))  # back by itself
         assert data(await client.call_tool("FreeCAD__document_summary", {}))["document"] == "Bracket"
 
 
 async def test_quitting_freecad_says_goodbye_without_a_traceback(world: Setup) -> None:
     assert world.freecad is not None
-    async with agent(world) as client:
-        await wait_for_tool(client, "FreeCAD__document_summary", freecad=world.freecad)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "FreeCAD__document_summary", alive=still_running("FreeCAD", world.freecad))
         world.quit_file.touch()  # the user quits FreeCAD (see STARTUP)
         assert await trio.to_thread.run_sync(world.freecad.wait) == 0
         await wait_for_tool(client, "FreeCAD__document_summary", present=False)
@@ -322,8 +293,8 @@ async def test_quitting_freecad_says_goodbye_without_a_traceback(world: Setup) -
 
 async def test_killing_freecad_mid_call_gives_app_disconnected(world: Setup) -> None:
     freecad = world.start_freecad()  # the second and last FreeCAD of this file
-    async with agent(world) as client:
-        await wait_for_tool(client, "FreeCAD__make_grid", freecad=freecad)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "FreeCAD__make_grid", alive=still_running("FreeCAD", freecad))
         data(await client.call_tool("FreeCAD__new_document", {}))
         data(await client.call_tool("FreeCAD__create_solid", {"kind": "box", "name": "Brick"}))
         started = trio.Event()

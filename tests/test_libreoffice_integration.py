@@ -18,17 +18,16 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
-from mcp import Client, StdioServerParameters, types
+from mcp import Client, types
 
 from broker.cli.integrate_blender import program_env
-from mcp_testkit import relay_command, relay_env
+from programkit import agent, data, wait_for_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFFICE = shutil.which("soffice")
@@ -134,40 +133,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         setup.close()
 
 
-@asynccontextmanager
-async def agent(setup: Setup) -> AsyncIterator[Client]:
-    """The MCP SDK over `toolbridge stdio` (which starts the daemon when there is none)."""
-    command = relay_command(setup.home)
-    params = StdioServerParameters(command=command[0], args=command[1:],
-                                   env=relay_env(TOOLBRIDGE_HOME=str(setup.home)))
-    async with Client(params) as client:
-        yield client
-
-
-async def wait_for_tool(client: Client, name: str, *, setup: Setup | None = None) -> dict[str, Any]:
-    """Polled: the office is another process; the agent sees it register only by listing."""
-    with trio.fail_after(120):
-        while True:
-            if setup is not None:
-                setup.check_office()
-            tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-            if name in tools:
-                return tools
-            await trio.sleep(0.2)
-
-
-def data(result: Any) -> Any:
-    assert not result.is_error, result.content
-    return json.loads(result.content[0].text)
-
-
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
     return data(await client.call_tool(f"LibreOffice__{tool}", arguments))
 
 
 async def test_tools_describe_themselves(world: Setup) -> None:
-    async with agent(world) as client:
-        tools = await wait_for_tool(client, "LibreOffice__list_documents", setup=world)
+    async with agent(world.home) as client:
+        tools = await wait_for_tool(client, "LibreOffice__list_documents", alive=world.check_office)
         listing = tools["LibreOffice__list_documents"]
         assert listing.annotations.read_only_hint is True and not listing.input_schema.get("required")
         for name in ("read_cells", "read_outline", "read_text"):
@@ -178,8 +150,8 @@ async def test_tools_describe_themselves(world: Setup) -> None:
 
 
 async def test_calc_cells_are_written_and_read_back_through_the_office(world: Setup) -> None:
-    async with agent(world) as client:
-        await wait_for_tool(client, "LibreOffice__create_document", setup=world)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "LibreOffice__create_document", alive=world.check_office)
         sheet = await call(client, "create_document", kind="calc")
         assert sheet["kind"] == "calc" and sheet["sheets"] == ["Sheet1"]
         title = sheet["title"]
@@ -229,8 +201,8 @@ async def test_calc_cells_are_written_and_read_back_through_the_office(world: Se
 
 
 async def test_cancelling_a_large_write_stops_it_between_steps(world: Setup) -> None:
-    async with agent(world) as client:
-        await wait_for_tool(client, "LibreOffice__write_cells", setup=world)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "LibreOffice__write_cells", alive=world.check_office)
         sheet = await call(client, "create_document", kind="calc")
         first_step = trio.Event()
 
@@ -257,8 +229,8 @@ async def test_cancelling_a_large_write_stops_it_between_steps(world: Setup) -> 
 
 
 async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setup) -> None:
-    async with agent(world) as client:
-        await wait_for_tool(client, "LibreOffice__create_document", setup=world)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "LibreOffice__create_document", alive=world.check_office)
         doc = await call(client, "create_document", kind="writer")
         title = doc["title"]
         await call(client, "insert_text", document=title,
@@ -290,15 +262,15 @@ async def test_writer_headings_are_applied_and_the_outline_read_back(world: Setu
 async def test_restarting_the_daemon_brings_the_extension_back(world: Setup) -> None:
     runtime = json.loads((world.home / "runtime.json").read_text())
     os.kill(runtime["pid"], signal.SIGKILL)  # a crash: no goodbye to anyone
-    async with agent(world) as client:  # the relay starts a new daemon
+    async with agent(world.home) as client:  # the relay starts a new daemon
         assert json.loads((world.home / "runtime.json").read_text())["pid"] != runtime["pid"]
-        await wait_for_tool(client, "LibreOffice__list_documents", setup=world)
+        await wait_for_tool(client, "LibreOffice__list_documents", alive=world.check_office)
         assert len(await call(client, "list_documents")) == 3  # the same office, its documents still open
 
 
 async def test_killing_the_office_mid_call_gives_app_disconnected(world: Setup) -> None:
-    async with agent(world) as client:
-        await wait_for_tool(client, "LibreOffice__write_cells", setup=world)
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "LibreOffice__write_cells", alive=world.check_office)
         first_step = trio.Event()
         outcome: list[Any] = []
 
@@ -350,7 +322,7 @@ async def test_quitting_the_office_says_goodbye(world: Setup) -> None:
     daemon_log = world.home / "daemon.log"
     registered = daemon_log.read_text().count('"app_registered"')
     world.start_office(f"--accept=pipe,name={pipe};urp;")
-    async with agent(world) as client:
+    async with agent(world.home) as client:
         with trio.fail_after(120):
             while daemon_log.read_text().count('"app_registered"') == registered:
                 world.check_office()
