@@ -36,10 +36,13 @@ A request's messages come out of its session through a bounded channel (see
 :class:`_ResponseOutbox`). The reply is ``application/json`` when the response is the first
 message; it switches to ``text/event-stream`` when a notification (progress, a listen
 acknowledgement) comes first or the request runs longer than :data:`SSE_AFTER_SECONDS`,
-after which SSE comments keep the connection alive. Only a modern request watches for the
-client closing its connection from the start (that cancels it); a legacy request, where a
-dropped connection is no cancellation, watches once its response has become a stream, so the
-common JSON exchange costs no task and no nursery beyond the connection's own. Legacy
+after which SSE comments keep the connection alive. A modern request watches for the client
+closing its connection (that cancels it) once it has gone unanswered for
+:data:`WATCH_AFTER_SECONDS` or its response has become a stream; a legacy request, where a
+dropped connection is no cancellation, watches once its response has become a stream. So the
+common JSON exchange costs no task and no nursery beyond the connection's own (and, for a
+modern request, its short-lived session's), and the calls of modern requests share one
+deadline queue (:meth:`HttpApp.run_deadlines`) instead of a task each. Legacy
 sessions run in a nursery owned by the HTTP server, so nothing outlives it; how many there may
 be, which one goes to make room (an idle one, even with a GET stream open) and each token's
 share of GET streams are ``http_sessions``'s business.
@@ -78,6 +81,7 @@ from .jsonrpc import (
 )
 from .scope import APPS_PATH_PREFIX, check_app_name
 from .http_sessions import HttpSession, SessionTable
+from ..core.calls import DeadlineQueue
 from .session import McpServer, Session, open_session
 
 if TYPE_CHECKING:
@@ -94,6 +98,9 @@ DISCOVERY_PATH: Final = "/mcp/discovery"
 CODE_PATH: Final = "/mcp/code"
 #: A request silent for this long switches to SSE, and SSE streams get a comment this often.
 SSE_AFTER_SECONDS: Final = 15.0
+#: A 2026-07-28 request still unanswered after this long starts watching for its client closing
+#: the connection (which cancels it); one answered sooner costs no watcher (see ``_exchange_modern``).
+WATCH_AFTER_SECONDS: Final = 0.1
 _OUTBOX_SIZE: Final = 64
 #: HTTP status for a JSON-RPC error on a modern request (as the SDK's server maps them).
 _MODERN_STATUS: Final = {
@@ -254,9 +261,14 @@ def _sse(data: bytes) -> bytes:
 class HttpApp:
     """The ASGI application. ``nursery`` runs the legacy sessions (owned by the server)."""
 
-    def __init__(self, server: McpServer, nursery: trio.Nursery, *, sse_after: float = SSE_AFTER_SECONDS) -> None:
+    def __init__(self, server: McpServer, nursery: trio.Nursery, *, sse_after: float = SSE_AFTER_SECONDS,
+                 watch_after: float = WATCH_AFTER_SECONDS) -> None:
         self.server = server
         self.sse_after = sse_after
+        self.watch_after = watch_after
+        #: The deadline queue of every 2026-07-28 request's calls while :meth:`run_deadlines`
+        #: runs it (the server does): none of them opens a task of its own for it.
+        self._deadlines: DeadlineQueue | None = None
         self.settings = server.settings
         self._nursery = nursery
         #: The legacy sessions (``http_sessions``: how many, whose, which one goes).
@@ -409,8 +421,9 @@ class HttpApp:
         # The token: whose 2026-07-28 request states (``elicitation``) and large-result links
         # (``bigresults``) this request may redeem.
         async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                code=code, app=app, principal=f"token:{token}", token=token) as session:
-            await self._exchange(session, message, receive, send, modern=True)
+                                code=code, app=app, principal=f"token:{token}", token=token,
+                                deadlines=self._deadlines) as session:
+            await self._exchange_modern(session, message, receive, send)
 
     async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
                            code: bool = False, app: str | None = None, token: str | None = None) -> None:
@@ -437,7 +450,7 @@ class HttpApp:
             await entry.session.handle(message, _NullOutbox())
             await _send_empty(send, 202)
             return
-        await self._exchange(entry.session, message, receive, send, modern=False)
+        await self._exchange(entry.session, message, receive, send)
 
     def _input_schema(self, request: Request, app: str | None = None) -> Any:
         if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
@@ -463,8 +476,7 @@ class HttpApp:
         session: Session = await self._nursery.start(
             functools.partial(self._run_session, session_id, discovery, code=code, app=app, token=token))
         try:
-            await self._exchange(session, request, receive, send, modern=False,
-                                 session_header=session_id.encode())
+            await self._exchange(session, request, receive, send, session_header=session_id.encode())
         finally:
             if not session.initialized.is_set():
                 session.close()
@@ -491,6 +503,16 @@ class HttpApp:
         """Drop legacy sessions nobody has used for a long time (``SessionTable.expire_idle``)."""
         await self._sessions.expire_idle()
 
+    async def run_deadlines(self) -> None:
+        """Expire the calls of 2026-07-28 requests at their deadlines, for as long as this runs
+        (``serve_http`` runs it beside the server; without it each request has its own queue).
+        A request's calls end with it, so only calls still in flight are ever expired here."""
+        self._deadlines = DeadlineQueue(self.server.router.expire)
+        try:
+            await self._deadlines.run()
+        finally:
+            self._deadlines = None
+
     async def _exchange(
         self,
         session: Session,
@@ -498,35 +520,58 @@ class HttpApp:
         receive: Receive,
         send: Send,
         *,
-        modern: bool,
         session_header: bytes | None = None,
     ) -> None:
-        """Run one request in ``session`` and stream what it produces into the HTTP response.
+        """Run one handshake-era request in ``session`` and stream what it produces into the
+        HTTP response (2026-07-28 requests: :meth:`_exchange_modern`).
 
         ``session_header`` is the new session's id, sent if ``initialize`` succeeded.
         """
         outbox = _ResponseOutbox()
         try:
-            if not modern:
-                # Handshake era: a dropped connection is not a cancellation (the call finishes
-                # and its answer is dropped), so nothing watches for one while the answer is
-                # awaited; a response that turns into a stream watches (``_pump``).
-                await session.handle(request, outbox)
-                await self._pump(outbox, receive, send, False, self._new_session(session, session_header))
+            # Handshake era: a dropped connection is not a cancellation (the call finishes
+            # and its answer is dropped), so nothing watches for one while the answer is
+            # awaited; a response that turns into a stream watches (``_pump``).
+            await session.handle(request, outbox)
+            await self._pump(outbox, receive, send, self._new_session(session, session_header))
+        finally:
+            outbox.drop()
+
+    async def _exchange_modern(self, session: Session, request: Request, receive: Receive, send: Send) -> None:
+        """Run one 2026-07-28 request in its own ``session``; closing the response stream
+        cancels it (that era's cancellation).
+
+        The disconnect watcher (a task reading the socket) starts only when the response is
+        not a prompt JSON answer: once :attr:`watch_after` has passed without one, or when the
+        response turns into a stream. A request answered sooner costs no task, no nursery and
+        no socket registration beyond the connection's own; a client that closes its
+        connection during that first moment has its request cancelled when the moment ends
+        (or gets nothing of an answer that came first, as with any answer crossing a close).
+        """
+        outbox = _ResponseOutbox()
+        try:
+            await session.handle(request, outbox)
+            watch_after = min(self.watch_after, self.sse_after)
+            first, ended = await _first_message(outbox, watch_after)
+            if first is not None and first[0]:
+                await _send_json(send, _status_of(first[1]), first[1])
                 return
-            async with trio.open_nursery() as nursery:
+            with trio.CancelScope() as exchange:
 
                 async def watch_disconnect() -> None:
                     while (await receive())["type"] != "http.disconnect":
                         pass
-                    # 2026-07-28: closing the response stream is the cancellation
                     session.cancel(request.id, "the client closed the response stream")
-                    nursery.cancel_scope.cancel()
+                    exchange.cancel()
 
-                nursery.start_soon(watch_disconnect)
-                await session.handle(request, outbox)
-                await self._pump(outbox, receive, send, True, self._new_session(session, session_header))
-                nursery.cancel_scope.cancel()
+                # In the session's nursery: it ends with the session, right after this exchange.
+                session.start_task(watch_disconnect, name="mcp http disconnect watcher")
+                if first is None and not ended:
+                    first, ended = await _first_message(outbox, self.sse_after - watch_after)
+                if first is not None and first[0]:
+                    await _send_json(send, _status_of(first[1]), first[1])
+                else:
+                    await self._stream(outbox, send, [], first, ended)
         finally:
             outbox.drop()
 
@@ -541,28 +586,13 @@ class HttpApp:
         channel: _ResponseOutbox,
         receive: Receive,
         send: Send,
-        modern: bool,
         headers: list[tuple[bytes, bytes]],
     ) -> None:
-        """The response: JSON when the answer comes first, else SSE (see the module docstring).
-
-        In the modern era the caller watches for the disconnect; in the handshake era this
-        does once the response is a stream (so a closed stream stops the keep-alives)."""
-        first: tuple[bool, bytes] | None = None
-        ended = False
-        with trio.move_on_after(self.sse_after):
-            try:
-                first = await channel.receive()
-            except trio.EndOfChannel:
-                ended = True
+        """A handshake-era response: JSON when the answer comes first, else SSE (see the
+        module docstring); once it is a stream, a closed stream stops the keep-alives."""
+        first, ended = await _first_message(channel, self.sse_after)
         if first is not None and first[0]:
-            status = 200
-            if modern:
-                status = _status_of(first[1])
-            await _send_json(send, status, first[1], headers)
-            return
-        if modern:
-            await self._stream(channel, send, headers, first, ended)
+            await _send_json(send, 200, first[1], headers)
             return
         async with trio.open_nursery() as nursery:
 
@@ -697,6 +727,17 @@ class _Disconnected(BrokerError):
     """The client went away while we were reading its request."""
 
 
+async def _first_message(channel: _ResponseOutbox, seconds: float) -> tuple[tuple[bool, bytes] | None, bool]:
+    """The first message of a response if it comes within ``seconds``, and whether the
+    messages ended (without one) meanwhile."""
+    with trio.move_on_after(seconds):
+        try:
+            return await channel.receive(), False
+        except trio.EndOfChannel:
+            return None, True
+    return None, False
+
+
 def _status_of(data: bytes) -> int:
     """The HTTP status for a modern JSON response: errors map like the SDK's server maps them."""
     if b'"error"' not in data:
@@ -769,5 +810,6 @@ async def serve_http(
 
         await nursery.start(run)
         nursery.start_soon(app.expire_idle)
+        nursery.start_soon(app.run_deadlines)
         log.info("http_listening", host=host, port=bound, path=PATH)
         task_status.started(bound)

@@ -1408,6 +1408,7 @@ async def open_session(
     code: bool = False,
     principal: str | None = None,
     token: str | None = None,
+    deadlines: DeadlineQueue | None = None,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
@@ -1415,7 +1416,8 @@ async def open_session(
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
     ``discovery`` selects discovery mode, ``code`` code mode, ``app`` a one-app scope (see the
     module docstring; a scope is neither of the others: the transports refuse that before they
-    get here).
+    get here). ``deadlines``: a deadline queue someone else runs, shared instead of the
+    session's own (HTTP's stateless requests: no deadline task per request; see ``http``).
     """
     if (discovery or code) and app is not None:
         raise ValueError("a session is in discovery mode, code mode or a one-app scope, not two of them")
@@ -1425,6 +1427,8 @@ async def open_session(
             app=app, code=code, principal=principal, token=token,
         )
         session.notify_outbox = notify
+        if deadlines is not None:  # the HTTP server's shared queue (a hook for ``http``)
+            session._deadlines = deadlines
         if stateful:
             nursery.start_soon(session.watch_tools)
             nursery.start_soon(session.watch_resources)
