@@ -81,7 +81,7 @@ from .jsonrpc import (
 )
 from .scope import APPS_PATH_PREFIX, check_app_name
 from .http_sessions import HttpSession, SessionTable
-from ..core.calls import DeadlineQueue
+from .stateless import StatelessSessions
 from .session import McpServer, Session, open_session
 
 if TYPE_CHECKING:
@@ -266,9 +266,9 @@ class HttpApp:
         self.server = server
         self.sse_after = sse_after
         self.watch_after = watch_after
-        #: The deadline queue of every 2026-07-28 request's calls while :meth:`run_deadlines`
-        #: runs it (the server does): none of them opens a task of its own for it.
-        self._deadlines: DeadlineQueue | None = None
+        #: The sessions of 2026-07-28 requests, reused once idle (``stateless``; the server
+        #: runs the pool).
+        self.stateless = StatelessSessions(server)
         self.settings = server.settings
         self._nursery = nursery
         #: The legacy sessions (``http_sessions``: how many, whose, which one goes).
@@ -420,10 +420,17 @@ class HttpApp:
                          request_id=message.id, data=exc.data) from None
         # The token: whose 2026-07-28 request states (``elicitation``) and large-result links
         # (``bigresults``) this request may redeem.
-        async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                code=code, app=app, principal=f"token:{token}", token=token,
-                                deadlines=self._deadlines) as session:
-            await self._exchange_modern(session, message, receive, send)
+        session = await self.stateless.take(discovery=discovery, code=code, app=app, token=token)
+        if session is None:  # the pool does not run (an HttpApp driven without serve_http)
+            async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
+                                    code=code, app=app, principal=f"token:{token}", token=token) as session:
+                await self._exchange_modern(session, message, receive, send)
+            return
+        reusable = False
+        try:
+            reusable = await self._exchange_modern(session, message, receive, send)
+        finally:
+            self.stateless.give_back(session, reusable=reusable)
 
     async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
                            code: bool = False, app: str | None = None, token: str | None = None) -> None:
@@ -503,16 +510,6 @@ class HttpApp:
         """Drop legacy sessions nobody has used for a long time (``SessionTable.expire_idle``)."""
         await self._sessions.expire_idle()
 
-    async def run_deadlines(self) -> None:
-        """Expire the calls of 2026-07-28 requests at their deadlines, for as long as this runs
-        (``serve_http`` runs it beside the server; without it each request has its own queue).
-        A request's calls end with it, so only calls still in flight are ever expired here."""
-        self._deadlines = DeadlineQueue(self.server.router.expire)
-        try:
-            await self._deadlines.run()
-        finally:
-            self._deadlines = None
-
     async def _exchange(
         self,
         session: Session,
@@ -537,7 +534,7 @@ class HttpApp:
         finally:
             outbox.drop()
 
-    async def _exchange_modern(self, session: Session, request: Request, receive: Receive, send: Send) -> None:
+    async def _exchange_modern(self, session: Session, request: Request, receive: Receive, send: Send) -> bool:
         """Run one 2026-07-28 request in its own ``session``; closing the response stream
         cancels it (that era's cancellation).
 
@@ -547,6 +544,7 @@ class HttpApp:
         no socket registration beyond the connection's own; a client that closes its
         connection during that first moment has its request cancelled when the moment ends
         (or gets nothing of an answer that came first, as with any answer crossing a close).
+        True when no watcher was started (the session may serve another request).
         """
         outbox = _ResponseOutbox()
         try:
@@ -555,7 +553,7 @@ class HttpApp:
             first, ended = await _first_message(outbox, watch_after)
             if first is not None and first[0]:
                 await _send_json(send, _status_of(first[1]), first[1])
-                return
+                return True
             with trio.CancelScope() as exchange:
 
                 async def watch_disconnect() -> None:
@@ -572,6 +570,7 @@ class HttpApp:
                     await _send_json(send, _status_of(first[1]), first[1])
                 else:
                     await self._stream(outbox, send, [], first, ended)
+            return False
         finally:
             outbox.drop()
 
@@ -810,6 +809,6 @@ async def serve_http(
 
         await nursery.start(run)
         nursery.start_soon(app.expire_idle)
-        nursery.start_soon(app.run_deadlines)
+        nursery.start_soon(app.stateless.run)
         log.info("http_listening", host=host, port=bound, path=PATH)
         task_status.started(bound)

@@ -583,6 +583,12 @@ class Session:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def busy(self) -> bool:
+        """A request in flight or a task running in the session's nursery (a hook for
+        ``stateless``, which reuses a stateless session only when it is not busy)."""
+        return bool(self._in_flight) or bool(self._nursery.child_tasks)
+
     async def handle(self, message: Message, outbox: Outbox) -> None:
         """Handle one message from the agent; replies go to ``outbox`` (closed when done)."""
         self.last_activity = trio.current_time()
