@@ -331,7 +331,9 @@ class _Connection:
         self.body_deadline = trio.current_time() + self.server.limits.body_seconds
         target, _, query = request.target.partition(b"?")
         try:
-            path = urllib.parse.unquote(target.decode("ascii"), errors="strict")
+            path = target.decode("ascii")
+            if "%" in path:
+                path = urllib.parse.unquote(path, errors="strict")
         except UnicodeError:
             await self._refuse(400)
             return
@@ -364,6 +366,8 @@ class _Connection:
         answer instead sends no body: its connection closes at once."""
         if self.body_withheld:
             self.broken = True
+            return
+        if self.h11.their_state is not h11.SEND_BODY:  # the usual case: the app read it all
             return
         drained = 0
         limit = self.server.limits.max_drain_bytes
