@@ -17,7 +17,8 @@ constant time, on every request, so a revoked token stops working at once). With
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
   ``MCP-Protocol-Version`` header or ``_meta`` names the 2026-07-28 revision is *modern*:
   its headers are checked against the body (400, -32020), it runs in a session of its own
-  that ends with the exchange, and closing the response stream cancels it. Anything else is
+  (one left idle by an earlier request of the same token, mode and scope, or a new one:
+  ``stateless``), and closing the response stream cancels it. Anything else is
   *legacy* (2025-11-25 and older): ``initialize`` without ``Mcp-Session-Id`` starts a session
   (the id comes back in that header); other messages need the id (400 without, 404 when
   unknown) and run in that session, where ``notifications/cancelled`` cancels (in that era a
@@ -33,7 +34,7 @@ constant time, on every request, so a revoked token stops working at once). With
   ends the session. Without a session id both are 405 (the 2026-07-28 rule).
 
 A request's messages come out of its session through a bounded channel (see
-:class:`_ResponseOutbox`). The reply is ``application/json`` when the response is the first
+:class:`http_outbox.ResponseOutbox`). The reply is ``application/json`` when the response is the first
 message; it switches to ``text/event-stream`` when a notification (progress, a listen
 acknowledgement) comes first or the request runs longer than :data:`SSE_AFTER_SECONDS`,
 after which SSE comments keep the connection alive. A modern request watches for the client
@@ -50,14 +51,12 @@ share of GET streams are ``http_sessions``'s business.
 
 from __future__ import annotations
 
-import collections
 import functools
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-import outcome
 import structlog
 import trio
 
@@ -80,6 +79,7 @@ from .jsonrpc import (
     encode_error,
 )
 from .scope import APPS_PATH_PREFIX, check_app_name
+from .http_outbox import NullOutbox as _NullOutbox, ResponseOutbox as _ResponseOutbox
 from .http_sessions import HttpSession, SessionTable
 from .stateless import StatelessSessions
 from .session import McpServer, Session, open_session
@@ -101,7 +101,6 @@ SSE_AFTER_SECONDS: Final = 15.0
 #: A 2026-07-28 request still unanswered after this long starts watching for its client closing
 #: the connection (which cancels it); one answered sooner costs no watcher (see ``_exchange_modern``).
 WATCH_AFTER_SECONDS: Final = 0.1
-_OUTBOX_SIZE: Final = 64
 #: HTTP status for a JSON-RPC error on a modern request (as the SDK's server maps them).
 _MODERN_STATUS: Final = {
     jsonrpc.PARSE_ERROR: 400,
@@ -118,111 +117,6 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = b": keepalive\n\n"
-
-
-# --- outboxes ------------------------------------------------------------------------------
-
-
-class _ResponseOutbox:
-    """One response's messages, ``(final, data)`` pairs, from a session to the HTTP response.
-
-    A bounded queue with one receiver (the response) that is woken directly: what a trio
-    memory channel did here, without opening one per request (~14 µs each, a fifth of an HTTP
-    exchange's own cost). The session's side is :class:`session.Outbox`; :meth:`close` ends
-    the messages (the receiver then gets ``trio.EndOfChannel``), :meth:`drop` is the response
-    going away (later messages are dropped, as sends into a closed channel were).
-    """
-
-    def __init__(self, size: int = _OUTBOX_SIZE) -> None:
-        self._items: collections.deque[tuple[bool, bytes]] = collections.deque()
-        self._size = size
-        self._ended = False  # the session closed it: no more messages
-        self._dropped = False  # the response is gone
-        self._receiver: trio.lowlevel.Task | None = None
-        self._room: trio.Event | None = None  # set when a full queue gets room
-
-    # --- the session's side --------------------------------------------------------------
-
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while not self._put((final, data)):
-            if self._room is None:
-                self._room = trio.Event()
-            await self._room.wait()
-        await trio.lowlevel.cancel_shielded_checkpoint()
-
-    def send_nowait(self, data: bytes) -> bool:
-        if self._ended or self._dropped:
-            return False
-        return self._put((False, data))
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        return self._put((True, data))  # True too when the response is gone: nothing to wait for
-
-    def close(self) -> None:
-        self._ended = True
-        if self._receiver is not None:
-            task, self._receiver = self._receiver, None
-            trio.lowlevel.reschedule(task, outcome.Error(trio.EndOfChannel()))
-
-    def _put(self, item: tuple[bool, bytes]) -> bool:
-        """Queue ``item`` (or hand it to the waiting receiver); False when the queue is full."""
-        if self._ended or self._dropped:
-            return True  # dropped
-        if self._receiver is not None:
-            task, self._receiver = self._receiver, None
-            trio.lowlevel.reschedule(task, outcome.Value(item))
-            return True
-        if len(self._items) >= self._size:
-            return False
-        self._items.append(item)
-        return True
-
-    # --- the response's side -------------------------------------------------------------
-
-    async def receive(self) -> tuple[bool, bytes]:
-        """The next message. Raises ``trio.EndOfChannel`` once closed and emptied."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._items or self._ended:
-            if not self._items:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                raise trio.EndOfChannel
-            item = self._items.popleft()
-            if self._room is not None:
-                self._room.set()
-                self._room = None
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return item
-        self._receiver = trio.lowlevel.current_task()
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self._receiver = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        handed: tuple[bool, bytes] = await trio.lowlevel.wait_task_rescheduled(abort)
-        return handed
-
-    def drop(self) -> None:
-        """The response is gone: drop what is queued and whatever comes later."""
-        self._dropped = True
-        self._items.clear()
-        if self._room is not None:
-            self._room.set()
-            self._room = None
-
-
-class _NullOutbox:
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        pass
-
-    def send_nowait(self, data: bytes) -> bool:
-        return False
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
 
 
 class _Reply(BrokerError):
