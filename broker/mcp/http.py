@@ -252,10 +252,13 @@ class HttpApp:
 
     async def _read_body(self, headers: Headers, receive: Receive) -> bytes:
         limit = self.settings.max_http_body_bytes
-        too_big = _Reply(413, f"Payload Too Large: the limit is {limit} bytes")
+
+        def too_big() -> _Reply:
+            return _Reply(413, f"Payload Too Large: the limit is {limit} bytes")
+
         length = headers.get("content-length")
         if length is not None and length.strip().isdigit() and int(length) > limit:
-            raise too_big
+            raise too_big()
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -265,7 +268,7 @@ class HttpApp:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                raise too_big
+                raise too_big()
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
