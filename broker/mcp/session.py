@@ -1423,7 +1423,7 @@ async def open_session(
     ``discovery`` selects discovery mode, ``code`` code mode, ``app`` a one-app scope (see the
     module docstring; a scope is neither of the others: the transports refuse that before they
     get here). ``deadlines``: a deadline queue someone else runs, shared instead of the
-    session's own (HTTP's stateless requests: no deadline task per request; see ``http``).
+    session's own (HTTP's stateless requests: no deadline task per request; see ``stateless``).
     """
     if (discovery or code) and app is not None:
         raise ValueError("a session is in discovery mode, code mode or a one-app scope, not two of them")
@@ -1433,7 +1433,7 @@ async def open_session(
             app=app, code=code, principal=principal, token=token,
         )
         session.notify_outbox = notify
-        if deadlines is not None:  # the HTTP server's shared queue (a hook for ``http``)
+        if deadlines is not None:  # the stateless sessions' shared queue (a hook for ``stateless``)
             session._deadlines = deadlines
         if stateful:
             nursery.start_soon(session.watch_tools)
