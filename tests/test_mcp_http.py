@@ -422,3 +422,38 @@ async def test_a_silent_call_switches_to_sse_and_a_closed_stream_cancels_it(tmp_
         await app.until(lambda: len(app.cancels) == 1)
         assert app.cancels[0].correlation_id == app.invocations[0].correlation_id
         await app.close()
+
+
+async def test_a_modern_call_is_cancelled_when_its_client_closes_before_any_answer(tmp_path: Path) -> None:
+    # The real server: a 2026-07-28 request waiting for its JSON answer watches for the close
+    # (from WATCH_AFTER_SECONDS on: a prompt answer costs no watcher), and the close cancels it.
+    async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
+        app = await ScriptedApp(info.port, info.token).start(nursery)
+        body = json.dumps(modern(4, "tools/call", {"name": "Demo__slow", "arguments": {}})).encode()
+        headers = {**modern_headers("tools/call", "Demo__slow"), "host": f"127.0.0.1:{info.http_port}",
+                   "authorization": f"Bearer {info.token}", "content-length": str(len(body))}
+        head = "POST /mcp HTTP/1.1\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+        stream = await trio.open_tcp_stream("127.0.0.1", info.http_port)
+        await stream.send_all(head.encode() + body)
+        await app.until(lambda: len(app.invocations) == 1)
+        await stream.aclose()  # no answer yet: the client gives up
+        await app.until(lambda: len(app.cancels) == 1)
+        assert app.cancels[0].correlation_id == app.invocations[0].correlation_id
+        await app.close()
+
+
+async def test_a_modern_calls_deadline_ends_it(tmp_path: Path) -> None:
+    # 2026-07-28 requests' calls share the HTTP server's deadline queue (no task per request).
+    async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
+        app = await ScriptedApp(info.port, info.token).start(nursery)
+        params = {"name": "Demo__slow", "arguments": {},
+                  "_meta": {**MODERN_META, "toolbridge/timeoutMs": 50}}
+        async with http_client(info) as http:
+            response = await post(http, mcp_url(info), {"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                                                        "params": params},
+                                  modern_headers("tools/call", "Demo__slow"))
+        assert response.status_code == 200
+        result = response.json()["result"]
+        assert result["isError"] is True and result["_meta"]["toolbridge/errorKind"] == "timeout", result
+        await app.until(lambda: len(app.cancels) == 1)  # the app was asked to stop
+        await app.close()

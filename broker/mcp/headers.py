@@ -93,12 +93,30 @@ def check_modern_headers(
         _check_params(headers, input_schema, arguments if isinstance(arguments, Mapping) else {})
 
 
+#: ``param_annotations`` of recent schemas, by ``id``, with the schema itself (held, so its id
+#: is not reused while cached; a tool's schema is never changed once registered).
+_ANNOTATIONS: dict[int, tuple[Any, list[tuple[tuple[str, ...], str]] | None]] = {}
+_ANNOTATIONS_MAX: Final = 1024
+
+
 def param_annotations(schema: Any) -> list[tuple[tuple[str, ...], str]] | None:
     """``(property path, token)`` for each ``x-mcp-header``; None if any annotation is invalid.
 
     A tool with an invalid annotation is dropped by conforming clients, which then send no
-    headers for it, so there is nothing to check.
+    headers for it, so there is nothing to check. Cached per schema (every call of a tool
+    would walk its schema again).
     """
+    cached = _ANNOTATIONS.get(id(schema))
+    if cached is not None and cached[0] is schema:
+        return cached[1]
+    found = _annotations(schema)
+    if len(_ANNOTATIONS) >= _ANNOTATIONS_MAX:
+        _ANNOTATIONS.clear()
+    _ANNOTATIONS[id(schema)] = (schema, found)
+    return found
+
+
+def _annotations(schema: Any) -> list[tuple[tuple[str, ...], str]] | None:
     found: list[tuple[tuple[str, ...], str]] = []
     seen: set[str] = set()
     for path, node in _positions(schema, ()):

@@ -17,7 +17,8 @@ constant time, on every request, so a revoked token stops working at once). With
   listing JSON and SSE, 406; body under ``max_http_body_bytes``, 413). A request whose
   ``MCP-Protocol-Version`` header or ``_meta`` names the 2026-07-28 revision is *modern*:
   its headers are checked against the body (400, -32020), it runs in a session of its own
-  that ends with the exchange, and closing the response stream cancels it. Anything else is
+  (one left idle by an earlier request of the same token, mode and scope, or a new one:
+  ``stateless``), and closing the response stream cancels it. Anything else is
   *legacy* (2025-11-25 and older): ``initialize`` without ``Mcp-Session-Id`` starts a session
   (the id comes back in that header); other messages need the id (400 without, 404 when
   unknown) and run in that session, where ``notifications/cancelled`` cancels (in that era a
@@ -33,13 +34,16 @@ constant time, on every request, so a revoked token stops working at once). With
   ends the session. Without a session id both are 405 (the 2026-07-28 rule).
 
 A request's messages come out of its session through a bounded channel (see
-:class:`_ResponseOutbox`). The reply is ``application/json`` when the response is the first
+:class:`http_outbox.ResponseOutbox`). The reply is ``application/json`` when the response is the first
 message; it switches to ``text/event-stream`` when a notification (progress, a listen
 acknowledgement) comes first or the request runs longer than :data:`SSE_AFTER_SECONDS`,
-after which SSE comments keep the connection alive. Only a modern request watches for the
-client closing its connection from the start (that cancels it); a legacy request, where a
-dropped connection is no cancellation, watches once its response has become a stream, so the
-common JSON exchange costs no task and no nursery beyond the connection's own. Legacy
+after which SSE comments keep the connection alive. A modern request watches for the client
+closing its connection (that cancels it) once it has gone unanswered for
+:data:`WATCH_AFTER_SECONDS` or its response has become a stream; a legacy request, where a
+dropped connection is no cancellation, watches once its response has become a stream. So the
+common JSON exchange costs no task and no nursery beyond the connection's own (and, for a
+modern request, its short-lived session's), and the calls of modern requests share one
+deadline queue (:meth:`HttpApp.run_deadlines`) instead of a task each. Legacy
 sessions run in a nursery owned by the HTTP server, so nothing outlives it; how many there may
 be, which one goes to make room (an idle one, even with a GET stream open) and each token's
 share of GET streams are ``http_sessions``'s business.
@@ -47,14 +51,12 @@ share of GET streams are ``http_sessions``'s business.
 
 from __future__ import annotations
 
-import collections
 import functools
 import secrets
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-import outcome
 import structlog
 import trio
 
@@ -77,7 +79,9 @@ from .jsonrpc import (
     encode_error,
 )
 from .scope import APPS_PATH_PREFIX, check_app_name
+from .http_outbox import NullOutbox as _NullOutbox, ResponseOutbox as _ResponseOutbox
 from .http_sessions import HttpSession, SessionTable
+from .stateless import StatelessSessions
 from .session import McpServer, Session, open_session
 
 if TYPE_CHECKING:
@@ -94,7 +98,9 @@ DISCOVERY_PATH: Final = "/mcp/discovery"
 CODE_PATH: Final = "/mcp/code"
 #: A request silent for this long switches to SSE, and SSE streams get a comment this often.
 SSE_AFTER_SECONDS: Final = 15.0
-_OUTBOX_SIZE: Final = 64
+#: A 2026-07-28 request still unanswered after this long starts watching for its client closing
+#: the connection (which cancels it); one answered sooner costs no watcher (see ``_exchange_modern``).
+WATCH_AFTER_SECONDS: Final = 0.1
 #: HTTP status for a JSON-RPC error on a modern request (as the SDK's server maps them).
 _MODERN_STATUS: Final = {
     jsonrpc.PARSE_ERROR: 400,
@@ -111,111 +117,6 @@ _SSE_HEADERS: Final = [
     (b"x-accel-buffering", b"no"),
 ]
 _KEEPALIVE: Final = b": keepalive\n\n"
-
-
-# --- outboxes ------------------------------------------------------------------------------
-
-
-class _ResponseOutbox:
-    """One response's messages, ``(final, data)`` pairs, from a session to the HTTP response.
-
-    A bounded queue with one receiver (the response) that is woken directly: what a trio
-    memory channel did here, without opening one per request (~14 µs each, a fifth of an HTTP
-    exchange's own cost). The session's side is :class:`session.Outbox`; :meth:`close` ends
-    the messages (the receiver then gets ``trio.EndOfChannel``), :meth:`drop` is the response
-    going away (later messages are dropped, as sends into a closed channel were).
-    """
-
-    def __init__(self, size: int = _OUTBOX_SIZE) -> None:
-        self._items: collections.deque[tuple[bool, bytes]] = collections.deque()
-        self._size = size
-        self._ended = False  # the session closed it: no more messages
-        self._dropped = False  # the response is gone
-        self._receiver: trio.lowlevel.Task | None = None
-        self._room: trio.Event | None = None  # set when a full queue gets room
-
-    # --- the session's side --------------------------------------------------------------
-
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        await trio.lowlevel.checkpoint_if_cancelled()
-        while not self._put((final, data)):
-            if self._room is None:
-                self._room = trio.Event()
-            await self._room.wait()
-        await trio.lowlevel.cancel_shielded_checkpoint()
-
-    def send_nowait(self, data: bytes) -> bool:
-        if self._ended or self._dropped:
-            return False
-        return self._put((False, data))
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        return self._put((True, data))  # True too when the response is gone: nothing to wait for
-
-    def close(self) -> None:
-        self._ended = True
-        if self._receiver is not None:
-            task, self._receiver = self._receiver, None
-            trio.lowlevel.reschedule(task, outcome.Error(trio.EndOfChannel()))
-
-    def _put(self, item: tuple[bool, bytes]) -> bool:
-        """Queue ``item`` (or hand it to the waiting receiver); False when the queue is full."""
-        if self._ended or self._dropped:
-            return True  # dropped
-        if self._receiver is not None:
-            task, self._receiver = self._receiver, None
-            trio.lowlevel.reschedule(task, outcome.Value(item))
-            return True
-        if len(self._items) >= self._size:
-            return False
-        self._items.append(item)
-        return True
-
-    # --- the response's side -------------------------------------------------------------
-
-    async def receive(self) -> tuple[bool, bytes]:
-        """The next message. Raises ``trio.EndOfChannel`` once closed and emptied."""
-        await trio.lowlevel.checkpoint_if_cancelled()
-        if self._items or self._ended:
-            if not self._items:
-                await trio.lowlevel.cancel_shielded_checkpoint()
-                raise trio.EndOfChannel
-            item = self._items.popleft()
-            if self._room is not None:
-                self._room.set()
-                self._room = None
-            await trio.lowlevel.cancel_shielded_checkpoint()
-            return item
-        self._receiver = trio.lowlevel.current_task()
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            self._receiver = None
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        handed: tuple[bool, bytes] = await trio.lowlevel.wait_task_rescheduled(abort)
-        return handed
-
-    def drop(self) -> None:
-        """The response is gone: drop what is queued and whatever comes later."""
-        self._dropped = True
-        self._items.clear()
-        if self._room is not None:
-            self._room.set()
-            self._room = None
-
-
-class _NullOutbox:
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        pass
-
-    def send_nowait(self, data: bytes) -> bool:
-        return False
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
 
 
 class _Reply(BrokerError):
@@ -254,9 +155,14 @@ def _sse(data: bytes) -> bytes:
 class HttpApp:
     """The ASGI application. ``nursery`` runs the legacy sessions (owned by the server)."""
 
-    def __init__(self, server: McpServer, nursery: trio.Nursery, *, sse_after: float = SSE_AFTER_SECONDS) -> None:
+    def __init__(self, server: McpServer, nursery: trio.Nursery, *, sse_after: float = SSE_AFTER_SECONDS,
+                 watch_after: float = WATCH_AFTER_SECONDS) -> None:
         self.server = server
         self.sse_after = sse_after
+        self.watch_after = watch_after
+        #: The sessions of 2026-07-28 requests, reused once idle (``stateless``; the server
+        #: runs the pool).
+        self.stateless = StatelessSessions(server)
         self.settings = server.settings
         self._nursery = nursery
         #: The legacy sessions (``http_sessions``: how many, whose, which one goes).
@@ -346,10 +252,13 @@ class HttpApp:
 
     async def _read_body(self, headers: Headers, receive: Receive) -> bytes:
         limit = self.settings.max_http_body_bytes
-        too_big = _Reply(413, f"Payload Too Large: the limit is {limit} bytes")
+
+        def too_big() -> _Reply:
+            return _Reply(413, f"Payload Too Large: the limit is {limit} bytes")
+
         length = headers.get("content-length")
         if length is not None and length.strip().isdigit() and int(length) > limit:
-            raise too_big
+            raise too_big()
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -359,7 +268,7 @@ class HttpApp:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
-                raise too_big
+                raise too_big()
             chunks.append(chunk)
             if not message.get("more_body", False):
                 return b"".join(chunks)
@@ -408,9 +317,17 @@ class HttpApp:
                          request_id=message.id, data=exc.data) from None
         # The token: whose 2026-07-28 request states (``elicitation``) and large-result links
         # (``bigresults``) this request may redeem.
-        async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
-                                code=code, app=app, principal=f"token:{token}", token=token) as session:
-            await self._exchange(session, message, receive, send, modern=True)
+        session = await self.stateless.take(discovery=discovery, code=code, app=app, token=token)
+        if session is None:  # the pool does not run (an HttpApp driven without serve_http)
+            async with open_session(self.server, transport="http", stateful=False, discovery=discovery,
+                                    code=code, app=app, principal=f"token:{token}", token=token) as session:
+                await self._exchange_modern(session, message, receive, send)
+            return
+        reusable = False
+        try:
+            reusable = await self._exchange_modern(session, message, receive, send)
+        finally:
+            self.stateless.give_back(session, reusable=reusable)
 
     async def _post_legacy(self, headers: Headers, message: Any, receive: Receive, send: Send, discovery: bool, *,
                            code: bool = False, app: str | None = None, token: str | None = None) -> None:
@@ -437,7 +354,7 @@ class HttpApp:
             await entry.session.handle(message, _NullOutbox())
             await _send_empty(send, 202)
             return
-        await self._exchange(entry.session, message, receive, send, modern=False)
+        await self._exchange(entry.session, message, receive, send)
 
     def _input_schema(self, request: Request, app: str | None = None) -> Any:
         if request.method != "tools/call" or not isinstance(request.params.get("name"), str):
@@ -463,8 +380,7 @@ class HttpApp:
         session: Session = await self._nursery.start(
             functools.partial(self._run_session, session_id, discovery, code=code, app=app, token=token))
         try:
-            await self._exchange(session, request, receive, send, modern=False,
-                                 session_header=session_id.encode())
+            await self._exchange(session, request, receive, send, session_header=session_id.encode())
         finally:
             if not session.initialized.is_set():
                 session.close()
@@ -498,35 +414,60 @@ class HttpApp:
         receive: Receive,
         send: Send,
         *,
-        modern: bool,
         session_header: bytes | None = None,
     ) -> None:
-        """Run one request in ``session`` and stream what it produces into the HTTP response.
+        """Run one handshake-era request in ``session`` and stream what it produces into the
+        HTTP response (2026-07-28 requests: :meth:`_exchange_modern`).
 
         ``session_header`` is the new session's id, sent if ``initialize`` succeeded.
         """
         outbox = _ResponseOutbox()
         try:
-            if not modern:
-                # Handshake era: a dropped connection is not a cancellation (the call finishes
-                # and its answer is dropped), so nothing watches for one while the answer is
-                # awaited; a response that turns into a stream watches (``_pump``).
-                await session.handle(request, outbox)
-                await self._pump(outbox, receive, send, False, self._new_session(session, session_header))
-                return
-            async with trio.open_nursery() as nursery:
+            # Handshake era: a dropped connection is not a cancellation (the call finishes
+            # and its answer is dropped), so nothing watches for one while the answer is
+            # awaited; a response that turns into a stream watches (``_pump``).
+            await session.handle(request, outbox)
+            await self._pump(outbox, receive, send, self._new_session(session, session_header))
+        finally:
+            outbox.drop()
+
+    async def _exchange_modern(self, session: Session, request: Request, receive: Receive, send: Send) -> bool:
+        """Run one 2026-07-28 request in its own ``session``; closing the response stream
+        cancels it (that era's cancellation).
+
+        The disconnect watcher (a task reading the socket) starts only when the response is
+        not a prompt JSON answer: once :attr:`watch_after` has passed without one, or when the
+        response turns into a stream. A request answered sooner costs no task, no nursery and
+        no socket registration beyond the connection's own; a client that closes its
+        connection during that first moment has its request cancelled when the moment ends
+        (or gets nothing of an answer that came first, as with any answer crossing a close).
+        True when no watcher was started (the session may serve another request).
+        """
+        outbox = _ResponseOutbox()
+        try:
+            await session.handle(request, outbox)
+            watch_after = min(self.watch_after, self.sse_after)
+            first, ended = await _first_message(outbox, watch_after)
+            if first is not None and first[0]:
+                await _send_json(send, _status_of(first[1]), first[1])
+                return True
+            with trio.CancelScope() as exchange:
 
                 async def watch_disconnect() -> None:
                     while (await receive())["type"] != "http.disconnect":
                         pass
-                    # 2026-07-28: closing the response stream is the cancellation
                     session.cancel(request.id, "the client closed the response stream")
-                    nursery.cancel_scope.cancel()
+                    exchange.cancel()
 
-                nursery.start_soon(watch_disconnect)
-                await session.handle(request, outbox)
-                await self._pump(outbox, receive, send, True, self._new_session(session, session_header))
-                nursery.cancel_scope.cancel()
+                # In the session's nursery: it ends with the session, right after this exchange.
+                session.start_task(watch_disconnect, name="mcp http disconnect watcher")
+                if first is None and not ended:
+                    first, ended = await _first_message(outbox, self.sse_after - watch_after)
+                if first is not None and first[0]:
+                    await _send_json(send, _status_of(first[1]), first[1])
+                else:
+                    await self._stream(outbox, send, [], first, ended)
+            return False
         finally:
             outbox.drop()
 
@@ -541,28 +482,13 @@ class HttpApp:
         channel: _ResponseOutbox,
         receive: Receive,
         send: Send,
-        modern: bool,
         headers: list[tuple[bytes, bytes]],
     ) -> None:
-        """The response: JSON when the answer comes first, else SSE (see the module docstring).
-
-        In the modern era the caller watches for the disconnect; in the handshake era this
-        does once the response is a stream (so a closed stream stops the keep-alives)."""
-        first: tuple[bool, bytes] | None = None
-        ended = False
-        with trio.move_on_after(self.sse_after):
-            try:
-                first = await channel.receive()
-            except trio.EndOfChannel:
-                ended = True
+        """A handshake-era response: JSON when the answer comes first, else SSE (see the
+        module docstring); once it is a stream, a closed stream stops the keep-alives."""
+        first, ended = await _first_message(channel, self.sse_after)
         if first is not None and first[0]:
-            status = 200
-            if modern:
-                status = _status_of(first[1])
-            await _send_json(send, status, first[1], headers)
-            return
-        if modern:
-            await self._stream(channel, send, headers, first, ended)
+            await _send_json(send, 200, first[1], headers)
             return
         async with trio.open_nursery() as nursery:
 
@@ -697,6 +623,17 @@ class _Disconnected(BrokerError):
     """The client went away while we were reading its request."""
 
 
+async def _first_message(channel: _ResponseOutbox, seconds: float) -> tuple[tuple[bool, bytes] | None, bool]:
+    """The first message of a response if it comes within ``seconds``, and whether the
+    messages ended (without one) meanwhile."""
+    with trio.move_on_after(seconds):
+        try:
+            return await channel.receive(), False
+        except trio.EndOfChannel:
+            return None, True
+    return None, False
+
+
 def _status_of(data: bytes) -> int:
     """The HTTP status for a modern JSON response: errors map like the SDK's server maps them."""
     if b'"error"' not in data:
@@ -769,5 +706,6 @@ async def serve_http(
 
         await nursery.start(run)
         nursery.start_soon(app.expire_idle)
+        nursery.start_soon(app.stateless.run)
         log.info("http_listening", host=host, port=bound, path=PATH)
         task_status.started(bound)

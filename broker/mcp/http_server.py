@@ -266,30 +266,42 @@ class _Connection:
             return await self._wait_disconnect()
         if self.h11.they_are_waiting_for_100_continue:
             await self._send_raw(self.h11.send(h11.InformationalResponse(status_code=100, headers=[])))
-        chunks: list[bytes] = []
+        # Usually the whole body came with its head: no deadline to set up for it.
+        message = self._buffered_body()
+        if message is not None:
+            return message
         with trio.move_on_at(self.body_deadline):
             while True:
-                try:
-                    event = self.h11.next_event()
-                except h11.RemoteProtocolError as exc:  # a malformed body (chunked framing)
-                    self.failure = exc.error_status_hint
-                    self.body_done = True
-                    return dict(_DISCONNECT)
-                if isinstance(event, h11.Data):
-                    chunks.append(bytes(event.data))
-                elif isinstance(event, h11.EndOfMessage):
-                    self.body_done = True
-                    return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
-                elif event is h11.NEED_DATA and not self.eof:
-                    if chunks:  # what has come so far; the rest on the next call
-                        return {"type": "http.request", "body": b"".join(chunks), "more_body": True}
-                    await self._receive()
-                else:  # the client went away in the middle of its body
-                    self.eof = self.body_done = True
-                    return dict(_DISCONNECT)
+                await self._receive()
+                message = self._buffered_body()
+                if message is not None:
+                    return message
         self.failure = 408
         self.body_done = True
         return dict(_DISCONNECT)
+
+    def _buffered_body(self) -> MutableMapping[str, Any] | None:
+        """The next ``receive`` message from what h11 holds; None when it needs more data."""
+        chunks: list[bytes] = []
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as exc:  # a malformed body (chunked framing)
+                self.failure = exc.error_status_hint
+                self.body_done = True
+                return dict(_DISCONNECT)
+            if isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                self.body_done = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            elif event is h11.NEED_DATA and not self.eof:
+                if chunks:  # what has come so far; the rest on the next call
+                    return {"type": "http.request", "body": b"".join(chunks), "more_body": True}
+                return None
+            else:  # the client went away in the middle of its body
+                self.eof = self.body_done = True
+                return dict(_DISCONNECT)
 
     async def _wait_disconnect(self) -> MutableMapping[str, Any]:
         """Return once the client has closed its side of the connection."""
@@ -319,7 +331,9 @@ class _Connection:
         self.body_deadline = trio.current_time() + self.server.limits.body_seconds
         target, _, query = request.target.partition(b"?")
         try:
-            path = urllib.parse.unquote(target.decode("ascii"), errors="strict")
+            path = target.decode("ascii")
+            if "%" in path:
+                path = urllib.parse.unquote(path, errors="strict")
         except UnicodeError:
             await self._refuse(400)
             return
@@ -352,6 +366,8 @@ class _Connection:
         answer instead sends no body: its connection closes at once."""
         if self.body_withheld:
             self.broken = True
+            return
+        if self.h11.their_state is not h11.SEND_BODY:  # the usual case: the app read it all
             return
         drained = 0
         limit = self.server.limits.max_drain_bytes

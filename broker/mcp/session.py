@@ -583,6 +583,12 @@ class Session:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def busy(self) -> bool:
+        """A request in flight or a task running in the session's nursery (a hook for
+        ``stateless``, which reuses a stateless session only when it is not busy)."""
+        return bool(self._in_flight) or bool(self._nursery.child_tasks)
+
     async def handle(self, message: Message, outbox: Outbox) -> None:
         """Handle one message from the agent; replies go to ``outbox`` (closed when done)."""
         self.last_activity = trio.current_time()
@@ -1408,6 +1414,7 @@ async def open_session(
     code: bool = False,
     principal: str | None = None,
     token: str | None = None,
+    deadlines: DeadlineQueue | None = None,
 ) -> AsyncIterator[Session]:
     """A session whose requests run in a nursery owned by this context; leaving it cancels them.
 
@@ -1415,7 +1422,8 @@ async def open_session(
     handshake era's ``list_changed``; a stateless one serves one modern HTTP request.
     ``discovery`` selects discovery mode, ``code`` code mode, ``app`` a one-app scope (see the
     module docstring; a scope is neither of the others: the transports refuse that before they
-    get here).
+    get here). ``deadlines``: a deadline queue someone else runs, shared instead of the
+    session's own (HTTP's stateless requests: no deadline task per request; see ``stateless``).
     """
     if (discovery or code) and app is not None:
         raise ValueError("a session is in discovery mode, code mode or a one-app scope, not two of them")
@@ -1425,6 +1433,8 @@ async def open_session(
             app=app, code=code, principal=principal, token=token,
         )
         session.notify_outbox = notify
+        if deadlines is not None:  # the stateless sessions' shared queue (a hook for ``stateless``)
+            session._deadlines = deadlines
         if stateful:
             nursery.start_soon(session.watch_tools)
             nursery.start_soon(session.watch_resources)
