@@ -36,6 +36,8 @@ waits for every one): a pipe or socket is read once it is readable and written a
 (``app_client.channel``'s straight reads and writes); what one read of stdin brought goes to
 the daemon in one write from the reading task, and what one read from the daemon brought goes
 to stdout at once when stdout's writer is idle (``LineWriter.write_nowait``), else through it.
+A large response (a result line still unfinished after 256 KiB) is not waited for: its bytes go
+to stdout as they arrive, stdout reserved for it until its newline (``relay_stream``, issue 33).
 """
 
 from __future__ import annotations
