@@ -42,8 +42,9 @@ __all__ = ["READ_BYTES", "STREAM_AFTER", "DaemonReader", "Piece"]
 
 #: An unfinished line this long with a result's head is passed on as it arrives.
 STREAM_AFTER: Final = 256 * 1024
-#: Bytes asked of the daemon link per read.
-READ_BYTES: Final = 64 * 1024
+#: Bytes asked of the daemon link per read (256 KiB: the relay's CPU per 5 MiB image fell from
+#: ~11 to ~7 ms against 64 KiB reads; stdout's writer queues at most 256 of them).
+READ_BYTES: Final = 256 * 1024
 #: The head the daemon's ``encode_result`` writes: the id a number or a string without escapes.
 _RESULT_HEAD: Final = re.compile(rb'\{"jsonrpc":"2\.0","id":(-?[0-9]+|"[^"\\]*"),"result":')
 _BROKEN: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
