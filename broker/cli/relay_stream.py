@@ -23,7 +23,8 @@ A streamed line reserves stdout (the relay's ``_stdout_lock``) from its first pi
 newline: nothing else is written between its pieces. If the daemon link ends mid-line (the
 daemon stopped), the relay ends the partial line with a newline — the agent sees one line it
 cannot parse, never a line glued to the next message — and the request it answered is still
-owed, so it gets the relay's usual "connection lost" error right after.
+owed, so it gets the relay's usual "connection lost" error right after. The same newline ends
+a line cut off by the relay's own exit (an agent that cancelled that request, then closed stdin).
 """
 
 from __future__ import annotations
