@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
 import msgspec
-import trio
 
 from app_client.channel import LineChannel
 from app_client.protocol import ConnectionClosed, RemoteProtocolError
@@ -48,7 +47,6 @@ STREAM_AFTER: Final = 256 * 1024
 READ_BYTES: Final = 256 * 1024
 #: The head the daemon's ``encode_result`` writes: the id a number or a string without escapes.
 _RESULT_HEAD: Final = re.compile(rb'\{"jsonrpc":"2\.0","id":(-?[0-9]+|"[^"\\]*"),"result":')
-_BROKEN: Final = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 @dataclass(slots=True)
@@ -70,7 +68,6 @@ class DaemonReader:
 
     def __init__(self, channel: LineChannel, *, max_line_bytes: int, stream_after: int = STREAM_AFTER) -> None:
         self._channel = channel
-        self._stream = channel.stream
         self._max_line_bytes = max_line_bytes
         self._stream_after = stream_after
         #: The unfinished line (not streamed) so far.
@@ -104,14 +101,7 @@ class DaemonReader:
         if self._whole_lines_only:
             return list(await self._channel.receive_batch())
         while True:
-            try:
-                data = await self._stream.receive_some(READ_BYTES)
-            except _BROKEN as exc:
-                raise ConnectionClosed("connection broken") from exc
-            if not data:
-                raise ConnectionClosed("connection closed by peer")
-            self._channel.last_received = trio.current_time()
-            self._channel.bytes_received += len(data)
+            data = await self._channel.receive_unframed(READ_BYTES)  # (raises ConnectionClosed)
             items = self._split(data if type(data) is bytes else bytes(data), streamable)
             if items:
                 return items
@@ -145,9 +135,12 @@ class DaemonReader:
             elif self._discarding:
                 self._discarding = newline < 0
             elif newline >= 0:
-                self._line += data[start:newline]
-                line = bytes(self._line)
-                self._line.clear()
+                if self._line:
+                    self._line += data[start:newline]
+                    line = bytes(self._line)
+                    self._line.clear()
+                else:  # the usual case: the whole line in this read, one copy
+                    line = data[start:newline]
                 if len(line) > self._max_line_bytes:
                     items.append(_too_long(self._max_line_bytes, len(line)))
                 else:
