@@ -283,21 +283,27 @@ class LineReader:
                     self._framer.receive_data(b"\n")
 
     async def _read(self) -> None:
+        self._framer.receive_data(await self.receive_unframed(READ_SIZE))
+
+    async def receive_unframed(self, max_bytes: int) -> bytes | bytearray:
+        """The next bytes off the stream, not framed: for a reader that frames them itself (the
+        stdio relay passes large lines through as they come), after the framer's lines are taken.
+        The same straight read as the line reader's. Raises ConnectionClosed at the end."""
         data: bytes | bytearray
         try:
             if self._raw_in is not None:
-                data = await self._read_raw(self._raw_in)
+                data = await self._read_raw(self._raw_in, max_bytes)
             else:
-                data = await self._source.receive_some(READ_SIZE)
+                data = await self._source.receive_some(max_bytes)
         except _BROKEN as exc:
             raise ConnectionClosed("connection broken") from exc
         if not data:
             raise ConnectionClosed("connection closed by peer")
         self.last_received = trio.current_time()
         self.bytes_received += len(data)
-        self._framer.receive_data(data)
+        return data
 
-    async def _read_raw(self, raw: _RawIO) -> bytes:
+    async def _read_raw(self, raw: _RawIO, max_bytes: int = READ_SIZE) -> bytes:
         """One read straight on the handle: at once if something is there (then one scheduler
         pass, as trio's own read makes, so a flooding peer cannot starve the loop; a cancelled
         reader stops before it reads), else wait until the handle is readable (that wait is
@@ -306,7 +312,7 @@ class LineReader:
             raise trio.ClosedResourceError("the stream was closed")
         await trio.lowlevel.checkpoint_if_cancelled()
         try:
-            data = raw.recv(READ_SIZE)
+            data = raw.recv(max_bytes)
         except BlockingIOError:
             pass
         else:
@@ -315,7 +321,7 @@ class LineReader:
         while True:
             await trio.lowlevel.wait_readable(raw.handle)
             try:
-                return raw.recv(READ_SIZE)
+                return raw.recv(max_bytes)
             except BlockingIOError:
                 continue
 

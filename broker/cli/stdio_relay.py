@@ -36,6 +36,8 @@ waits for every one): a pipe or socket is read once it is readable and written a
 (``app_client.channel``'s straight reads and writes); what one read of stdin brought goes to
 the daemon in one write from the reading task, and what one read from the daemon brought goes
 to stdout at once when stdout's writer is idle (``LineWriter.write_nowait``), else through it.
+A large response (a result line still unfinished after 256 KiB) is not waited for: its bytes go
+to stdout as they arrive, stdout reserved for it until its newline (``relay_stream``, issue 33).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ from ..config import home as home_files
 from ..mcp.scope import check_app_name
 from ..errors import BrokerError
 from ._common import SubParsers, add_command, add_home, home_from
+from .relay_stream import DaemonReader, Piece
 from .daemon_client import CONNECT_TIMEOUT, DAEMON_LINE_LIMIT, DaemonUnavailable, agent_connect
 from ..config.tls import open_runtime_stream
 
@@ -172,7 +175,7 @@ class _Link:
 
     def __init__(self, channel: LineChannel) -> None:
         self.id = next(self._ids)
-        #: Read with ``channel.receive_batch``; written with ``channel.send_direct`` under ``lock``
+        #: Read with ``relay_stream.DaemonReader``; written with ``channel.send_direct`` under ``lock``
         #: (the relay's writers batch on their own, so the channel's writer task is not used).
         self.channel = channel
         self.stream = channel.stream
@@ -210,6 +213,8 @@ class Relay:
         self._reinit_ids: set[str] = set()
         self._reinit_counter = itertools.count(1)
         self._link: _Link | None = None
+        #: Held while a large response streams to stdout (nothing else is written meanwhile).
+        self._stdout_lock = trio.Lock()
         self._connect_lock = trio.Lock()
         self._links: trio.Nursery | None = None
         self._exiting = False
@@ -373,26 +378,60 @@ class Relay:
     # --- daemon -> client ----------------------------------------------------------------
 
     async def _read_link(self, link: _Link) -> None:
+        reader = DaemonReader(link.channel, max_line_bytes=DAEMON_LINE_LIMIT)
         try:
             while True:
                 try:
-                    lines = await link.channel.receive_batch()
+                    items = await reader.receive(streamable=self._streamable)
                 except ConnectionClosed:
                     return
                 out: list[bytes] = []  # what one read brought goes to stdout in one write
-                for line in lines:
-                    if isinstance(line, RemoteProtocolError):
-                        log.warning("daemon_line_too_long", detail=line.message)
-                    elif self._from_daemon(line):
-                        out.append(line)
+                for item in items:
+                    if isinstance(item, Piece):  # a large response, passed on as it arrives
+                        if out:
+                            await self._output(self._joined(out))
+                            out = []
+                        await self._stream_piece(item)
+                    elif isinstance(item, RemoteProtocolError):
+                        log.warning("daemon_line_too_long", detail=item.message)
+                    elif self._from_daemon(item):
+                        out.append(item)
                 if out:
-                    out.append(b"")
-                    await self._output(b"\n".join(out) if len(out) > 2 else out[0] + b"\n")
+                    await self._output(self._joined(out))
         finally:
+            if reader.streaming and self._streams_now():  # the daemon went mid-line: end the line
+                # (the request it answered is still owed: _lost gives it its error next)
+                log.warning("daemon_lost_mid_response", link=link.id)
+                with trio.CancelScope(shield=True):
+                    await self._stream_piece(Piece(b"\n", None, first=False, last=True), lost=True)
             if not self._exiting:
                 with trio.move_on_after(5) as cleanup:
                     cleanup.shield = True
                     await self._lost(link)
+
+    @staticmethod
+    def _joined(out: list[bytes]) -> bytes:
+        out.append(b"")
+        return b"\n".join(out) if len(out) > 2 else out[0] + b"\n"
+
+    def _streamable(self, request_id: Any) -> bool:
+        """A response may be streamed unless it answers the relay's own replayed initialize."""
+        return not (isinstance(request_id, str) and request_id in self._reinit_ids)
+
+    def _streams_now(self) -> bool:
+        return self._stdout_lock.statistics().owner is trio.lowlevel.current_task()
+
+    async def _stream_piece(self, piece: Piece, *, lost: bool = False) -> None:
+        """Write a piece of a streamed response; stdout is reserved from its first to its last."""
+        if piece.first:
+            await self._stdout_lock.acquire()
+        try:
+            await self._write_out(piece.data)
+        finally:
+            if piece.last and self._streams_now():
+                self._stdout_lock.release()
+                if not lost:
+                    self._drop_pending(_key(piece.request_id))
 
     def _from_daemon(self, line: bytes) -> bool:
         """Note an answer in ``line``; False if the line is the relay's own (not for stdout)."""
@@ -408,6 +447,18 @@ class Relay:
         return True
 
     async def _output(self, data: bytes) -> None:
+        # stdout is reserved while a response streams through (see relay_stream); a free lock
+        # is taken without a scheduler pass.
+        try:
+            self._stdout_lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._stdout_lock.acquire()
+        try:
+            await self._write_out(data)
+        finally:
+            self._stdout_lock.release()
+
+    async def _write_out(self, data: bytes) -> None:
         assert self._stdout is not None, "only while run() relays"
         try:
             try:
