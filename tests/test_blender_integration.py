@@ -31,11 +31,10 @@ import trio
 from mcp import types
 
 from broker.cli.integrate_blender import APP_CLIENT_DEPENDENCIES, platform_tags, program_env
-from programkit import agent, data, still_running, wait_for_tool
+from programkit import XVFB, ProgramWorld, agent, data, integrated, still_running, toolbridge, wait_for_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 BLENDER = shutil.which("blender")
-XVFB = shutil.which("Xvfb")
 SCREENSHOT = ROOT / "integrations" / "blender" / "screenshot.png"
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="drives Debian's Blender on a virtual X display")
@@ -61,37 +60,16 @@ bpy.app.timers.register(set_up, first_interval=0.5)
 """
 
 
-def toolbridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=ROOT)
-
-
-class Setup:
-    """The shared world: home, Blender's user folders, the display, the Blender process."""
+class Setup(ProgramWorld):
+    """The shared world (``programkit.ProgramWorld``) with Blender's user folders and Blender."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        self.home = base / "home"
-        self.home.mkdir()
-        (self.home / "config.toml").write_text("port = 0\nhttp_port = 0\n")  # never the user's ports
-        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home),
-                    "BLENDER_USER_SCRIPTS": str(base / "scripts"), "BLENDER_USER_CONFIG": str(base / "config"),
-                    }
-        self.display = ""
-        self.display_pipe = -1
-        self.xvfb: subprocess.Popen[bytes] | None = None
-        self.blender: subprocess.Popen[bytes] | None = None
-        self.log = base / "blender.log"
+        super().__init__(base, "blender", {"BLENDER_USER_SCRIPTS": str(base / "scripts"),
+                                           "BLENDER_USER_CONFIG": str(base / "config")})
 
-    def start_display(self) -> None:
-        read_end, write_end = os.pipe()
-        self.xvfb = subprocess.Popen([XVFB or "Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24",
-                                      "-nolisten", "tcp", "-noreset"],
-                                     pass_fds=(write_end,), stderr=subprocess.DEVNULL)
-        os.close(write_end)
-        # Kept open until Xvfb ends: a write to a closed pipe would kill it with SIGPIPE.
-        self.display_pipe = read_end
-        self.display = ":" + os.read(read_end, 64).decode().strip()
+    @property
+    def blender(self) -> subprocess.Popen[bytes] | None:
+        return self.process
 
     def start_blender(self, **extra_env: str) -> subprocess.Popen[bytes]:
         script = self.base / "startup.py"
@@ -99,20 +77,10 @@ class Setup:
         with self.log.open("ab") as log:
             log.write(f"display {self.display}, Xvfb running: {self.xvfb is not None and self.xvfb.poll() is None}\n".encode())
             log.flush()
-            self.blender = subprocess.Popen(
+            self.process = subprocess.Popen(
                 [BLENDER or "blender", "-p", "0", "0", "1280", "800", "--python", str(script)],
                 env={**self.env, "DISPLAY": self.display, **extra_env}, stdout=log, stderr=subprocess.STDOUT)
-        return self.blender
-
-    def close(self) -> None:
-        if self.blender is not None and self.blender.poll() is None:
-            self.blender.kill()
-            self.blender.wait()
-        if self.xvfb is not None:
-            self.xvfb.terminate()  # lets it remove its lock file and socket
-            self.xvfb.wait()
-            os.close(self.display_pipe)
-        toolbridge("stop", "--home", str(self.home), env=self.env)
+        return self.process
 
 
 @pytest.fixture(scope="module")
@@ -121,18 +89,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         pytest.fail("Blender and Xvfb are needed: `apt-get install -y blender python3-numpy xvfb` "
                     "(`python3 dev.py test` installs them)")
     setup = Setup(tmp_path_factory.mktemp("blender"))
-    try:
-        installed = toolbridge("integrate", "blender", env=setup.env)
-        assert installed.returncode == 0, installed.stderr
-        listed = toolbridge("integrate", "--list", env=setup.env)
-        assert "installed, enabled" in listed.stdout, listed
-        started = toolbridge("restart", "--home", str(setup.home), env=setup.env)
-        assert started.returncode == 0, started.stderr
-        setup.start_display()
+    with integrated(setup, "installed, enabled"):
         setup.start_blender()
         yield setup
-    finally:
-        setup.close()
 
 
 async def test_tools_describe_themselves_and_code_execution_is_off(world: Setup) -> None:

@@ -28,12 +28,10 @@ import pytest
 import trio
 from mcp import types
 
-from broker.cli.integrate_blender import program_env
-from programkit import agent, data, still_running, wait_for_tool
+from programkit import XVFB, ProgramWorld, agent, data, integrated, still_running, toolbridge, wait_for_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 FREECAD = shutil.which("freecad")
-XVFB = shutil.which("Xvfb")
 SCREENSHOT = ROOT / "integrations" / "freecad" / "screenshot.png"
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="drives Debian's FreeCAD on a virtual X display")
@@ -61,37 +59,16 @@ timer.start(100)
 """
 
 
-def toolbridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=ROOT)
-
-
-class Setup:
-    """The shared world: home, FreeCAD's user folders, the display, the FreeCAD process."""
+class Setup(ProgramWorld):
+    """The shared world (``programkit.ProgramWorld``) with FreeCAD's user folders and FreeCAD."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        self.home = base / "home"
-        self.home.mkdir()
-        (self.home / "config.toml").write_text("port = 0\nhttp_port = 0\n")  # never the user's ports
-        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home),
-                    "XDG_DATA_HOME": str(base / "data"), "XDG_CONFIG_HOME": str(base / "config")}
-        self.display = ""
-        self.display_pipe = -1
-        self.xvfb: subprocess.Popen[bytes] | None = None
-        self.freecad: subprocess.Popen[bytes] | None = None
-        self.log = base / "freecad.log"
+        super().__init__(base, "freecad", {"XDG_DATA_HOME": str(base / "data"), "XDG_CONFIG_HOME": str(base / "config")})
         self.quit_file = base / "quit-now"
 
-    def start_display(self) -> None:
-        read_end, write_end = os.pipe()
-        self.xvfb = subprocess.Popen([XVFB or "Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24",
-                                      "-nolisten", "tcp", "-noreset"],
-                                     pass_fds=(write_end,), stderr=subprocess.DEVNULL)
-        os.close(write_end)
-        # Kept open until Xvfb ends: a write to a closed pipe would kill it with SIGPIPE.
-        self.display_pipe = read_end
-        self.display = ":" + os.read(read_end, 64).decode().strip()
+    @property
+    def freecad(self) -> subprocess.Popen[bytes] | None:
+        return self.process
 
     def start_freecad(self) -> subprocess.Popen[bytes]:
         script = self.base / "startup.py"
@@ -99,22 +76,12 @@ class Setup:
         self.quit_file.unlink(missing_ok=True)
         with self.log.open("ab") as log:
             # QtWebEngine (FreeCAD's start page) refuses to run as root, as CI does, without this.
-            self.freecad = subprocess.Popen(
+            self.process = subprocess.Popen(
                 [FREECAD or "freecad", str(script)],
                 env={**self.env, "DISPLAY": self.display, "QTWEBENGINE_DISABLE_SANDBOX": "1",
                      "TB_TEST_QUIT_FILE": str(self.quit_file)},
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        return self.freecad
-
-    def close(self) -> None:
-        if self.freecad is not None and self.freecad.poll() is None:
-            self.freecad.kill()
-            self.freecad.wait()
-        if self.xvfb is not None:
-            self.xvfb.terminate()  # lets it remove its lock file and socket
-            self.xvfb.wait()
-            os.close(self.display_pipe)
-        toolbridge("stop", "--home", str(self.home), env=self.env)
+        return self.process
 
 
 @pytest.fixture(scope="module")
@@ -123,18 +90,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         pytest.fail("FreeCAD and Xvfb are needed: `apt-get install -y freecad xvfb` "
                     "(`python3 dev.py test` installs them)")
     setup = Setup(tmp_path_factory.mktemp("freecad"))
-    try:
-        installed = toolbridge("integrate", "freecad", env=setup.env)
-        assert installed.returncode == 0, installed.stderr
-        listed = toolbridge("integrate", "--list", env=setup.env)
-        assert "freecad" in listed.stdout and "): installed;" in listed.stdout, listed
-        started = toolbridge("restart", "--home", str(setup.home), env=setup.env)
-        assert started.returncode == 0, started.stderr
-        setup.start_display()
+    with integrated(setup, "): installed;"):  # FreeCAD's line (Blender's says "installed, enabled;")
         setup.start_freecad()
         yield setup
-    finally:
-        setup.close()
 
 
 async def test_tools_describe_themselves(world: Setup) -> None:

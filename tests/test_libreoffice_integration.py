@@ -26,12 +26,10 @@ import pytest
 import trio
 from mcp import Client, types
 
-from broker.cli.integrate_blender import program_env
-from programkit import agent, data, wait_for_tool
+from programkit import XVFB, ProgramWorld, agent, data, integrated, toolbridge, wait_for_tool
 
 ROOT = Path(__file__).resolve().parent.parent
 SOFFICE = shutil.which("soffice")
-XVFB = shutil.which("Xvfb")
 PYTHON_WITH_UNO = "/usr/bin/python3"  # Debian's python3-uno
 OFFICE_BIN = str(Path(SOFFICE or "soffice").resolve().parent / "soffice.bin")
 SCREENSHOT = ROOT / "integrations" / "libreoffice" / "screenshot.png"
@@ -48,68 +46,41 @@ SETTINGS = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-def toolbridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", *args], capture_output=True, text=True, timeout=300,
-                          env=env, cwd=ROOT)
-
-
-class Setup:
-    """The shared world: home, the office's profile, the display, the office process."""
+class Setup(ProgramWorld):
+    """The shared world (``programkit.ProgramWorld``) with the office's profile and the office."""
 
     def __init__(self, base: Path) -> None:
-        self.base = base
-        self.home = base / "home"
-        self.home.mkdir()
-        (self.home / "config.toml").write_text("port = 0\nhttp_port = 0\n")  # never the user's ports
         profile = base / "profile"
         (profile / "user").mkdir(parents=True)
         (profile / "user" / "registrymodifications.xcu").write_text(SETTINGS)
-        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home), "UserInstallation": profile.as_uri(),
-                    "SAL_USE_VCLPLUGIN": "gen"}
-        self.display = ""
-        self.display_pipe = -1
-        self.xvfb: subprocess.Popen[bytes] | None = None
-        self.office: subprocess.Popen[bytes] | None = None
-        self.log = base / "office.log"
+        super().__init__(base, "libreoffice", {"UserInstallation": profile.as_uri(), "SAL_USE_VCLPLUGIN": "gen"})
         self.extra: tuple[str, ...] = ()
 
-    def start_display(self) -> None:
-        read_end, write_end = os.pipe()
-        self.xvfb = subprocess.Popen([XVFB or "Xvfb", "-displayfd", str(write_end), "-screen", "0", "1280x800x24",
-                                      "-nolisten", "tcp", "-noreset"],
-                                     pass_fds=(write_end,), stderr=subprocess.DEVNULL)
-        os.close(write_end)
-        self.display_pipe = read_end  # kept open until Xvfb ends (SIGPIPE otherwise)
-        self.display = ":" + os.read(read_end, 64).decode().strip()
+    @property
+    def office(self) -> subprocess.Popen[bytes] | None:
+        return self.process
 
     def start_office(self, *extra: str) -> subprocess.Popen[bytes]:
         self.extra = extra
         with self.log.open("ab") as log:
             # soffice.bin directly: the soffice shell script would stand between us and the
             # process that kill() must end.
-            self.office = subprocess.Popen(
+            self.process = subprocess.Popen(
                 [OFFICE_BIN, "--norestore", "--nologo", "--nolockcheck", *extra],
                 env={**self.env, "DISPLAY": self.display}, stdout=log, stderr=subprocess.STDOUT)
-        return self.office
+        return self.process
 
     def check_office(self) -> None:
         """Fails when the office has ended. It ends with status 81, "restart me", after its
         first start with a new profile: started again then, as the soffice script does."""
-        assert self.office is not None
-        if self.office.poll() == 81:
+        assert self.process is not None
+        if self.process.poll() == 81:
             self.start_office(*self.extra)
-        elif self.office.poll() is not None:
-            raise AssertionError(f"LibreOffice exited with status {self.office.returncode}; see {self.log}")
+        elif self.process.poll() is not None:
+            raise AssertionError(f"LibreOffice exited with status {self.process.returncode}; see {self.log}")
 
     def close(self) -> None:
-        if self.office is not None and self.office.poll() is None:
-            self.office.kill()
-            self.office.wait()
-        if self.xvfb is not None:
-            self.xvfb.terminate()
-            self.xvfb.wait()
-            os.close(self.display_pipe)
-        toolbridge("stop", "--home", str(self.home), env=self.env)
+        super().close()
         toolbridge("integrate", "libreoffice", "--remove", env=self.env)  # as root it was installed for all users
 
 
@@ -119,18 +90,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         pytest.fail("LibreOffice and Xvfb are needed: `apt-get install -y libreoffice-calc libreoffice-writer "
                     "python3-uno xvfb` (`python3 dev.py test` installs them)")
     setup = Setup(tmp_path_factory.mktemp("libreoffice"))
-    try:
-        installed = toolbridge("integrate", "libreoffice", env=setup.env)
-        assert installed.returncode == 0, installed.stderr
-        listed = toolbridge("integrate", "--list", env=setup.env)
-        assert "extension org.toolbridge.libreoffice installed" in listed.stdout, listed
-        started = toolbridge("restart", "--home", str(setup.home), env=setup.env)
-        assert started.returncode == 0, started.stderr
-        setup.start_display()
+    with integrated(setup, "extension org.toolbridge.libreoffice installed"):
         setup.start_office()
         yield setup
-    finally:
-        setup.close()
 
 
 async def call(client: Client, tool: str, **arguments: Any) -> Any:
