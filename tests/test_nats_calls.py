@@ -73,6 +73,37 @@ async def nats_client(url: str, **options: Any) -> AsyncIterator[tuple[Any, Any,
             await aio.run(nc.close())
 
 
+@asynccontextmanager
+async def brokers_a_and_b(nursery: trio.Nursery, tmp_path: Path, a_url: str, b_url: str, *,
+                          b_announce_interval: float = INTERVAL, **a_settings: Any) -> AsyncIterator[tuple[Any, Any, ScriptedApp]]:
+    """Daemons A and B in this process, B's scripted app connected, A seeing B's tools: (A, B,
+    B's app). ``a_settings`` are A's; both shut down at the end."""
+    a = await start_daemon(nursery, tmp_path / "A", nats_url=a_url, broker_name="A",
+                           nats_announce_interval=INTERVAL, **a_settings)
+    b = await start_daemon(nursery, tmp_path / "B", nats_url=b_url, broker_name="B",
+                           nats_announce_interval=b_announce_interval)
+    app_b = await ScriptedApp(b.port, b.token).start(nursery)
+    await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
+    yield a, b, app_b
+    await app_b.close()
+    for daemon in (a, b):
+        daemon.shutdown.set()
+
+
+def call_in_background(nursery: trio.Nursery, daemon: Any, tool: str, *, timeout: float = 60
+                       ) -> tuple[list[Any], trio.Event]:
+    """Start ``daemon``'s call of ``tool``: (its outcome, once the event is set; the event)."""
+    outcomes: list[Any] = []
+    ended = trio.Event()
+
+    async def call() -> None:
+        outcomes.append(await daemon.core.router.call_tool(tool, {}, timeout=timeout))
+        ended.set()
+
+    nursery.start_soon(call)
+    return outcomes, ended
+
+
 # --- item 1: forged results and progress --------------------------------------------------
 
 
@@ -187,35 +218,21 @@ async def test_a_broker_with_its_documented_permissions_cannot_forge_results_or_
 
 async def test_calls_fail_at_once_when_this_brokers_nats_link_is_down(tmp_path: Path) -> None:
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
-        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
-                               nats_announce_interval=INTERVAL)
         # B announces rarely: A keeps its tools for minutes after losing touch.
-        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
-                               nats_announce_interval=60)
-        app_b = await ScriptedApp(b.port, b.token).start(nursery)
-        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
-        in_flight: list[Any] = []
-        ended = trio.Event()
-
-        async def call() -> None:
-            in_flight.append(await a.core.router.call_tool("B__Demo__slow", {}, timeout=60))
-            ended.set()
-
-        nursery.start_soon(call)
-        await app_b.until(lambda: len(app_b.invocations) == 1)
-        nodes[0].kill()  # the only node: A reconnects in vain
-        with trio.fail_after(10):  # not the call's 60 s
-            await ended.wait()
-        [lost] = in_flight
-        assert lost.kind == "app_disconnected" and "connection was lost" in lost.message, lost
-        await wait_until(a.core, lambda: not nats_of(a).connected)
-        assert "B__Demo__echo" in tool_names(a.core)
-        with trio.fail_after(10):
-            down = await a.core.router.call_tool("B__Demo__echo", {"text": "x"}, timeout=60)
-        assert down.kind == "app_disconnected" and "NATS connection is down" in down.message, down
-        await app_b.close()
-        for daemon in (a, b):
-            daemon.shutdown.set()
+        async with brokers_a_and_b(nursery, tmp_path, nodes[0].url, nodes[0].url,
+                                   b_announce_interval=60) as (a, b, app_b):
+            in_flight, ended = call_in_background(nursery, a, "B__Demo__slow")
+            await app_b.until(lambda: len(app_b.invocations) == 1)
+            nodes[0].kill()  # the only node: A reconnects in vain
+            with trio.fail_after(10):  # not the call's 60 s
+                await ended.wait()
+            [lost] = in_flight
+            assert lost.kind == "app_disconnected" and "connection was lost" in lost.message, lost
+            await wait_until(a.core, lambda: not nats_of(a).connected)
+            assert "B__Demo__echo" in tool_names(a.core)
+            with trio.fail_after(10):
+                down = await a.core.router.call_tool("B__Demo__echo", {"text": "x"}, timeout=60)
+            assert down.kind == "app_disconnected" and "NATS connection is down" in down.message, down
 
 
 # --- item 5: the owner was killed during the call -------------------------------------------
@@ -233,14 +250,7 @@ async def test_a_call_in_flight_to_a_killed_broker_ends_without_waiting_for_its_
         try:
             app_c = await ScriptedApp(c.port, c.token).start(nursery)
             await wait_until(a.core, lambda: "C__Demo__slow" in tool_names(a.core), timeout=20)
-            outcomes: list[Any] = []
-            ended = trio.Event()
-
-            async def call() -> None:
-                outcomes.append(await a.core.router.call_tool("C__Demo__slow", {}, timeout=120))
-                ended.set()
-
-            nursery.start_soon(call)
+            outcomes, ended = call_in_background(nursery, a, "C__Demo__slow", timeout=120)
             await app_c.until(lambda: len(app_c.invocations) == 1)
             c.kill()  # SIGKILL: no goodbye, no answer
             with trio.fail_after(15):
@@ -375,56 +385,26 @@ async def test_an_owner_cancels_the_call_of_a_caller_that_is_gone(tmp_path: Path
 async def test_an_owner_that_loses_its_nats_link_cancels_the_calls_it_can_no_longer_answer(
         tmp_path: Path) -> None:
     async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
-        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
-                               nats_announce_interval=INTERVAL)
-        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[1].url, broker_name="B",
-                               nats_announce_interval=INTERVAL)
-        app_b = await ScriptedApp(b.port, b.token).start(nursery)
-        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
-        outcomes: list[Any] = []
-        ended = trio.Event()
-
-        async def call() -> None:
-            outcomes.append(await a.core.router.call_tool("B__Demo__slow", {}, timeout=60))
-            ended.set()
-
-        nursery.start_soon(call)
-        await app_b.until(lambda: len(app_b.invocations) == 1)
-        nodes[1].kill()  # B's node: B moves to node 0, but its answer could not reach A
-        await app_b.until(lambda: len(app_b.cancels) == 1)
-        with trio.fail_after(10):
-            await ended.wait()
-        assert outcomes[0].kind == "app_disconnected", outcomes[0]
-        await app_b.close()
-        for daemon in (a, b):
-            daemon.shutdown.set()
+        async with brokers_a_and_b(nursery, tmp_path, nodes[0].url, nodes[1].url) as (a, b, app_b):
+            outcomes, ended = call_in_background(nursery, a, "B__Demo__slow")
+            await app_b.until(lambda: len(app_b.invocations) == 1)
+            nodes[1].kill()  # B's node: B moves to node 0, but its answer could not reach A
+            await app_b.until(lambda: len(app_b.cancels) == 1)
+            with trio.fail_after(10):
+                await ended.wait()
+            assert outcomes[0].kind == "app_disconnected", outcomes[0]
 
 
 async def test_calls_to_a_dropped_broker_are_cancelled_there(tmp_path: Path) -> None:
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
-        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
-                               nats_announce_interval=INTERVAL)
-        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
-                               nats_announce_interval=INTERVAL)
-        app_b = await ScriptedApp(b.port, b.token).start(nursery)
-        await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
-        outcomes: list[Any] = []
-        ended = trio.Event()
-
-        async def call() -> None:
-            outcomes.append(await a.core.router.call_tool("B__Demo__slow", {}, timeout=60))
-            ended.set()
-
-        nursery.start_soon(call)
-        await app_b.until(lambda: len(app_b.invocations) == 1)
-        nats_of(a)._drop_remote("B", "it stopped announcing its tools")  # as A's expiry does
-        with trio.fail_after(10):
-            await ended.wait()
-        assert outcomes[0].kind == "app_disconnected"
-        await app_b.until(lambda: len(app_b.cancels) == 1)  # B was told, and told its app
-        await app_b.close()
-        for daemon in (a, b):
-            daemon.shutdown.set()
+        async with brokers_a_and_b(nursery, tmp_path, nodes[0].url, nodes[0].url) as (a, b, app_b):
+            outcomes, ended = call_in_background(nursery, a, "B__Demo__slow")
+            await app_b.until(lambda: len(app_b.invocations) == 1)
+            nats_of(a)._drop_remote("B", "it stopped announcing its tools")  # as A's expiry does
+            with trio.fail_after(10):
+                await ended.wait()
+            assert outcomes[0].kind == "app_disconnected"
+            await app_b.until(lambda: len(app_b.cancels) == 1)  # B was told, and told its app
 
 
 # --- item 7: remote results are bounded like an app's line ----------------------------------
@@ -432,17 +412,10 @@ async def test_calls_to_a_dropped_broker_are_cancelled_there(tmp_path: Path) -> 
 
 async def test_a_remote_result_over_max_line_bytes_is_refused(tmp_path: Path) -> None:
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
-        a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
-                               nats_announce_interval=INTERVAL, max_line_bytes=64 * 1024)
-        b = await start_daemon(nursery, tmp_path / "B", nats_url=nodes[0].url, broker_name="B",
-                               nats_announce_interval=INTERVAL)
-        app_b = await ScriptedApp(b.port, b.token).start(nursery)
-        await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core))
-        small = await a.core.router.call_tool("B__Demo__echo", {"text": "x" * 1000})
-        assert small.result is not None and small.result.success
-        # B's own limit (16 MiB) lets the answer through; A's does not.
-        big = await a.core.router.call_tool("B__Demo__echo", {"text": "x" * 100_000})
-        assert big.kind == "app_error" and "max_line_bytes" in big.message, big
-        await app_b.close()
-        for daemon in (a, b):
-            daemon.shutdown.set()
+        async with brokers_a_and_b(nursery, tmp_path, nodes[0].url, nodes[0].url,
+                                   max_line_bytes=64 * 1024) as (a, b, app_b):
+            small = await a.core.router.call_tool("B__Demo__echo", {"text": "x" * 1000})
+            assert small.result is not None and small.result.success
+            # B's own limit (16 MiB) lets the answer through; A's does not.
+            big = await a.core.router.call_tool("B__Demo__echo", {"text": "x" * 100_000})
+            assert big.kind == "app_error" and "max_line_bytes" in big.message, big
