@@ -18,12 +18,9 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp import types as mcp_types
 
+from agentkit import Output, call_the_fixture_tools
 from csharp_testkit import FIXTURE_APP, build, cs_env, mono
 from mcp_testkit import relay_command, relay_env, start_daemon_task
-from test_ts_agent import Output
-
-PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-
 
 async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_restart(tmp_path: Path) -> None:
     build()
@@ -54,33 +51,7 @@ async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_rest
                 assert not echo.is_error
                 assert echo.content == [mcp_types.TextContent(type="text", text="héllo \U0001F600")]
 
-                seen: list[tuple[float, float | None, str | None]] = []
-
-                async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-                    seen.append((progress, total, message))
-
-                done = await agent.call_tool("Conformance__progress", {"steps": 3}, progress_callback=on_progress)
-                assert done.content == [mcp_types.TextContent(type="text", text="done")]
-                assert seen == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
-
-                picture = await agent.call_tool("Conformance__image", {})
-                assert isinstance(picture.content[1], mcp_types.ImageContent)
-                assert (picture.content[1].data, picture.content[1].mime_type) == (PNG_1X1, "image/png")
-
-                summed = await agent.call_tool("Conformance__structured", {"a": 2, "b": 40})
-                assert summed.structured_content == {"sum": 42}
-
-                failed = await agent.call_tool("Conformance__fail", {"message": "the disk is full"})
-                assert failed.is_error
-                assert isinstance(failed.content[0], mcp_types.TextContent)
-                assert "the disk is full" in failed.content[0].text
-
-                with trio.move_on_after(1):
-                    await agent.call_tool("Conformance__slow", {"seconds": 30})
-                await stderr.wait_for("call cancelled by the daemon")
-                for text in ("after", "the cancel"):  # two round trips: a late answer would be refused by now
-                    assert (await agent.call_tool("Conformance__echo", {"text": text})).content[0].text == text  # type: ignore[union-attr]
-                assert "unknown_correlation_id" not in stderr.text
+                await call_the_fixture_tools(agent, stderr)
 
                 fixed = (await agent.read_resource("toolbridge://Conformance/conformance://text")).contents[0]
                 assert isinstance(fixed, mcp_types.TextResourceContents) and fixed.text == "hello from Conformance"

@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 from csharp_testkit import BIN, build, cs_env, mono
 from mcp_testkit import relay_command, relay_env, running_daemon
 from test_example_app import png_size
-from test_ts_agent import Output
+from agentkit import Output
 
 NOTES_APP = BIN / "NotesApp.exe"
 

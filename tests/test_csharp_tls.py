@@ -14,7 +14,7 @@ import trustme
 from csharp_testkit import FIXTURE_APP, build, cs_env, mono
 from fedkit import start_daemon
 from test_tls import server_files
-from test_ts_agent import Output
+from agentkit import Output
 
 
 async def test_the_csharp_app_pins_the_daemons_certificate(tmp_path: Path) -> None:
