@@ -1,19 +1,28 @@
 """Side by side: toolbridge's Blender add-on beside ahujasid/blender-mcp (issue 28).
 
-Usage: python bench/blender_peer.py --peer PATH_TO_BLENDER_MCP_CHECKOUT [--repeats N]
+Usage: python bench/blender_peer.py --peer PATH_TO_BLENDER_MCP_CHECKOUT [--drive] [--repeats N]
+           [--peer-pythonpath DIR] [--blender-modules DIR] [--peer-repeat K] [--json FILE]
 
-The repository holds none of the peer's code: the peer is read from --peer.
-STATUS: only the lines-of-code count and the result table are implemented; the
-latency/behaviour driver (Blender under Xvfb, MCP SDK agent against both sides)
-is not written yet, so those rows print as "not measured".
+The repository holds none of the peer's code: the peer is read from --peer. Without --drive
+only the lines an app author writes are counted. With --drive, bench/blender_peer_drive.py
+starts one Blender under Xvfb with both add-ons and drives both bridges through the MCP SDK:
+the five tasks --repeats times each (p50/p95), a scene query during a long render, cancelling
+that render, and killing the process between agent and Blender. The peer's server needs the
+``mcp<2`` SDK (--peer-pythonpath: a ``pip install --target`` folder with ``mcp[cli]<2 httpx``);
+Debian's Blender lacks ``requests``, which the peer's add-on imports (--blender-modules: a
+folder with it).
 """
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
-from collections.abc import Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 TOOLBRIDGE_ADDON = REPO / "integrations" / "blender" / "toolbridge_blender"
@@ -71,6 +80,27 @@ def median_ms(samples: Sequence[float]) -> str:
     return f"{value * 1000:.1f} ms"
 
 
+def percentile(samples: Sequence[float], fraction: float) -> float:
+    """Nearest-rank percentile (``fraction`` in 0..1) of a non-empty sample."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def p50_p95_ms(samples: Sequence[float]) -> str:
+    """"p50 / p95 ms" of samples in seconds; "not measured" for none."""
+    if not samples:
+        return "not measured"
+    return f"{percentile(samples, 0.5) * 1000:.0f} / {percentile(samples, 0.95) * 1000:.0f} ms"
+
+
+def latency_rows(latency: Mapping[str, Mapping[str, Any]], ours: str = "toolbridge",
+                 peer: str = "blender-mcp") -> list[Row]:
+    """One row per task: p50/p95 on each side (the driver's ``latency`` part)."""
+    return [Row(f"latency p50 / p95: {task}", p50_p95_ms(latency[ours][task]["seconds"]),
+                p50_p95_ms(latency[peer][task]["seconds"])) for task in latency[ours]]
+
+
 def format_table(rows: Sequence[Row]) -> str:
     """A Markdown table for BENCHMARKS.md; pipes inside cells are escaped."""
     def cell(text: str) -> str:
@@ -83,15 +113,44 @@ def format_table(rows: Sequence[Row]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", type=Path, required=True, help="checkout of ahujasid/blender-mcp")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="calls per task and bridge (--drive)")
+    parser.add_argument("--drive", action="store_true", help="start Blender and time both bridges")
+    parser.add_argument("--peer-pythonpath", default="", help="folder with mcp<2 and httpx for the peer's server")
+    parser.add_argument("--blender-modules", default="", help="folder with requests for Blender's Python")
+    parser.add_argument("--peer-repeat", type=int, default=25,
+                        help="renders in the peer's long call (25: about as long as our strip render)")
+    parser.add_argument("--json", type=Path, help="also write the raw measurements here")
     args = parser.parse_args(argv)
     if not (args.peer / PEER_AUTHOR_FILES[0]).is_file():
         print(f"--peer {args.peer}: no {PEER_AUTHOR_FILES[0]} there; pass a blender-mcp checkout", file=sys.stderr)
         return 2
     rows = [Row(f"latency: {task}", median_ms([]), median_ms([])) for task in TASKS]
+    if args.drive:
+        report = drive(args)
+        print(json.dumps(report, indent=1))
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=1))
+        rows = latency_rows(report["latency"])
     rows.append(Row("lines an app author writes", str(toolbridge_author_lines()), str(peer_author_lines(args.peer))))
     print(format_table(rows))
     return 0
+
+
+def drive(args: argparse.Namespace) -> dict[str, Any]:
+    import trio
+
+    sys.path.insert(0, str(REPO / "bench"))
+    from blender_peer_drive import World
+    from blender_peer_drive import drive as run
+
+    with tempfile.TemporaryDirectory(prefix="blender-peer-") as base:
+        world = World(Path(base), args.peer.resolve(), args.peer_pythonpath, args.blender_modules)
+        try:
+            world.start()
+            report: dict[str, Any] = trio.run(run, world, args.repeats, TASKS, args.peer_repeat)
+            return report
+        finally:
+            world.stop()
 
 
 if __name__ == "__main__":

@@ -39,3 +39,21 @@ def test_table_escapes_pipes_and_reports_medians() -> None:
         "| a\\|b | 2.0 ms | not measured |",
     ]
     assert blender_peer.median_ms([0.001, 0.003]) == "2.0 ms"
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    samples = [0.001 * n for n in range(1, 21)]  # 1..20 ms, unordered below
+    shuffled = samples[1::2] + samples[::2]
+    assert blender_peer.percentile(shuffled, 0.5) == samples[9]
+    assert blender_peer.percentile(shuffled, 0.95) == samples[18]
+    assert blender_peer.percentile([0.7], 0.95) == 0.7
+    assert blender_peer.p50_p95_ms(shuffled) == "10 / 19 ms"
+    assert blender_peer.p50_p95_ms([]) == "not measured"
+
+
+def test_latency_rows_pair_the_bridges_task_by_task() -> None:
+    latency = {"toolbridge": {"scene info": {"seconds": [0.1, 0.3, 0.2]}, "failing call": {"seconds": [0.05]}},
+               "blender-mcp": {"scene info": {"seconds": [0.4]}, "failing call": {"seconds": []}}}
+    rows = blender_peer.latency_rows(latency)
+    assert rows == [blender_peer.Row("latency p50 / p95: scene info", "200 / 300 ms", "400 / 400 ms"),
+                    blender_peer.Row("latency p50 / p95: failing call", "50 / 50 ms", "not measured")]
