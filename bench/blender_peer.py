@@ -2,6 +2,7 @@
 
 Usage: python bench/blender_peer.py --peer PATH_TO_BLENDER_MCP_CHECKOUT [--drive] [--repeats N]
            [--peer-pythonpath DIR] [--blender-modules DIR] [--peer-repeat K] [--json FILE]
+       python bench/blender_peer.py --peer PATH --from-json FILE   (the table again)
 
 The repository holds none of the peer's code: the peer is read from --peer. Without --drive
 only the lines an app author writes are counted. With --drive, bench/blender_peer_drive.py
@@ -101,6 +102,34 @@ def latency_rows(latency: Mapping[str, Mapping[str, Any]], ours: str = "toolbrid
                 p50_p95_ms(latency[peer][task]["seconds"])) for task in latency[ours]]
 
 
+def behaviour_rows(report: Mapping[str, Any], ours: str = "toolbridge", peer: str = "blender-mcp") -> list[Row]:
+    """The driver's render, busy, cancel and restart parts, one row each, in words."""
+    render = report["one_full_hd_render"]
+    rows = [Row("one full-HD workbench render", f"{render[ours][0]:.1f} s (27 strips)", f"{render[peer][0]:.1f} s")]
+
+    def answered(marks: Mapping[str, Any], since: str) -> str:
+        error = f" with an error ({marks['scene'][6:70]}...)" if marks["scene"].startswith("ERROR") else ""
+        return f"answered{error} {marks['scene_answered_at_s'] - marks[since]:.1f} s after"
+
+    busy = report["busy"]
+    rows.append(Row("scene query 1.5 s into a long render",
+                    *(f"{answered(busy[side], 'scene_asked_at_s')} asking; the render ended "
+                      f"{busy[side]['long_ended_s']:.1f} s in" for side in (ours, peer))))
+    last = report["toolbridge_last_render"]
+    renders = report["peer_renders_done_after_cancel"].rsplit(" ", 1)[-1]
+    cancel = report["cancel"]
+    rows.append(Row("cancel the render from the agent, then a scene query",
+                    f"{answered(cancel[ours], 'cancelled_at_s')} the cancel; the render stopped after "
+                    f"{last['strips_done']} of {last['strips']} strips",
+                    f"{answered(cancel[peer], 'cancelled_at_s')} the cancel; the render ran on to the end "
+                    f"({renders} renders done)"))
+    restart = report["restart"]
+    rows.append(Row("kill the process between agent and Blender (our daemon; its MCP server)",
+                    *(f"open session: {restart[side]['open_session_sees']}; a new session's first good call "
+                      f"{restart[side]['fresh_session_total_s']:.1f} s after starting it" for side in (ours, peer))))
+    return rows
+
+
 def format_table(rows: Sequence[Row]) -> str:
     """A Markdown table for BENCHMARKS.md; pipes inside cells are escaped."""
     def cell(text: str) -> str:
@@ -120,17 +149,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--peer-repeat", type=int, default=25,
                         help="renders in the peer's long call (25: about as long as our strip render)")
     parser.add_argument("--json", type=Path, help="also write the raw measurements here")
+    parser.add_argument("--from-json", type=Path, help="print the table of a --json file written before")
     args = parser.parse_args(argv)
     if not (args.peer / PEER_AUTHOR_FILES[0]).is_file():
         print(f"--peer {args.peer}: no {PEER_AUTHOR_FILES[0]} there; pass a blender-mcp checkout", file=sys.stderr)
         return 2
     rows = [Row(f"latency: {task}", median_ms([]), median_ms([])) for task in TASKS]
-    if args.drive:
-        report = drive(args)
-        print(json.dumps(report, indent=1))
-        if args.json:
+    if args.drive or args.from_json:
+        report = json.loads(args.from_json.read_text()) if args.from_json else drive(args)
+        if args.drive:
+            print(json.dumps(report, indent=1))
+        if args.json and args.drive:
             args.json.write_text(json.dumps(report, indent=1))
-        rows = latency_rows(report["latency"])
+        rows = latency_rows(report["latency"]) + behaviour_rows(report)
     rows.append(Row("lines an app author writes", str(toolbridge_author_lines()), str(peer_author_lines(args.peer))))
     print(format_table(rows))
     return 0

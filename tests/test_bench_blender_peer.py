@@ -57,3 +57,27 @@ def test_latency_rows_pair_the_bridges_task_by_task() -> None:
     rows = blender_peer.latency_rows(latency)
     assert rows == [blender_peer.Row("latency p50 / p95: scene info", "200 / 300 ms", "400 / 400 ms"),
                     blender_peer.Row("latency p50 / p95: failing call", "50 / 50 ms", "not measured")]
+
+
+def test_behaviour_rows_say_what_each_side_did() -> None:
+    def marks(answered: float, **more: object) -> dict[str, object]:
+        return {"scene": "{}", "scene_asked_at_s": 1.5, "scene_answered_at_s": answered, "long_ended_s": 20.0, **more}
+
+    report = {
+        "one_full_hd_render": {"toolbridge": [24.0, "image"], "blender-mcp": [1.25, "rendered"]},
+        "busy": {"toolbridge": {**marks(31.5), "scene": "ERROR Blender__scene_summary timed out after 30 s"},
+                 "blender-mcp": marks(20.0)},
+        "cancel": {"toolbridge": marks(2.0, cancelled_at_s=1.5), "blender-mcp": marks(24.0, cancelled_at_s=1.5)},
+        "toolbridge_last_render": {"strips": 27, "strips_done": 2, "cancelled": True},
+        "peer_renders_done_after_cancel": "Code executed successfully: 25",
+        "restart": {side: {"open_session_sees": "MCPError: gone", "fresh_session_total_s": 1.0}
+                    for side in ("toolbridge", "blender-mcp")},
+    }
+    render, busy, cancel, restart = blender_peer.behaviour_rows(report)
+    assert (render.toolbridge, render.peer) == ("24.0 s (27 strips)", "1.2 s")
+    assert busy.toolbridge.startswith("answered with an error (Blender__scene_summary timed out") \
+        and "30.0 s after asking" in busy.toolbridge
+    assert busy.peer == "answered 18.5 s after asking; the render ended 20.0 s in"
+    assert cancel.toolbridge == "answered 0.5 s after the cancel; the render stopped after 2 of 27 strips"
+    assert cancel.peer.endswith("ran on to the end (25 renders done)")
+    assert restart.peer == "open session: MCPError: gone; a new session's first good call 1.0 s after starting it"
