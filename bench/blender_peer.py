@@ -123,10 +123,16 @@ def behaviour_rows(report: Mapping[str, Any], ours: str = "toolbridge", peer: st
                     f"{last['strips_done']} of {last['strips']} strips",
                     f"{answered(cancel[peer], 'cancelled_at_s')} the cancel; the render ran on to the end "
                     f"({renders} renders done)"))
+    def after_kill(marks: Mapping[str, Any]) -> str:
+        first = f"the open session's next call: {marks['open_session_sees']}"
+        if marks.get("open_session_recovers_after_s") is not None:
+            return f"{first}; the call after it works, {marks['open_session_recovers_after_s']:.1f} s later, same session"
+        return (f"{first}; that session stays dead: a new session's first good call "
+                f"{marks['fresh_session_total_s']:.1f} s after starting it")
+
     restart = report["restart"]
     rows.append(Row("kill the process between agent and Blender (our daemon; its MCP server)",
-                    *(f"open session: {restart[side]['open_session_sees']}; a new session's first good call "
-                      f"{restart[side]['fresh_session_total_s']:.1f} s after starting it" for side in (ours, peer))))
+                    after_kill(restart[ours]), after_kill(restart[peer])))
     return rows
 
 
