@@ -96,9 +96,11 @@ class Bridge:
     open_agent: Callable[[], Any]
 
     def task(self, task: str, index: int) -> Call:
-        return {"scene info": lambda: self.scene, "create object": lambda: self.create(index),
-                "set material": lambda: self.material(index), "viewport image": lambda: self.viewport,
-                "failing call": lambda: self.failing}[task]()
+        if task == "create object":
+            return self.create(index)
+        if task == "set material":
+            return self.material(index)
+        return {"scene info": self.scene, "viewport image": self.viewport, "failing call": self.failing}[task]
 
 
 @dataclass
