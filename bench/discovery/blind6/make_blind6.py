@@ -86,6 +86,8 @@ OFFICE = [
   T("PublishArticle", "Publish a knowledge base article for self-service.", {"title": "Title.", "body": "Markdown."}),
   T("SatisfactionReport", "CSAT and NPS results for a period.", {"period": "Period."}, "r"),
   T("RouteRules", "Automatically send tickets to a team by keyword or language.", {"match": "Keyword or regex.", "team": "Team."}),
+  T("ExportTickets", "Export tickets for reporting.", {"format": "csv or json.", "since": "Date."}, "r"),
+  T("ScheduleReply", "Send a reply later at a chosen time.", {"ticket": "Id.", "when": "Date-time.", "body": "Text."}),
   T("DeleteTicket", "Delete a ticket (spam).", {"ticket": "Id."}, "d"),
  ]),
  ("SlotBook", [
@@ -101,6 +103,8 @@ OFFICE = [
   T("SyncCalendar", "Connect an external calendar (Google, Outlook, CalDAV).", {"url": "CalDAV or account URL."}),
   T("NoShowReport", "Bookings where the guest did not turn up.", None, "r"),
   T("ExportBookings", "Export bookings.", {"format": "ics or csv."}, "r"),
+  T("SearchBookings", "Search past and upcoming bookings by guest.", {"guest": "Name or email."}, "r"),
+  T("DeleteBookingPage", "Delete a booking page; existing bookings are kept.", {"page": "Page."}, "d"),
   T("CollectDeposit", "Require a prepayment when booking.", {"amount": "#Deposit.", "refundable_hours": "#Refund allowed until this many hours before."}),
  ]),
 ]
@@ -117,6 +121,8 @@ LAB = [
   T("ExportNotebook", "Export entries as PDF for archiving.", {"from": "Date.", "to": "Date."}, "r"),
   T("ReagentExpiry", "Reagents past or near their expiry date.", {"days": "#Within days."}, "r"),
   T("PlateLayout", "Design a well plate layout.", {"wells": "#96 or 384.", "pattern": "Replicates and controls."}),
+  T("ScheduleEquipment", "Reserve a shared instrument (centrifuge, PCR cycler, plate reader).", {"instrument": "Instrument.", "when": "Start.", "hours": "#Length."}),
+  T("ShareEntry", "Share an entry with a collaborator read-only.", {"entry": "Id.", "email": "Collaborator."}),
   T("DeleteEntry", "Delete an unsigned draft entry.", {"entry": "Id."}, "d"),
  ]),
  ("ScopeControl", [
@@ -160,6 +166,7 @@ LAB = [
   T("QueryFeatures", "Select features with an attribute expression.", {"layer": "Layer.", "where": "Expression."}, "r"),
   T("ContourLines", "Generate contour lines from an elevation raster.", {"dem": "Digital elevation model.", "interval": "#Metres between lines."}),
   T("JoinAttributes", "Join a table to a layer by a key field.", {"layer": "Layer.", "table": "CSV.", "key": "Field."}),
+  T("SearchPlaces", "Search a place name in the gazetteer and zoom to it.", {"name": "Place."}, "r"),
   T("DeleteFeatures", "Delete the selected features.", {"layer": "Layer."}, "d"),
   T("Georeference", "Place a scanned map on real coordinates using control points.", {"image": "Scan.", "points": "Ground control points."}),
  ]),
@@ -191,6 +198,8 @@ LAB = [
   T("Forecast", "Local forecast from pressure trend.", {"hours": "#Ahead."}, "r"),
   T("SetUnits", "Metric or imperial units.", {"system": "metric or imperial."}),
   T("BatteryStatus", "Battery level of the outdoor sensors.", None, "r"),
+  T("WindRose", "Wind direction and speed distribution.", {"days": "#Days.", "unit": "km/h, m/s, knots or mph."}, "r"),
+  T("DeleteReadings", "Delete readings in a time range (bad sensor data).", {"from": "Start.", "to": "End."}, "d"),
   T("DewPoint", "Dew point and heat index.", None, "r"),
  ]),
  ("NestHub", [
@@ -206,6 +215,7 @@ LAB = [
   T("ArmAlarm", "Arm or disarm the alarm system.", {"mode": "away, home or off."}),
   T("EnergyUsage", "Power consumption per device.", {"period": "day, week, month.", "unit": "kWh or cost."}, "r"),
   T("PairDevice", "Add a new Zigbee, Z-Wave or Matter device.", {"protocol": "zigbee, zwave, matter."}),
+  T("SearchDevices", "Find a device by name or room.", {"query": "Text."}, "r"),
   T("RemoveDevice", "Remove a device from the hub.", {"device": "Device."}, "d"),
   T("CameraSnapshot", "Take a still from a security camera.", {"camera": "Camera."}, "r"),
  ]),
