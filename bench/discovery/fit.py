@@ -32,6 +32,8 @@ from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_
 from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder, tool_text  # noqa: E402
 from broker.discovery._semantic import Pool, fuse  # noqa: E402
 
+#: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
+NONE_DEV = Path(__file__).resolve().parent / "queries_round6_none_dev.json"
 GRID_RRF = [(k, w) for k in (1.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0) for w in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)]
 GRID_BLEND = [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]
 #: BM25 weights of the parameter column (names, descriptions, enum values of the schema).
@@ -47,8 +49,8 @@ class Recorder(SemanticReranker):
     last: tuple[list[str], list[float], list[float]] = ([], [], [])
 
     def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
-               pool: Pool | None = None) -> tuple[list[str], list[float], list[float]]:
-        self.last = super().gather(query, candidates, pool)
+               pool: Pool | None = None, query_vector: Any = None) -> tuple[list[str], list[float], list[float]]:
+        self.last = super().gather(query, candidates, pool, query_vector)
         return self.last
 
 
@@ -160,7 +162,7 @@ def calibrate(embedder: Any) -> None:
     from broker.discovery._calibration import Logistic
 
     old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
-    new = [(q, e) for q, e, _ in round5.load(round5.DEV)]
+    new = [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]
     for mode in ("semantic", "lexical"):
         hit_x, hit_y, answer_x, answer_y = [], [], [], []
         for corpus, queries in ((load_corpus(CORPUS), old), (round5.tools(), new)):
