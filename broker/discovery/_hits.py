@@ -16,7 +16,7 @@ import attrs
 
 from app_client.protocol import ToolSpec
 
-from ._calibration import answer_probability, hit_probability, level, no_clear_fit
+from ._calibration import ANSWER_HITS, answer_probability, hit_probability, level, no_clear_fit
 from ._semantic import Pool, SemanticReranker, tool_text
 
 if TYPE_CHECKING:
@@ -168,9 +168,11 @@ class PreparedSearch:
         if not hits:
             return hits
         first = hits[0]
-        probability = answer_probability(first.similarity, first.coverage or 0.0, self.unknown)
+        similarities = [h.similarity for h in hits[:ANSWER_HITS] if h.similarity is not None]
+        similarity = max(similarities) if first.similarity is not None and similarities else None
+        probability = answer_probability(similarity, first.coverage or 0.0, self.unknown)
         self.answer_probability = probability
-        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, first.similarity is not None)
+        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, similarity is not None)
         rated = []
         for i, hit in enumerate(hits):
             p = hit_probability(hit.similarity, hit.coverage or 0.0, i == 0, self.unknown)
