@@ -10,8 +10,11 @@ best :data:`CANDIDATES` tools and the :data:`DENSE` tools whose embedding (of
 query's, over every tool whose vector is cached. Each candidate's score is
 ``bm25 / max_bm25 + SEMANTIC_WEIGHT * cos01``, where ``bm25`` is the tool's BM25 score (0 when
 it shares no word with the query, even through the thesaurus), and ``cos01`` is the cosine
-similarity min-max scaled over the candidates. So a tool BM25 cannot find at all can still be
-found when its meaning is close enough. The blend, N, M and the weight were chosen on the
+similarity min-max scaled over the candidates, plus ``APP_WEIGHT * app01``: the cosine of the
+query and the candidate's app as a whole (the normalised sum of the app's tool vectors, kept
+per app label as rows come and go), min-max scaled likewise (:func:`with_app`). So a tool
+BM25 cannot find at all can still be found when its meaning is close enough, and of two tools
+equally close the one in the app the query is about comes first. The blend, N, M and the weight were chosen on the
 tuning queries only (bench/discovery, BENCHMARKS.md section 6; reciprocal-rank fusion was
 tried there and scored lower). ``dense=0`` gives the earlier re-ranking of BM25's candidates
 only.
