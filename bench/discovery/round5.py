@@ -203,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sum(any(e not in known for e in expected) for _, expected, _ in queries)
     if unknown:  # a count only: which ones would reveal queries
         print(f"warning: {unknown} queries expect a tool name that is in no catalogue (check the names' labels)")
+    if not args.semantic:
+        print("(BM25 alone; add --semantic for the hybrid search too)")
     index = ToolIndex()
     index.replace_all(corpus)
     table(f"{name}, BM25", evaluate(index, queries, args.misses and not args.semantic))
