@@ -18,7 +18,8 @@ from broker.config.settings import Settings
 from broker.core.calls import Call
 from broker.daemon.broker_core import BrokerCore
 from broker.mcp.jsonrpc import parse_message
-from broker.mcp.session import McpServer, Session, open_session
+from broker.mcp.server import McpServer
+from broker.mcp.session import Session, open_session
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",

@@ -50,7 +50,7 @@ from .timeline import LATENCY_BUCKETS, Timeline, quantile
 
 if TYPE_CHECKING:
     from ..core.registry import RegisteredTool
-    from .session import McpServer
+    from .server import McpServer
 
 __all__ = ["Monitor", "RECENT_CALLS", "LATENCY_BUCKETS"]
 
