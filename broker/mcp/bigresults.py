@@ -35,6 +35,7 @@ from ..core.passthrough import PassthroughResult, content_size
 from ..core.result_store import INLINE_KEY, LINK_KEY
 from ..core.resources import ResourceError
 from .jsonrpc import RequestId, RpcError, encode_result
+from .request_context import audit_request
 
 if TYPE_CHECKING:
     from app_client.protocol import ToolResult
@@ -76,6 +77,9 @@ class _Context(Protocol):
     @property
     def modern(self) -> bool: ...
 
+    @property
+    def client_name(self) -> str | None: ...
+
 
 class _Session(Protocol):
     """The parts of ``session.Session`` used here (a protocol: ``session`` imports this module)."""
@@ -93,9 +97,6 @@ class _Session(Protocol):
     def client_name(self) -> str | None: ...
 
     def finish_request(self, outbox: Any, data: bytes) -> None: ...
-
-    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: Any,
-                       outcome: CallOutcome, started: float) -> None: ...
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -236,7 +237,7 @@ def read_link(session: _Session, uri: str, context: _Context) -> dict[str, Any]:
         outcome = CallOutcome(exc.kind, exc.message)
         raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
     finally:
-        session._audit_request("result_read", {"uri": uri[:2048]}, "toolbridge", context, outcome, started)
+        audit_request(session, "result_read", {"uri": uri[:2048]}, "toolbridge", context, outcome, started)
     result: dict[str, Any] = {"contents": list(entry.contents)}
     if context.modern:
         result.update(session.server._modern_fields(ttl=False))

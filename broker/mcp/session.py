@@ -70,7 +70,7 @@ the app's link asks the app (an app that registered no ``completions`` is answer
 and a call-log row ``completion`` is written (the prompt or template and the argument's name,
 never the value). An app's log messages reach agents as ``notifications/message``, filtered by
 level and never outside the rules of each era: handshake era, a session that sent
-``logging/setLevel`` gets the app-wide messages (``_app_log``, on ``notify_outbox``; a one-app
+``logging/setLevel`` gets the app-wide messages (``session_logging.app_log``, on ``notify_outbox``; a one-app
 scope only those of the instance it serves now) and those of its own tool calls (on the call's stream); 2026-07-28, a
 request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
 call it made, on its own response stream, before its response — and nothing else, ever
@@ -97,20 +97,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import attrs
 import structlog
 import trio
-
-from app_client.protocol import LOG_LEVELS
 
 from ..version import CLI_CLIENT_NAME
 from ..discovery import CALL_TOOL, SEARCH_TOOLS
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..core.applog import AppLogRecord, wants
-from ..core.resources import RESOURCE_NOT_FOUND, ResourceDirectory, ResourceError, agent_uri, prompt_name
+from ..core.resources import ResourceDirectory
 from ..core import elicitation as core_elicitation
 from ..core.elicitation import PendingElicitation
 from . import protocol
@@ -133,84 +131,30 @@ from .jsonrpc import (
 )
 from . import elicitation
 from . import bigresults
-from ..core.result_store import is_result_uri
 from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
 from .meta import unknown_tool_result, unwrap_call
-from .results import call_result, list_page
+from .results import call_result
 from .scope import ScopedResources, scope_instructions, unknown_tool_error
 from .updates import UpdateThrottle
+from .request_context import InFlight, Outbox, RequestContext, completed
+from . import session_logging, session_resources
+from .session_logging import log_notification
+from .session_resources import MAX_SUBSCRIPTIONS
 from .server import McpServer
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["Outbox", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
+__all__ = ["Session", "open_session", "LIST_CHANGED"]
 
 LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
 _KNOWN_ELSEWHERE: Final = frozenset[str]()
-#: Default deadline of a ``resources/read`` (the request's own ``_meta`` timeout wins).
-RESOURCE_READ_TIMEOUT: Final = 30.0
-#: Default deadline of a ``completion/complete``: a user is typing (the ``_meta`` timeout wins).
-COMPLETION_TIMEOUT: Final = 5.0
 _INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
 _SESSION_ENDED: Final = (
     "the MCP session ended before this request completed (the daemon is stopping or the session "
     "was closed); the call was cancelled at the app"
 )
-
-
-class Outbox(Protocol):
-    """Where the messages for one request (or one session) go; the transport implements it."""
-
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        """Send one encoded message, waiting for room; ``final`` marks the request's response.
-
-        Never raises for a peer that went away (the message is dropped).
-        """
-
-    def send_nowait(self, data: bytes) -> bool:
-        """Queue a notification if there is room right now; False if it was dropped."""
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        """Queue a request's response without waiting; False if there is no room right now.
-
-        A response is never dropped for want of room: on False the session sends it with
-        :meth:`send` from a task. (A peer that went away counts as sent.)
-        """
-
-    def close(self) -> None:
-        """No more messages for this request."""
-
-
-@attrs.frozen
-class RequestContext:
-    """What a handler knows about the request besides its params."""
-
-    modern: bool
-    protocol_version: str | None
-    client_name: str | None
-    client_version: str | None
-    progress_token: str | int | None = None
-    #: 2026-07-28: the request's ``_meta`` log level (None: it wants no log messages).
-    log_level: str | None = None
-    #: 2026-07-28: the request's ``_meta`` client capabilities (elicitation looks at them).
-    capabilities: Any = None
-
-
-@attrs.define(eq=False)
-class _InFlight:
-    """A request that runs as a task (``subscriptions/listen``, a semantic ``search_tools``)."""
-
-    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
-    #: The client cancelled it: no response.
-    cancelled: bool = False
-    #: The response is being sent: no more progress.
-    done: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        self.scope.cancel()
 
 
 #: Why a ``tools/call`` ends without a tool result (``_ToolRequest.ending``).
@@ -244,7 +188,7 @@ class _ToolRequest:
         """A log message the app tied to this call: on this request's stream, before its
         response, if the request (2026-07-28) or its session (handshake era) asked for its level."""
         if wants(self.log_level if self.modern else self.session.log_level, record):
-            self.outbox.send_nowait(record.encoded(own_names=self.session.app is not None, encode=_log_notification))
+            self.outbox.send_nowait(record.encoded(own_names=self.session.app is not None, encode=log_notification))
 
     #: 2026-07-28: the request's client capabilities (the handshake era's are the session's).
     capabilities: Any = None
@@ -279,7 +223,7 @@ def _up_front(context: RequestContext, params: dict[str, Any]) -> dict[str, Any]
     return dict(responses) if isinstance(responses, dict) else None
 
 
-Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
+Handler = Callable[["Session", Request, RequestContext, Outbox, InFlight], Awaitable[dict[str, Any]]]
 
 
 class Session:
@@ -333,7 +277,7 @@ class Session:
         self._tools_seen = 0
         self._scope_seen: bytes | None = None
         #: Requests in flight by id: a task's scope, or the router's record of a ``tools/call``.
-        self._in_flight: dict[RequestId, _InFlight | Call] = {}
+        self._in_flight: dict[RequestId, InFlight | Call] = {}
         self._deadlines: DeadlineQueue | None = None
         self._last_caller: CallerInfo | None = None
         #: Where handshake-era notifications (list_changed) go; None drops them.
@@ -341,7 +285,7 @@ class Session:
         self.last_activity = trio.current_time()
         self.closed = trio.Event()
         #: Handshake era: the agent-facing resource URIs this session subscribed to.
-        self._resource_subs: set[str] = set()
+        self.resource_subs: set[str] = set()
         #: Where each ``resourceUpdated`` goes besides the handshake-era subscriptions: each
         #: listen stream, with the URIs it asked for.
         self._update_sinks: dict[Callable[[str], None], frozenset[str]] = {}
@@ -365,11 +309,11 @@ class Session:
             if own is None:
                 return
             uri = own
-        if uri in self._resource_subs or any(uri in uris for uris in self._update_sinks.values()):
+        if uri in self.resource_subs or any(uri in uris for uris in self._update_sinks.values()):
             self._updates.offer(uri)  # now, or folded into one at the end of the URI's window
 
     def _send_resource_updated(self, uri: str) -> None:
-        if uri in self._resource_subs and self.notify_outbox is not None:
+        if uri in self.resource_subs and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
         for sink in list(self._update_sinks):
             sink(uri)
@@ -450,7 +394,7 @@ class Session:
             elif isinstance(handler, _Inline):
                 data = encode_result(request.id, handler.fn(self, request, context))
             else:
-                entry = _InFlight()
+                entry = InFlight()
                 self._in_flight[request.id] = entry
                 self._nursery.start_soon(
                     self._run, handler, request, context, outbox, entry, name=f"mcp {request.method}"
@@ -484,7 +428,7 @@ class Session:
         )
 
     async def _run(
-        self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+        self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
     ) -> None:
         data: bytes | None = None
         responded = False
@@ -534,12 +478,12 @@ class Session:
                 result = unknown_tool_result(self.server.registry, name)
             else:
                 result = bigresults.linked(self, request, name, outcome, call_result(outcome, name))
-            completed = _completed(result, request.modern)
-            parts = bigresults.response_parts(request_id, completed)  # large raw content: no copy
+            answer = completed(result, request.modern)
+            parts = bigresults.response_parts(request_id, answer)  # large raw content: no copy
             if parts is not None:
                 bigresults.send_parts(self, outbox, parts)
                 return
-            data = encode_result(request_id, completed)
+            data = encode_result(request_id, answer)
         except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
             data = exc.encode(request_id)
         except Exception:
@@ -651,23 +595,23 @@ class Session:
             self._start_scoped_call(request, context, outbox, name, arguments)
             return None
         if self.code and name in CODE_TOOL_NAMES:  # answered by broker.mcp.code, in a task
-            task = _InFlight()
+            task = InFlight()
             self._in_flight[request.id] = task
             self._nursery.start_soon(self._run, Session._code_tool, request, context, outbox, task, name=f"mcp {name}")
             return None
         if name == SEARCH_TOOLS:
             if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
-                search = _InFlight()
+                search = InFlight()
                 self._in_flight[request.id] = search
                 self._nursery.start_soon(self._run, Session._search_in_thread, request, context, outbox, search,
                                          name="mcp search_tools")
                 return None
-            return _completed(self.server.meta.search_tools(arguments, session=self.label), context.modern)
+            return completed(self.server.meta.search_tools(arguments, session=self.label), context.modern)
         via_meta = name == CALL_TOOL
         if via_meta:  # the same pipeline as a direct call, once unwrapped
             unwrapped = unwrap_call(arguments)
             if isinstance(unwrapped, dict):
-                return _completed(unwrapped, context.modern)
+                return completed(unwrapped, context.modern)
             name, arguments = unwrapped
         origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
                               log_level=context.log_level, capabilities=context.capabilities,
@@ -752,7 +696,7 @@ class Session:
         return None if self.app is None else self.server.app_scopes.view(self.app).digest
 
     async def _code_tool(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
     ) -> dict[str, Any]:
         mode = code_mode(self.server)
         arguments = request.params.get("arguments")
@@ -761,199 +705,43 @@ class Session:
                                     timeout=protocol.timeout_of(request.params))
         else:
             result = await mode.search(arguments, session=self.label)
-        return _completed(result, context.modern)
+        return completed(result, context.modern)
 
     async def _search_in_thread(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
     ) -> dict[str, Any]:
         result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
-        return _completed(result, context.modern)
+        return completed(result, context.modern)
 
     # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
 
-    def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        listing = self.resources.resource_listing()  # prepared once per change: a page is a slice
-        return self._resource_page("resources", listing.names, listing.entries, request, context)
 
-    def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        listing = self.resources.template_listing()
-        return self._resource_page("resourceTemplates", listing.names, listing.entries, request, context)
 
-    def _resource_page(self, key: str, names: list[str], entries: list[dict[str, Any]], request: Request,
-                       context: RequestContext) -> dict[str, Any]:
-        page, next_cursor = list_page(names, entries, request.params.get("cursor"), self.server.page_size)
-        result: dict[str, Any] = {key: page}
-        if next_cursor is not None:
-            result["nextCursor"] = next_cursor
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=True))
-        return result
 
-    async def _read_resource(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """``resources/read``: relayed to the owning app (a task, so a cancel reaches it)."""
-        uri = request.params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
-        if is_result_uri(uri):  # a large result held as a link (bigresults)
-            return bigresults.read_link(self, uri, context)
-        started = trio.current_time()
-        label = "?"
-        logged = uri  # the call log's row: the agent-facing URI, in a one-app scope too
-        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
-        try:
-            timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
-            timeout = await _through_grace(self.resources.wait_for_uri, uri, started, timeout)
-            app, own = await self.resources.resolve(uri)
-            label = app.label
-            logged = agent_uri(label, own)
-            contents = await app.port.read_resource(own, timeout)
-            outcome = CallOutcome(OutcomeKind.OK)
-        except ResourceError as exc:
-            outcome = CallOutcome(exc.kind, exc.message)
-            # 2026-07-28 (SEP-2164) answers an unknown resource with -32602; older eras, -32002.
-            code = INVALID_PARAMS if context.modern and exc.code == RESOURCE_NOT_FOUND else exc.code
-            raise RpcError(code, exc.message, {"uri": uri[:2048]}) from None
-        finally:
-            self._audit_request("resource_read", {"uri": logged[:2048]}, label, context, outcome, started)
-        if isinstance(self.resources, ScopedResources):  # the app's own URIs, as it listed them
-            contents = self.resources.own_contents(label, contents)
-        result: dict[str, Any] = {"contents": contents}
-        if context.modern:  # 2026-07-28 requires caching hints here too (SEP-2549): never cache
-            result.update(self.server._modern_fields(ttl=True))
-        return result
 
-    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
-                       outcome: CallOutcome, started: float) -> None:
-        """One log line and one call-log row (tool ``resource_read`` with the URI as its argument,
-        ``prompt_get`` with the prompt's name, or ``completion`` with the prompt or template and the
-        argument's name; a prompt's own arguments and a completion's value are not recorded)."""
-        duration_ms = round((trio.current_time() - started) * 1000, 1)
-        if outcome.kind is OutcomeKind.OK:
-            log.info(kind, session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
-        else:  # not the message: an app's error may quote what it read
-            log.warning(kind, session=self.label, app=label, outcome=outcome.kind.value, duration_ms=duration_ms)
-        call_log = self.server.router.call_log
-        if call_log is not None:
-            call_log.record(tool=kind, app=label, instance=None, agent=context.client_name,
-                            session=self.label, arguments=arguments, outcome=outcome, duration_ms=duration_ms)
+
+
+
+
+
 
     # --- prompts (apps' protocol v2) ----------------------------------------------------
 
-    def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        listing = self.resources.prompt_listing()
-        return self._resource_page("prompts", listing.names, listing.entries, request, context)
 
-    async def _get_prompt(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """``prompts/get``: arguments checked against the prompt's, then relayed to its app."""
-        params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get needs a string "name"')
-        arguments = params.get("arguments") or {}
-        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get "arguments" maps names to strings')
-        started = trio.current_time()
-        label = "?"
-        logged = name  # the call log's row: the agent-facing name, in a one-app scope too
-        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
-        try:
-            timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
-            timeout = await _through_grace(self.resources.wait_for_prompt, name, started, timeout)
-            label, port, spec = self.resources.resolve_prompt(name)
-            logged = prompt_name(label, spec.name)
-            declared = {arg.name for arg in spec.arguments}
-            missing = sorted(arg.name for arg in spec.arguments if arg.required and arg.name not in arguments)
-            unknown = sorted(set(arguments) - declared)
-            if missing or unknown:
-                raise ResourceError(
-                    f"invalid arguments for the prompt {name!r}: "
-                    + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
-                                + ([f"unknown {', '.join(unknown)}"] if unknown else []))
-                    + f" (it takes: {', '.join(sorted(declared)) or 'no arguments'})",
-                    code=INVALID_PARAMS, kind="invalid_arguments")
-            result = await port.get_prompt(spec.name, arguments, timeout)
-            if isinstance(self.resources, ScopedResources):  # embedded resources under own URIs
-                result = self.resources.own_prompt(label, result)
-            outcome = CallOutcome(OutcomeKind.OK)
-        except ResourceError as exc:
-            outcome = CallOutcome(exc.kind, exc.message)
-            raise RpcError(exc.code, exc.message) from None
-        finally:
-            self._audit_request("prompt_get", {"name": logged[:256]}, label, context, outcome, started)
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=False))
-        return result
+
+
 
     # --- completions and log messages (apps' protocol v2, section 12) --------------------
 
-    async def _complete(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """``completion/complete``: the reference mapped back to its app, then relayed to it."""
-        params = request.params
-        argument = params.get("argument")
-        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) \
-                or not isinstance(argument.get("value"), str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: completion/complete needs "argument": '
-                           '{"name": string, "value": string}')
-        given = params.get("context")
-        chosen = given.get("arguments") if isinstance(given, dict) else None
-        chosen = {} if chosen is None else chosen
-        if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: completion/complete "context.arguments" maps names '
-                           "to strings")
-        name: str = argument["name"]
-        started = trio.current_time()
-        label = "?"
-        ref = params.get("ref")
-        audited = {"ref": str(ref.get("name") or ref.get("uri"))[:256] if isinstance(ref, dict) else "?",
-                   "argument": name[:128]}  # never the value: it is what the user typed
-        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
-        try:
-            # A one-app scope: the instance it serves now (a restarted copy during the old one's grace).
-            scope = self.resources.serving() if isinstance(self.resources, ScopedResources) else None
-            target = self.server.registry.resources.resolve_completion(ref, scope)
-            label = target.label
-            known = target.check(name, argument["value"], chosen)
-            if target.port.completions:
-                timeout = protocol.timeout_of(params) or COMPLETION_TIMEOUT
-                completion = await target.port.complete((target.kind, target.own), name, argument["value"], known,
-                                                        timeout)
-            else:  # the app offers no completions: nothing to suggest (MCP allows an empty answer)
-                completion = {"values": [], "total": 0, "hasMore": False}
-            outcome = CallOutcome(OutcomeKind.OK)
-        except ResourceError as exc:
-            outcome = CallOutcome(exc.kind, exc.message)
-            raise RpcError(exc.code, exc.message) from None
-        finally:
-            self._audit_request("completion", audited, label, context, outcome, started)
-        result: dict[str, Any] = {"completion": completion}
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=False))
-        return result
 
-    def _set_level(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        """Handshake era ``logging/setLevel``: this session's level for the apps' log messages."""
-        level = request.params.get("level")
-        if level not in LOG_LEVELS:
-            raise RpcError(INVALID_PARAMS, f'Invalid params: logging/setLevel "level" must be one of '
-                           f"{', '.join(LOG_LEVELS)}")
-        if self.log_level is None:  # from now on this session hears app-wide messages
-            self.server.registry.app_logs.on_message(self._app_log)
-        self.log_level = str(level)
-        return {}
 
-    def _app_log(self, record: AppLogRecord) -> None:
-        """An app-wide log message: to this handshake-era session if it asked for the level (a
-        one-app scope: only its app's)."""
-        if isinstance(self.resources, ScopedResources) and record.label != self.resources.serving():
-            return  # another app's (the scope follows its app to a restarted copy, as for tools)
-        if wants(self.log_level, record) and self.notify_outbox is not None:
-            self.notify_outbox.send_nowait(record.encoded(own_names=self.app is not None, encode=_log_notification))
+
+
+
+
+    def hear_app_log(self, record: AppLogRecord) -> None:
+        """An app-wide log message (registered by ``logging/setLevel``: a bound method, held weakly)."""
+        session_logging.app_log(self, record)
 
     async def watch_prompts(self) -> None:
         """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
@@ -985,29 +773,9 @@ class Session:
             seen = directory.prompts_version
             await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
 
-    async def _subscribe(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """A task, not inline: matching the URI against an app's templates may take turns."""
-        uri = request.params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
-        try:
-            await self.resources.resolve(uri)
-        except ResourceError as exc:
-            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
-        if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: at most {_MAX_SUBSCRIPTIONS} resource subscriptions "
-                           "per session; unsubscribe from some first")
-        self._resource_subs.add(uri)
-        return {}
 
-    def _unsubscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        uri = request.params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/unsubscribe needs a string "uri"')
-        self._resource_subs.discard(uri)
-        return {}
+
+
 
     async def watch_resources(self) -> None:
         """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
@@ -1051,7 +819,7 @@ class Session:
         return self._deadlines
 
     async def _listen(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+        self, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
     ) -> dict[str, Any]:
         wanted = request.params.get("notifications")
         if not isinstance(wanted, dict):
@@ -1066,7 +834,7 @@ class Session:
         if prompts_changed:
             honored["promptsListChanged"] = True
         asked = wanted.get("resourceSubscriptions")
-        uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
+        uris = frozenset(u for u in asked[:MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
         if resources_changed:
             honored["resourcesListChanged"] = True
         if uris:
@@ -1134,57 +902,35 @@ class _ToolsCall:
 _TOOLS_CALL: Final = _ToolsCall()
 
 
-async def _through_grace(wait: Callable[[str], Awaitable[bool]], name: str, started: float,
-                         timeout: float) -> float:
-    """Wait, within ``timeout``, while the app offering ``name`` (a resource's URI or a prompt's
-    name, as the session's agent sees them) is in its reconnect grace period; the time left of
-    ``timeout`` (counted from ``started``) once it is back, else ``timeout``."""
-    with trio.move_on_after(timeout):
-        if await wait(name):
-            return max(started + timeout - trio.current_time(), 0.001)
-    return timeout
 _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "initialize": _Inline(Session._initialize),
     "ping": _Inline(Session._ping),
     "tools/list": _Inline(Session._list_tools),
     "tools/call": _TOOLS_CALL,
-    "resources/list": _Inline(Session._list_resources),
-    "resources/templates/list": _Inline(Session._list_resource_templates),
-    "resources/read": Session._read_resource,
-    "resources/subscribe": Session._subscribe,
-    "resources/unsubscribe": _Inline(Session._unsubscribe),
-    "prompts/list": _Inline(Session._list_prompts),
-    "prompts/get": Session._get_prompt,
-    "completion/complete": Session._complete,
-    "logging/setLevel": _Inline(Session._set_level),
+    "resources/list": _Inline(session_resources.list_resources),
+    "resources/templates/list": _Inline(session_resources.list_resource_templates),
+    "resources/read": session_resources.read_resource,
+    "resources/subscribe": session_resources.subscribe,
+    "resources/unsubscribe": _Inline(session_resources.unsubscribe),
+    "prompts/list": _Inline(session_resources.list_prompts),
+    "prompts/get": session_resources.get_prompt,
+    "completion/complete": session_logging.complete,
+    "logging/setLevel": _Inline(session_logging.set_level),
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
     "tools/list": _Inline(Session._list_tools),
     "tools/call": _TOOLS_CALL,
     "subscriptions/listen": Session._listen,
-    "resources/list": _Inline(Session._list_resources),
-    "resources/templates/list": _Inline(Session._list_resource_templates),
-    "resources/read": Session._read_resource,
-    "prompts/list": _Inline(Session._list_prompts),
-    "prompts/get": Session._get_prompt,
-    "completion/complete": Session._complete,
+    "resources/list": _Inline(session_resources.list_resources),
+    "resources/templates/list": _Inline(session_resources.list_resource_templates),
+    "resources/read": session_resources.read_resource,
+    "prompts/list": _Inline(session_resources.list_prompts),
+    "prompts/get": session_resources.get_prompt,
+    "completion/complete": session_logging.complete,
 }
-#: Resource URIs one session may subscribe to (handshake era, or one listen stream).
-_MAX_SUBSCRIPTIONS: Final = 1000
 RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
 PROMPTS_LIST_CHANGED: Final = encode_notification("notifications/prompts/list_changed")
-
-
-def _log_notification(params: dict[str, Any]) -> bytes:
-    return encode_notification("notifications/message", params)
-
-
-def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
-    """A ``tools/call`` result, with the 2026-07-28 era's ``resultType`` when ``modern``."""
-    if modern:
-        result["resultType"] = "complete"
-    return result
 
 
 def _method_not_found(method: str, modern: bool) -> str:
