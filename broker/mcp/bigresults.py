@@ -70,7 +70,7 @@ class _Request(Protocol):
     inline: bool
 
     @property
-    def session(self) -> _Session: ...
+    def session(self) -> LinkSession: ...
 
 
 class _Context(Protocol):
@@ -81,7 +81,7 @@ class _Context(Protocol):
     def client_name(self) -> str | None: ...
 
 
-class _Session(Protocol):
+class LinkSession(Protocol):
     """The parts of ``session.Session`` used here (a protocol: ``session`` imports this module)."""
 
     @property
@@ -130,7 +130,7 @@ def response_parts(request_id: RequestId, result: dict[str, Any]) -> list[bytes 
     return [shell[:at], content, shell[at + 4:] + b"\n"]
 
 
-def send_parts(session: _Session, outbox: _Outbox, parts: list[bytes | msgspec.Raw]) -> None:
+def send_parts(session: LinkSession, outbox: _Outbox, parts: list[bytes | msgspec.Raw]) -> None:
     """Send a response given as parts: as they are where the outbox takes parts, else joined."""
     send = getattr(outbox, "send_final_parts_nowait", None)
     if send is not None and send(parts):
@@ -176,7 +176,7 @@ def _size_text(size: int) -> str:
     return f"{size / 1024:.0f} KiB"
 
 
-def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome,
+def linked(session: LinkSession, request: _Request, tool: str, outcome: CallOutcome,
            result: dict[str, Any]) -> dict[str, Any]:
     """``result`` (the agent's ``CallToolResult``), or its linked form if it is large (see the
     module docstring)."""
@@ -227,7 +227,7 @@ def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome
     return answer
 
 
-def read_link(session: _Session, uri: str, context: _Context) -> dict[str, Any]:
+def read_link(session: LinkSession, uri: str, context: _Context) -> dict[str, Any]:
     """``resources/read`` of a linked result, for its session's token only."""
     started = trio.current_time()
     outcome = CallOutcome(OutcomeKind.OK)

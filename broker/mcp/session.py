@@ -14,7 +14,7 @@ anything else needs the session's ``initialize`` first. Quick requests (initiali
 server/discover, tools/list, the ``search_tools`` meta-tool) are answered inline, in the order
 they arrived. A ``tools/call`` of an app tool runs without a task: the router's ``Call`` record
 (which owns the request id) waits in ``_in_flight`` under that id, and its origin, a
-:class:`_ToolRequest` (where and how to answer), is told the outcome by the router (deadlines
+``session_tools.ToolRequest`` (where and how to answer), is told the outcome by the router (deadlines
 come from the session's one ``DeadlineQueue`` task).
 ``subscriptions/listen`` runs as a task in the session's own nursery, inside a cancel scope kept
 in ``_in_flight``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
@@ -43,14 +43,14 @@ lists, prepared once per change (``broker.core.listing``); ``resources/read`` an
 run as tasks (so a cancel reaches them and the app gets ``toolCancel``) that await the owning
 app's link, and write a call-log row (``resource_read`` / ``prompt_get``). Handshake era:
 ``resources/subscribe`` (a task too: matching an app's templates takes turns with the loop) keeps
-URIs per session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
+URIs per session and ``session_watch`` sends the list_changed notifications;
 2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
 ``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``. In both eras
 an app's ``resourceUpdated`` reaches a session's agent at most once per URI per window, the
 last one at the window's end (``updates.UpdateThrottle``), however fast the app sends them.
 
 Elicitation (``elicitation``; apps' protocol v2, section 13): an app's ``elicit`` reaches
-its call's origin, the ``_ToolRequest`` (``call_elicit``): in the handshake era the session
+its call's origin, the ``ToolRequest`` (``call_elicit``): in the handshake era the session
 sends ``elicitation/create`` on the call's outbox and the agent's response comes back through
 :meth:`Session.handle`; in 2026-07-28 the ``tools/call`` is answered with an input-required
 result, the call is detached (:meth:`Session.detach`) and held by ``McpServer.paused`` until the
@@ -74,7 +74,7 @@ level and never outside the rules of each era: handshake era, a session that sen
 scope only those of the instance it serves now) and those of its own tool calls (on the call's stream); 2026-07-28, a
 request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
 call it made, on its own response stream, before its response — and nothing else, ever
-(``_ToolRequest.app_log``).
+(``ToolRequest.app_log``).
 
 Large results (``bigresults``): a ``tools/call`` result of ``result_link_bytes`` or more is
 answered with a ``resource_link`` to a daemon-held copy (``broker.core.result_store``) unless the
@@ -104,13 +104,10 @@ import structlog
 import trio
 
 from ..version import CLI_CLIENT_NAME
-from ..discovery import CALL_TOOL, SEARCH_TOOLS
 from ..core.calls import Call, DeadlineQueue
 from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
-from ..core.applog import AppLogRecord, wants
+from ..core.applog import AppLogRecord
 from ..core.resources import ResourceDirectory
-from ..core import elicitation as core_elicitation
-from ..core.elicitation import PendingElicitation
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -131,22 +128,20 @@ from .jsonrpc import (
 )
 from . import elicitation
 from . import bigresults
-from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
-from .meta import unknown_tool_result, unwrap_call
+from .code import CODE_INSTRUCTIONS
+from .meta import unknown_tool_result
 from .results import call_result
-from .scope import ScopedResources, scope_instructions, unknown_tool_error
+from .scope import ScopedResources, scope_instructions
 from .updates import UpdateThrottle
 from .request_context import InFlight, Outbox, RequestContext, completed
-from . import session_logging, session_resources
-from .session_logging import log_notification
-from .session_resources import MAX_SUBSCRIPTIONS
+from . import session_logging, session_resources, session_tools, session_watch
+from .session_tools import CANCELLED, ENDED, ToolRequest, start_tool_call
 from .server import McpServer
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["Session", "open_session", "LIST_CHANGED"]
+__all__ = ["Session", "open_session"]
 
-LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
 _KNOWN_ELSEWHERE: Final = frozenset[str]()
@@ -155,72 +150,6 @@ _SESSION_ENDED: Final = (
     "the MCP session ended before this request completed (the daemon is stopping or the session "
     "was closed); the call was cancelled at the app"
 )
-
-
-#: Why a ``tools/call`` ends without a tool result (``_ToolRequest.ending``).
-_CANCELLED: Final = "cancelled"  # by the client: it wants no answer
-_ENDED: Final = "session_ended"  # with its session: a best-effort error
-
-
-@attrs.define(eq=False)
-class _ToolRequest:
-    """A ``tools/call`` in flight, as MCP sees it: the origin of the router's :class:`Call`.
-
-    There is no task. The :class:`Call` is the one record of the call (request id, correlation
-    id, deadline) and is what ``Session._in_flight`` holds; this holds only what answering needs
-    (where the answer goes and how) and is told the end by the router.
-    """
-
-    session: Session
-    modern: bool
-    outbox: Outbox
-    progress_token: str | int | None
-    #: Reached through the ``call_tool`` meta-tool: an unknown name gets discovery's answer.
-    via_meta: bool
-    #: Set just before the session ends the call itself: ``_CANCELLED`` or ``_ENDED``.
-    ending: str | None = None
-    #: The name the agent called it by, when not the agent-facing one (a one-app scope).
-    own_name: str | None = None
-    #: 2026-07-28: the request's log level (handshake era: the session's, read when a message comes).
-    log_level: str | None = None
-
-    def app_log(self, record: AppLogRecord) -> None:
-        """A log message the app tied to this call: on this request's stream, before its
-        response, if the request (2026-07-28) or its session (handshake era) asked for its level."""
-        if wants(self.log_level if self.modern else self.session.log_level, record):
-            self.outbox.send_nowait(record.encoded(own_names=self.session.app is not None, encode=log_notification))
-
-    #: 2026-07-28: the request's client capabilities (the handshake era's are the session's).
-    capabilities: Any = None
-
-    def call_elicit(self, call: Call, pending: PendingElicitation) -> None:
-        """The app asks the user (``broker.core.elicitation``): ask this request's agent."""
-        elicitation.ask(self, call, pending)
-
-    #: 2026-07-28: answers the ``tools/call`` carried up front (``inputResponses``, by key).
-    input_responses: dict[str, Any] | None = None
-    #: Large results (``bigresults.prepare``): the call asked for its result inline rather than
-    #: as a link.
-    inline: bool = False
-
-    def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
-        note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            note["total"] = total
-        if message is not None:
-            note["message"] = message
-        self.outbox.send_nowait(encode_notification("notifications/progress", note))
-
-    def call_done(self, call: Call, outcome: CallOutcome) -> None:
-        assert call.request_id is not None
-        core_elicitation.call_ended(call.elicitation)
-        self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
-
-
-def _up_front(context: RequestContext, params: dict[str, Any]) -> dict[str, Any] | None:
-    """2026-07-28: a new ``tools/call``'s ``inputResponses`` (a copy: they are used up)."""
-    responses = params.get("inputResponses") if context.modern else None
-    return dict(responses) if isinstance(responses, dict) else None
 
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, InFlight], Awaitable[dict[str, Any]]]
@@ -274,10 +203,10 @@ class Session:
         self.client_version: str | None = None
         self.initialized = trio.Event()
         self.client_ready = False
-        self._tools_seen = 0
-        self._scope_seen: bytes | None = None
+        self.tools_seen = 0
+        self.scope_seen: bytes | None = None
         #: Requests in flight by id: a task's scope, or the router's record of a ``tools/call``.
-        self._in_flight: dict[RequestId, InFlight | Call] = {}
+        self.requests: dict[RequestId, InFlight | Call] = {}
         self._deadlines: DeadlineQueue | None = None
         self._last_caller: CallerInfo | None = None
         #: Where handshake-era notifications (list_changed) go; None drops them.
@@ -288,7 +217,7 @@ class Session:
         self.resource_subs: set[str] = set()
         #: Where each ``resourceUpdated`` goes besides the handshake-era subscriptions: each
         #: listen stream, with the URIs it asked for.
-        self._update_sinks: dict[Callable[[str], None], frozenset[str]] = {}
+        self.update_sinks: dict[Callable[[str], None], frozenset[str]] = {}
         #: At most one ``resources/updated`` per URI per window (``updates``).
         self._updates = UpdateThrottle(self._send_resource_updated, lambda: nursery.start_soon(
             self._updates.run, name="mcp resource updates"))
@@ -309,26 +238,26 @@ class Session:
             if own is None:
                 return
             uri = own
-        if uri in self.resource_subs or any(uri in uris for uris in self._update_sinks.values()):
+        if uri in self.resource_subs or any(uri in uris for uris in self.update_sinks.values()):
             self._updates.offer(uri)  # now, or folded into one at the end of the URI's window
 
     def _send_resource_updated(self, uri: str) -> None:
         if uri in self.resource_subs and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
-        for sink in list(self._update_sinks):
+        for sink in list(self.update_sinks):
             sink(uri)
 
     # --- the transport's face ------------------------------------------------------------
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        return len(self.requests)
 
     @property
     def busy(self) -> bool:
         """A request in flight or a task running in the session's nursery (a hook for
         ``stateless``, which reuses a stateless session only when it is not busy)."""
-        return bool(self._in_flight) or bool(self._nursery.child_tasks)
+        return bool(self.requests) or bool(self._nursery.child_tasks)
 
     async def handle(self, message: Message, outbox: Outbox) -> None:
         """Handle one message from the agent; replies go to ``outbox`` (closed when done)."""
@@ -345,12 +274,12 @@ class Session:
 
     def cancel(self, request_id: RequestId, reason: str = "") -> bool:
         """Cancel a request in flight as asked by the client (no response). False if unknown."""
-        entry = self._in_flight.get(request_id)
+        entry = self.requests.get(request_id)
         if entry is None or entry.done:
             return False
         log.info("mcp_request_cancelled", session=self.label, id=request_id, reason=reason[:200])
         if isinstance(entry, Call):
-            self._end_call(entry, _CANCELLED, "cancelled by the agent")
+            self._end_call(entry, CANCELLED, "cancelled by the agent")
         else:
             entry.cancel()
         return True
@@ -363,13 +292,13 @@ class Session:
 
     def end_calls(self) -> None:
         """The session is ending: every ``tools/call`` in flight ends with it (its app is told)."""
-        for entry in list(self._in_flight.values()):
+        for entry in list(self.requests.values()):
             if isinstance(entry, Call):
-                self._end_call(entry, _ENDED, "the agent's MCP session ended")
+                self._end_call(entry, ENDED, "the agent's MCP session ended")
 
     def _end_call(self, call: Call, ending: str, message: str) -> None:
         """End a ``tools/call`` from this side (the app is told); its answer follows ``ending``."""
-        if isinstance(call.origin, _ToolRequest):
+        if isinstance(call.origin, ToolRequest):
             call.origin.ending = ending
         self.server.router.cancel(call, message)
 
@@ -377,7 +306,7 @@ class Session:
 
     async def _on_request(self, request: Request, outbox: Outbox) -> None:
         try:
-            if request.id in self._in_flight:
+            if request.id in self.requests:
                 raise RpcError(
                     INVALID_REQUEST, f"Invalid Request: id {request.id!r} is already used by a request in flight"
                 )
@@ -387,18 +316,14 @@ class Session:
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
             if isinstance(handler, _ToolsCall):
-                result = self._start_tool_call(request, context, outbox)
+                result = start_tool_call(self, request, context, outbox)
                 if result is None:
                     return  # answered by tool_call_done
                 data = encode_result(request.id, result)
             elif isinstance(handler, _Inline):
                 data = encode_result(request.id, handler.fn(self, request, context))
             else:
-                entry = InFlight()
-                self._in_flight[request.id] = entry
-                self._nursery.start_soon(
-                    self._run, handler, request, context, outbox, entry, name=f"mcp {request.method}"
-                )
+                self.run_task(handler, request, context, outbox, name=f"mcp {request.method}")
                 return
         except RpcError as exc:
             data = exc.encode(request.id)
@@ -450,26 +375,33 @@ class Session:
             responded = True
         finally:
             self.last_activity = trio.current_time()
-            if self._in_flight.get(request.id) is entry:
-                del self._in_flight[request.id]
+            if self.requests.get(request.id) is entry:
+                del self.requests[request.id]
             if not responded and not entry.cancelled:
                 outbox.send_nowait(encode_error(request.id, SERVER_ERROR, _SESSION_ENDED))
             outbox.close()
 
+    def run_task(self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, *,
+                 name: str) -> None:
+        """Answer ``request`` from a task in the session's nursery (in flight until it ends)."""
+        entry = InFlight()
+        self.requests[request.id] = entry
+        self._nursery.start_soon(self._run, handler, request, context, outbox, entry, name=name)
+
     def tool_call_done(
-        self, request_id: RequestId, name: str, request: _ToolRequest, outcome: CallOutcome, call: Call | None
+        self, request_id: RequestId, name: str, request: ToolRequest, outcome: CallOutcome, call: Call | None
     ) -> None:
         """A ``tools/call`` has its outcome (``call``: its record, None if it was refused before
         it had one): it is no longer in flight, and its answer goes out — unless it was
         cancelled by the client (none) or ended with the session (a best-effort error)."""
-        if call is not None and self._in_flight.get(request_id) is call:
-            del self._in_flight[request_id]
+        if call is not None and self.requests.get(request_id) is call:
+            del self.requests[request_id]
         self.last_activity = trio.current_time()
         outbox = request.outbox
-        if request.ending == _CANCELLED:
+        if request.ending == CANCELLED:
             outbox.close()
             return
-        if request.ending == _ENDED:
+        if request.ending == ENDED:
             outbox.send_nowait(encode_error(request_id, SERVER_ERROR, _SESSION_ENDED))
             outbox.close()
             return
@@ -541,8 +473,8 @@ class Session:
         capabilities = request.params.get("capabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         if not self.initialized.is_set():
-            self._tools_seen = self.server.registry.version
-            self._scope_seen = self._scope_digest()
+            self.tools_seen = self.server.registry.version
+            self.scope_seen = self.scope_digest()
             self.initialized.set()
         log.log(
             logging.DEBUG if self.client_name == CLI_CLIENT_NAME else logging.INFO,
@@ -568,98 +500,11 @@ class Session:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
 
-    def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        if self.app is not None:
-            return self.server.list_app_tools(self.app, request.params, modern=context.modern)
-        if self.code:
-            listed: dict[str, Any] = {"tools": code_tools()}
-            if context.modern:  # the same fields as any modern tools/list
-                listed.update(self.server._modern_fields(ttl=True))
-            return listed
-        return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
-    def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
-        """Answer a meta-tool call at once (its result), or start an app tool's call or a
-        semantic search (None: answered when done)."""
-        params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
-        arguments = params.get("arguments")
-        if context.modern and "requestState" in params:
-            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``). With
-            # inputResponses but no requestState it is a new call, which asks again (mrtr).
-            elicitation.resume(self, request, context, outbox, name)
-            return None
-        if self.app is not None:
-            self._start_scoped_call(request, context, outbox, name, arguments)
-            return None
-        if self.code and name in CODE_TOOL_NAMES:  # answered by broker.mcp.code, in a task
-            task = InFlight()
-            self._in_flight[request.id] = task
-            self._nursery.start_soon(self._run, Session._code_tool, request, context, outbox, task, name=f"mcp {name}")
-            return None
-        if name == SEARCH_TOOLS:
-            if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
-                search = InFlight()
-                self._in_flight[request.id] = search
-                self._nursery.start_soon(self._run, Session._search_in_thread, request, context, outbox, search,
-                                         name="mcp search_tools")
-                return None
-            return completed(self.server.meta.search_tools(arguments, session=self.label), context.modern)
-        via_meta = name == CALL_TOOL
-        if via_meta:  # the same pipeline as a direct call, once unwrapped
-            unwrapped = unwrap_call(arguments)
-            if isinstance(unwrapped, dict):
-                return completed(unwrapped, context.modern)
-            name, arguments = unwrapped
-        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
-                              log_level=context.log_level, capabilities=context.capabilities,
-                              input_responses=_up_front(context, params))
-        bigresults.prepare(origin, params)
-        call = self.server.router.start_call(
-            name,
-            arguments,
-            origin=origin,
-            deadlines=self._deadline_queue(),
-            caller=self._caller(context),
-            timeout=protocol.timeout_of(params),
-            request_id=request.id,
-            progress=context.progress_token is not None,
-        )
-        if isinstance(call, CallOutcome):  # refused at once: the router did not tell the origin
-            self.tool_call_done(request.id, name, origin, call, None)
-        elif not call.done:
-            self._in_flight[request.id] = call
-        return None
 
-    def _start_scoped_call(
-        self, request: Request, context: RequestContext, outbox: Outbox, name: str, arguments: Any
-    ) -> None:
-        """A ``tools/call`` in a one-app scope: ``name`` is the app's own; the router gets the
-        tool's agent-facing name (and so its whole pipeline). Unknown: a -32602 error."""
-        assert self.app is not None
-        tool = self.server.app_scopes.view(self.app).tools.get(name)
-        if tool is None:
-            raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
-        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
-                              log_level=context.log_level, capabilities=context.capabilities,
-                              input_responses=_up_front(context, request.params))
-        bigresults.prepare(origin, request.params)
-        call = self.server.router.start_call(
-            tool.agent_name,
-            arguments,
-            origin=origin,
-            deadlines=self._deadline_queue(),
-            caller=self._caller(context),
-            timeout=protocol.timeout_of(request.params),
-            request_id=request.id,
-            progress=context.progress_token is not None,
-        )
-        if isinstance(call, CallOutcome):
-            self.tool_call_done(request.id, name, origin, call, None)
-        elif not call.done:
-            self._in_flight[request.id] = call
+
+
+
 
     # --- elicitation (``elicitation``; the app's side is ``broker.core.elicitation``) -----
 
@@ -669,16 +514,16 @@ class Session:
 
     def detach(self, call: Call) -> None:
         """``call`` is paused (2026-07-28): no longer this session's request in flight."""
-        if call.request_id is not None and self._in_flight.get(call.request_id) is call:
-            del self._in_flight[call.request_id]
+        if call.request_id is not None and self.requests.get(call.request_id) is call:
+            del self.requests[call.request_id]
 
     def attach_resumed(
         self, call: Call | None, request: Request, context: RequestContext, outbox: Outbox, via_meta: bool,
         own_name: str | None, *, outcome: CallOutcome | None = None,
-    ) -> _ToolRequest:
+    ) -> ToolRequest:
         """The retry ``request`` of a paused call becomes the call's origin (its answer goes
         there); with ``outcome`` (the call ended while paused) it is answered with it at once."""
-        origin = _ToolRequest(self, True, outbox, context.progress_token, via_meta, own_name=own_name,
+        origin = ToolRequest(self, True, outbox, context.progress_token, via_meta, own_name=own_name,
                               capabilities=context.capabilities)
         if call is None:
             assert outcome is not None
@@ -687,31 +532,17 @@ class Session:
         call.origin = origin
         call.request_id = request.id
         call.wants_progress = context.progress_token is not None
-        self._in_flight[request.id] = call
-        self._deadline_queue().add(call)
+        self.requests[request.id] = call
+        self.deadline_queue().add(call)
         return origin
 
-    def _scope_digest(self) -> bytes | None:
+    def scope_digest(self) -> bytes | None:
         """The one-app scope's list digest (None outside a scope): what list_changed follows."""
         return None if self.app is None else self.server.app_scopes.view(self.app).digest
 
-    async def _code_tool(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
-    ) -> dict[str, Any]:
-        mode = code_mode(self.server)
-        arguments = request.params.get("arguments")
-        if request.params.get("name") == RUN_CODE:
-            result = await mode.run(arguments, caller=self._caller(context), session=self.label or "session",
-                                    timeout=protocol.timeout_of(request.params))
-        else:
-            result = await mode.search(arguments, session=self.label)
-        return completed(result, context.modern)
 
-    async def _search_in_thread(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
-    ) -> dict[str, Any]:
-        result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
-        return completed(result, context.modern)
+
+
 
     # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
 
@@ -743,67 +574,21 @@ class Session:
         """An app-wide log message (registered by ``logging/setLevel``: a bound method, held weakly)."""
         session_logging.app_log(self, record)
 
-    async def watch_prompts(self) -> None:
-        """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
-        directory = self.resources
-        await self._watch_list(lambda: directory.prompts_version, directory.wait_prompts_changed,
-                               PROMPTS_LIST_CHANGED)
-
-    async def _watch_list(self, version: Callable[[], int], wait_changed: Callable[[int], Awaitable[int]],
-                          notification: bytes) -> None:
-        """Send ``notification`` once per burst of changes (``coalesce`` apart) until shutdown."""
-        await self.initialized.wait()
-        seen = version()
-        while True:
-            seen = await wait_changed(seen)
-            with trio.move_on_after(self.server.coalesce):
-                await self.server.shutdown.wait()
-            if self.server.shutdown.is_set():
-                return
-            seen = version()
-            if self.notify_outbox is not None:
-                self.notify_outbox.send_nowait(notification)
-
-    async def _listen_prompts(self, outbox: Outbox, meta: dict[str, Any]) -> None:
-        directory = self.resources
-        seen = directory.prompts_version
-        while True:
-            seen = await directory.wait_prompts_changed(seen)
-            await trio.sleep(self.server.coalesce)
-            seen = directory.prompts_version
-            await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
 
 
 
 
 
-    async def watch_resources(self) -> None:
-        """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
-        directory = self.resources
-        await self._watch_list(lambda: directory.version, directory.wait_changed, RESOURCES_LIST_CHANGED)
 
-    async def _listen_resources(self, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
-                                uris: frozenset[str]) -> None:
-        """The resource part of a ``subscriptions/listen`` stream (runs beside the tools' part)."""
-        directory = self.resources
 
-        def updated(uri: str) -> None:
-            if uri in uris:
-                outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri, "_meta": meta}))
 
-        self._update_sinks[updated] = uris
-        try:
-            seen = directory.version
-            while True:
-                seen = await directory.wait_changed(seen)
-                await trio.sleep(self.server.coalesce)
-                seen = directory.version
-                if list_changed:
-                    await outbox.send(encode_notification("notifications/resources/list_changed", {"_meta": meta}))
-        finally:
-            self._update_sinks.pop(updated, None)
 
-    def _caller(self, context: RequestContext) -> CallerInfo:
+
+
+
+
+
+    def caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
         if (caller is None or caller.client_name != context.client_name
                 or caller.client_version != context.client_version):
@@ -811,83 +596,16 @@ class Session:
             self._last_caller = caller
         return caller
 
-    def _deadline_queue(self) -> DeadlineQueue:
+    def deadline_queue(self) -> DeadlineQueue:
         """The session's deadline queue, started (in the session's nursery) on first use."""
         if self._deadlines is None:
             self._deadlines = DeadlineQueue(self.server.router.expire)
             self._nursery.start_soon(self._deadlines.run, name="mcp call deadlines")
         return self._deadlines
 
-    async def _listen(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
-    ) -> dict[str, Any]:
-        wanted = request.params.get("notifications")
-        if not isinstance(wanted, dict):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: subscriptions/listen needs a "notifications" object')
-        # Discovery mode: the listed tools (the meta-tools) never change, so nothing is honoured.
-        honored: dict[str, Any] = (
-            {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
-        # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for
-        # (in a one-app scope: its app's, by their own URIs; see ``scope``).
-        resources_changed = wanted.get("resourcesListChanged") is True
-        prompts_changed = wanted.get("promptsListChanged") is True
-        if prompts_changed:
-            honored["promptsListChanged"] = True
-        asked = wanted.get("resourceSubscriptions")
-        uris = frozenset(u for u in asked[:MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
-        if resources_changed:
-            honored["resourcesListChanged"] = True
-        if uris:
-            honored["resourceSubscriptions"] = sorted(uris)
-        meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
-        server = self.server
-        seen = server.registry.version
-        scope_seen = self._scope_digest()
-        await outbox.send(
-            encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
-        )
-        changed = encode_notification("notifications/tools/list_changed", {"_meta": meta})
-        tools_honored = "toolsListChanged" in honored
-        async with trio.open_nursery() as nursery:
-            if resources_changed or uris:
-                nursery.start_soon(self._listen_resources, outbox, meta, resources_changed, uris)
-            if prompts_changed:
-                nursery.start_soon(self._listen_prompts, outbox, meta)
-            while True:
-                new = await server.coalesced_change(seen)
-                if new is None:  # the daemon is stopping: end the subscription gracefully
-                    nursery.cancel_scope.cancel()
-                    return {"resultType": "complete", "_meta": meta}
-                seen = new
-                if self.app is not None:  # a one-app scope: only when its own list changed
-                    digest = self._scope_digest()
-                    if digest == scope_seen:
-                        continue
-                    scope_seen = digest
-                if tools_honored:
-                    await outbox.send(changed)
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def watch_tools(self) -> None:
-        """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
-        if self.discovery:
-            return  # the meta-tool list never changes
-        await self.initialized.wait()
-        seen = self._tools_seen
-        scope_seen = self._scope_seen
-        while True:
-            new = await self.server.coalesced_change(seen)
-            if new is None:
-                return
-            seen = new
-            if self.app is not None:  # a one-app scope: only when its own list changed
-                digest = self._scope_digest()
-                if digest == scope_seen:
-                    continue
-                scope_seen = digest
-            outbox = self.notify_outbox
-            if outbox is not None:
-                outbox.send_nowait(LIST_CHANGED)
+
+
 
 
 @attrs.frozen
@@ -905,7 +623,7 @@ _TOOLS_CALL: Final = _ToolsCall()
 _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "initialize": _Inline(Session._initialize),
     "ping": _Inline(Session._ping),
-    "tools/list": _Inline(Session._list_tools),
+    "tools/list": _Inline(session_tools.list_tools),
     "tools/call": _TOOLS_CALL,
     "resources/list": _Inline(session_resources.list_resources),
     "resources/templates/list": _Inline(session_resources.list_resource_templates),
@@ -919,9 +637,9 @@ _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
-    "tools/list": _Inline(Session._list_tools),
+    "tools/list": _Inline(session_tools.list_tools),
     "tools/call": _TOOLS_CALL,
-    "subscriptions/listen": Session._listen,
+    "subscriptions/listen": session_watch.listen,
     "resources/list": _Inline(session_resources.list_resources),
     "resources/templates/list": _Inline(session_resources.list_resource_templates),
     "resources/read": session_resources.read_resource,
@@ -929,8 +647,6 @@ _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "prompts/get": session_resources.get_prompt,
     "completion/complete": session_logging.complete,
 }
-RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
-PROMPTS_LIST_CHANGED: Final = encode_notification("notifications/prompts/list_changed")
 
 
 def _method_not_found(method: str, modern: bool) -> str:
@@ -979,9 +695,9 @@ async def open_session(
         if deadlines is not None:  # the stateless sessions' shared queue (a hook for ``stateless``)
             session._deadlines = deadlines
         if stateful:
-            nursery.start_soon(session.watch_tools)
-            nursery.start_soon(session.watch_resources)
-            nursery.start_soon(session.watch_prompts)
+            nursery.start_soon(session_watch.watch_tools, session)
+            nursery.start_soon(session_watch.watch_resources, session)
+            nursery.start_soon(session_watch.watch_prompts, session)
             server.open_sessions.add(session)
         try:
             yield session
