@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Two things happen to a result on its way to the agent, both from
-``Session.tool_call_done``:
+``session_tools.tool_call_done``:
 
 1. **Links** (:func:`linked`, issue 17): a successful result whose content is
    ``result_link_bytes`` or more is kept in the server's :class:`~broker.core.result_store.ResultStore`

@@ -5,7 +5,7 @@ record of one running as a task (:class:`InFlight`). Below ``session`` and its f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import attrs
 import structlog
@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from ..core.router import Router
 
 log = structlog.get_logger("toolbridge.mcp")
+
+INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
+SESSION_ENDED: Final = (
+    "the MCP session ended before this request completed (the daemon is stopping or the session "
+    "was closed); the call was cancelled at the app"
+)
 
 __all__ = ["Outbox", "RequestContext", "InFlight", "completed", "audit_request"]
 

@@ -13,11 +13,11 @@ request modern (2026-07-28, stateless: version, capabilities and client info com
 anything else needs the session's ``initialize`` first. Quick requests (initialize, ping,
 server/discover, tools/list, the ``search_tools`` meta-tool) are answered inline, in the order
 they arrived. A ``tools/call`` of an app tool runs without a task: the router's ``Call`` record
-(which owns the request id) waits in ``_in_flight`` under that id, and its origin, a
+(which owns the request id) waits in ``Session.requests`` under that id, and its origin, a
 ``session_tools.ToolRequest`` (where and how to answer), is told the outcome by the router (deadlines
 come from the session's one ``DeadlineQueue`` task).
 ``subscriptions/listen`` runs as a task in the session's own nursery, inside a cancel scope kept
-in ``_in_flight``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
+in ``Session.requests``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
 — the transport then closes the session) cancels either kind: the router tells the app
 (``toolCancel``) and no response is sent. Every other request gets exactly one response — a
 response that finds no room in its outbox waits for it in a task — and a request cut short
@@ -37,17 +37,10 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
 
-Resources and prompts (apps' wire protocol v2, ``broker.core.resources``): ``resources/list``,
-``resources/templates/list`` and ``prompts/list`` are answered inline from the directory's
-lists, prepared once per change (``broker.core.listing``); ``resources/read`` and ``prompts/get``
-run as tasks (so a cancel reaches them and the app gets ``toolCancel``) that await the owning
-app's link, and write a call-log row (``resource_read`` / ``prompt_get``). Handshake era:
-``resources/subscribe`` (a task too: matching an app's templates takes turns with the loop) keeps
-URIs per session and ``session_watch`` sends the list_changed notifications;
-2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
-``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``. In both eras
-an app's ``resourceUpdated`` reaches a session's agent at most once per URI per window, the
-last one at the window's end (``updates.UpdateThrottle``), however fast the app sends them.
+Resources and prompts (apps' wire protocol v2): ``session_resources``; their list_changed and
+update notifications, like the tools', are ``session_watch``'s. An app's ``resourceUpdated``
+reaches a session's agent at most once per URI per window, the last one at the window's end
+(``updates.UpdateThrottle``), however fast the app sends them.
 
 Elicitation (``elicitation``; apps' protocol v2, section 13): an app's ``elicit`` reaches
 its call's origin, the ``ToolRequest`` (``call_elicit``): in the handshake era the session
@@ -62,19 +55,10 @@ Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbr
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
 cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
 
-Completions and log messages (apps' protocol v2, section 12): ``completion/complete`` runs as a
-task like ``prompts/get``: the directory maps its reference back to the owning app
-(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names,
-resolved as for tools: a restarted copy serves the scope during the old one's grace),
-the app's link asks the app (an app that registered no ``completions`` is answered empty here),
-and a call-log row ``completion`` is written (the prompt or template and the argument's name,
-never the value). An app's log messages reach agents as ``notifications/message``, filtered by
-level and never outside the rules of each era: handshake era, a session that sent
-``logging/setLevel`` gets the app-wide messages (``session_logging.app_log``, on ``notify_outbox``; a one-app
-scope only those of the instance it serves now) and those of its own tool calls (on the call's stream); 2026-07-28, a
-request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
-call it made, on its own response stream, before its response — and nothing else, ever
-(``ToolRequest.app_log``).
+Completions and log messages (apps' protocol v2, section 12): ``session_logging``. A call's own
+log messages go on its stream (``session_tools.ToolRequest.app_log``): handshake era if the
+session sent ``logging/setLevel``; 2026-07-28 if the request's ``_meta`` carries
+``io.modelcontextprotocol/logLevel`` — and nothing else, ever.
 
 Large results (``bigresults``): a ``tools/call`` result of ``result_link_bytes`` or more is
 answered with a ``resource_link`` to a daemon-held copy (``broker.core.result_store``) unless the
@@ -90,6 +74,12 @@ each registry change). Its resources and prompts are that app's alone, under the
 and names: ``Session.resources`` is then a ``ScopedResources`` view (``scope``) with the
 directory's face, so the handlers above serve both; the call log still records the
 agent-facing URI or prompt name. A scope is never in discovery or code mode too.
+
+Where the parts live: this module holds the dispatch tables, the request lifecycle, the
+bookkeeping of requests in flight and cancellation; ``request_context`` what they all share;
+``server`` the shared :class:`~broker.mcp.server.McpServer`; the method families are plain
+functions of the session, typed by Protocols (this module imports them, never the reverse):
+``session_tools``, ``session_resources``, ``session_logging``, ``session_watch``.
 """
 
 from __future__ import annotations
@@ -105,7 +95,7 @@ import trio
 
 from ..version import CLI_CLIENT_NAME
 from ..core.calls import Call, DeadlineQueue
-from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
+from ..core.outcome import CallerInfo, CallOutcome
 from ..core.applog import AppLogRecord
 from ..core.resources import ResourceDirectory
 from . import protocol
@@ -127,15 +117,12 @@ from .jsonrpc import (
     is_request_id,
 )
 from . import elicitation
-from . import bigresults
 from .code import CODE_INSTRUCTIONS
-from .meta import unknown_tool_result
-from .results import call_result
 from .scope import ScopedResources, scope_instructions
 from .updates import UpdateThrottle
-from .request_context import InFlight, Outbox, RequestContext, completed
+from .request_context import INTERNAL, SESSION_ENDED, InFlight, Outbox, RequestContext
 from . import session_logging, session_resources, session_tools, session_watch
-from .session_tools import CANCELLED, ENDED, ToolRequest, start_tool_call
+from .session_tools import CANCELLED, ENDED, ToolRequest, start_tool_call, tool_call_done
 from .server import McpServer
 
 log = structlog.get_logger("toolbridge.mcp")
@@ -145,12 +132,6 @@ __all__ = ["Session", "open_session"]
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
 _KNOWN_ELSEWHERE: Final = frozenset[str]()
-_INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
-_SESSION_ENDED: Final = (
-    "the MCP session ended before this request completed (the daemon is stopping or the session "
-    "was closed); the call was cancelled at the app"
-)
-
 
 Handler = Callable[["Session", Request, RequestContext, Outbox, InFlight], Awaitable[dict[str, Any]]]
 
@@ -318,7 +299,7 @@ class Session:
             if isinstance(handler, _ToolsCall):
                 result = start_tool_call(self, request, context, outbox)
                 if result is None:
-                    return  # answered by tool_call_done
+                    return  # answered by session_tools.tool_call_done
                 data = encode_result(request.id, result)
             elif isinstance(handler, _Inline):
                 data = encode_result(request.id, handler.fn(self, request, context))
@@ -329,7 +310,7 @@ class Session:
             data = exc.encode(request.id)
         except Exception:
             log.exception("mcp_internal_error", session=self.label, method=request.method)
-            data = encode_error(request.id, INTERNAL_ERROR, _INTERNAL)
+            data = encode_error(request.id, INTERNAL_ERROR, INTERNAL)
         await outbox.send(data, final=True)
         outbox.close()
 
@@ -366,7 +347,7 @@ class Session:
                 except Exception:
                     log.exception("mcp_internal_error", session=self.label, method=request.method)
                     data = encode_error(
-                        request.id, INTERNAL_ERROR, _INTERNAL
+                        request.id, INTERNAL_ERROR, INTERNAL
                     )
             if data is None:  # cancelled by the client: it wants no answer
                 return
@@ -378,7 +359,7 @@ class Session:
             if self.requests.get(request.id) is entry:
                 del self.requests[request.id]
             if not responded and not entry.cancelled:
-                outbox.send_nowait(encode_error(request.id, SERVER_ERROR, _SESSION_ENDED))
+                outbox.send_nowait(encode_error(request.id, SERVER_ERROR, SESSION_ENDED))
             outbox.close()
 
     def run_task(self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, *,
@@ -387,41 +368,6 @@ class Session:
         entry = InFlight()
         self.requests[request.id] = entry
         self._nursery.start_soon(self._run, handler, request, context, outbox, entry, name=name)
-
-    def tool_call_done(
-        self, request_id: RequestId, name: str, request: ToolRequest, outcome: CallOutcome, call: Call | None
-    ) -> None:
-        """A ``tools/call`` has its outcome (``call``: its record, None if it was refused before
-        it had one): it is no longer in flight, and its answer goes out — unless it was
-        cancelled by the client (none) or ended with the session (a best-effort error)."""
-        if call is not None and self.requests.get(request_id) is call:
-            del self.requests[request_id]
-        self.last_activity = trio.current_time()
-        outbox = request.outbox
-        if request.ending == CANCELLED:
-            outbox.close()
-            return
-        if request.ending == ENDED:
-            outbox.send_nowait(encode_error(request_id, SERVER_ERROR, _SESSION_ENDED))
-            outbox.close()
-            return
-        try:
-            if request.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
-                result = unknown_tool_result(self.server.registry, name)
-            else:
-                result = bigresults.linked(self, request, name, outcome, call_result(outcome, name))
-            answer = completed(result, request.modern)
-            parts = bigresults.response_parts(request_id, answer)  # large raw content: no copy
-            if parts is not None:
-                bigresults.send_parts(self, outbox, parts)
-                return
-            data = encode_result(request_id, answer)
-        except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
-            data = exc.encode(request_id)
-        except Exception:
-            log.exception("mcp_internal_error", session=self.label, method="tools/call")
-            data = encode_error(request_id, INTERNAL_ERROR, _INTERNAL)
-        self.finish_request(outbox, data)
 
     def finish_request(self, outbox: Outbox, data: bytes) -> None:
         """Send a ``tools/call``'s final response and close its outbox: at once if it has room
@@ -527,7 +473,7 @@ class Session:
                               capabilities=context.capabilities)
         if call is None:
             assert outcome is not None
-            self.tool_call_done(request.id, own_name or str(request.params.get("name")), origin, outcome, None)
+            tool_call_done(self, request.id, own_name or str(request.params.get("name")), origin, outcome, None)
             return origin
         call.origin = origin
         call.request_id = request.id

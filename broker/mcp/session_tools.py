@@ -3,7 +3,7 @@
 A ``tools/call`` of an app tool runs without a task: :func:`start_tool_call` builds its origin,
 a :class:`ToolRequest` (where and how to answer), and hands the call to the router; the router's
 ``Call`` record waits in ``Session.requests`` under the request id, and the router tells the
-origin the outcome (``Session.tool_call_done`` answers). In a one-app scope the name is the
+origin the outcome (:func:`tool_call_done` answers). In a one-app scope the name is the
 app's own (:func:`start_scoped_call`). The ``search_tools`` meta-tool is answered at once
 (or, with a semantic index in a worker thread, by a task); code mode's two tools are answered
 by ``code`` in a task, so a cancellation reaches them. This is the hot path: one function call
@@ -16,21 +16,36 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 import attrs
+import structlog
+import trio
 
 from ..core import elicitation as core_elicitation
 from ..core.applog import AppLogRecord, wants
 from ..core.calls import Call, DeadlineQueue
 from ..core.elicitation import PendingElicitation
-from ..core.outcome import CallerInfo, CallOutcome
+from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
 from ..discovery import CALL_TOOL, SEARCH_TOOLS
 from . import bigresults, elicitation, protocol
 from .code import CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
-from .jsonrpc import INVALID_PARAMS, Request, RequestId, RpcError, encode_notification
-from .meta import unwrap_call
-from .request_context import InFlight, Outbox, RequestContext, completed
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    SERVER_ERROR,
+    Request,
+    RequestId,
+    RpcError,
+    encode_error,
+    encode_notification,
+    encode_result,
+)
+from .meta import unknown_tool_result, unwrap_call
+from .request_context import INTERNAL, SESSION_ENDED, InFlight, Outbox, RequestContext, completed
 from .scope import unknown_tool_error
 from .server import McpServer
+from .results import call_result
 from .session_logging import log_notification
+
+log = structlog.get_logger("toolbridge.mcp")
 
 
 class AnsweringSession(elicitation.Session, bigresults.LinkSession, Protocol):
@@ -43,8 +58,10 @@ class AnsweringSession(elicitation.Session, bigresults.LinkSession, Protocol):
     @property
     def log_level(self) -> str | None: ...
 
-    def tool_call_done(self, request_id: RequestId, name: str, request: ToolRequest, outcome: CallOutcome,
-                       call: Call | None) -> None: ...
+    last_activity: float
+
+    @property
+    def requests(self) -> dict[RequestId, InFlight | Call]: ...
 
 
 class ToolSession(AnsweringSession, Protocol):
@@ -55,9 +72,6 @@ class ToolSession(AnsweringSession, Protocol):
 
     @property
     def discovery(self) -> bool: ...
-
-    @property
-    def requests(self) -> dict[RequestId, InFlight | Call]: ...
 
     def run_task(self, handler: Callable[[Any, Request, RequestContext, Outbox, InFlight], Awaitable[dict[str, Any]]],
                  request: Request, context: RequestContext, outbox: Outbox, *, name: str) -> None: ...
@@ -124,7 +138,7 @@ class ToolRequest:
     def call_done(self, call: Call, outcome: CallOutcome) -> None:
         assert call.request_id is not None
         core_elicitation.call_ended(call.elicitation)
-        self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
+        tool_call_done(self.session, call.request_id, self.own_name or call.name, self, outcome, call)
 
 
 def up_front(context: RequestContext, params: dict[str, Any]) -> dict[str, Any] | None:
@@ -144,7 +158,9 @@ def list_tools(session: ToolSession, request: Request, context: RequestContext) 
     return session.server.list_tools(request.params, modern=context.modern, discovery=session.discovery)
 
 
-def start_tool_call(session: ToolSession, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
+def start_tool_call(
+    session: ToolSession, request: Request, context: RequestContext, outbox: Outbox
+) -> dict[str, Any] | None:
     """Answer a meta-tool call at once (its result), or start an app tool's call or a
     semantic search (None: answered when done)."""
     params = request.params
@@ -189,7 +205,7 @@ def start_tool_call(session: ToolSession, request: Request, context: RequestCont
         progress=context.progress_token is not None,
     )
     if isinstance(call, CallOutcome):  # refused at once: the router did not tell the origin
-        session.tool_call_done(request.id, name, origin, call, None)
+        tool_call_done(session, request.id, name, origin, call, None)
     elif not call.done:
         session.requests[request.id] = call
     return None
@@ -219,7 +235,7 @@ def start_scoped_call(
         progress=context.progress_token is not None,
     )
     if isinstance(call, CallOutcome):
-        session.tool_call_done(request.id, name, origin, call, None)
+        tool_call_done(session, request.id, name, origin, call, None)
     elif not call.done:
         session.requests[request.id] = call
 
@@ -242,3 +258,40 @@ async def search_in_thread(
 ) -> dict[str, Any]:
     result = await session.server.meta.search_tools_async(request.params.get("arguments"), session=session.label)
     return completed(result, context.modern)
+
+
+def tool_call_done(
+    session: AnsweringSession, request_id: RequestId, name: str, request: ToolRequest, outcome: CallOutcome,
+    call: Call | None,
+) -> None:
+    """A ``tools/call`` has its outcome (``call``: its record, None if it was refused before
+    it had one): it is no longer in flight, and its answer goes out — unless it was
+    cancelled by the client (none) or ended with the session (a best-effort error)."""
+    if call is not None and session.requests.get(request_id) is call:
+        del session.requests[request_id]
+    session.last_activity = trio.current_time()
+    outbox = request.outbox
+    if request.ending == CANCELLED:
+        outbox.close()
+        return
+    if request.ending == ENDED:
+        outbox.send_nowait(encode_error(request_id, SERVER_ERROR, SESSION_ENDED))
+        outbox.close()
+        return
+    try:
+        if request.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
+            result = unknown_tool_result(session.server.registry, name)
+        else:
+            result = bigresults.linked(session, request, name, outcome, call_result(outcome, name))
+        answer = completed(result, request.modern)
+        parts = bigresults.response_parts(request_id, answer)  # large raw content: no copy
+        if parts is not None:
+            bigresults.send_parts(session, outbox, parts)
+            return
+        data = encode_result(request_id, answer)
+    except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
+        data = exc.encode(request_id)
+    except Exception:
+        log.exception("mcp_internal_error", session=session.label, method="tools/call")
+        data = encode_error(request_id, INTERNAL_ERROR, INTERNAL)
+    session.finish_request(outbox, data)
