@@ -50,7 +50,7 @@ class _Outbox(Protocol):
 
 
 class _Server(Protocol):
-    """The parts of ``session.McpServer`` used here."""
+    """The parts of ``server.McpServer`` used here."""
 
     @property
     def settings(self) -> Settings: ...

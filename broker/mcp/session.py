@@ -560,7 +560,7 @@ class _Inline:
 
 
 class _ToolsCall:
-    """``tools/call``: started by ``Session._start_tool_call``, answered by a callback."""
+    """``tools/call``: started by ``session_tools.start_tool_call``, answered by a callback."""
 
 
 _TOOLS_CALL: Final = _ToolsCall()
