@@ -153,7 +153,7 @@ async def in_process(args: argparse.Namespace, home: Path) -> dict[str, Any]:
             # The status page's and /metrics' observer (broker.mcp.monitor), which a daemon with
             # its HTTP port on runs at every call's end; the whole calls below include it too.
             from broker.mcp.monitor import Monitor
-            from broker.mcp.session import McpServer
+            from broker.mcp.server import McpServer
 
             monitor = Monitor(McpServer.of(core))
             stages["metrics_observer"] = per_op(

@@ -32,7 +32,8 @@ from broker.config.settings import Settings
 from broker.daemon.broker_core import BrokerCore
 from broker.daemon.run import DaemonInfo
 from broker.mcp.jsonrpc import parse_message
-from broker.mcp.session import McpServer, open_session
+from broker.mcp.server import McpServer
+from broker.mcp.session import open_session
 from mcp_testkit import (
     MODERN_META,
     Outbox,

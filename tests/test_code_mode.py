@@ -577,7 +577,7 @@ async def test_code_mode_keeps_no_server_alive(tmp_path: Path) -> None:
     import weakref
 
     from broker.mcp.code import code_mode
-    from broker.mcp.session import McpServer
+    from broker.mcp.server import McpServer
 
     async with running_daemon(tmp_path / "home") as info:
         server = McpServer.of(info.core)

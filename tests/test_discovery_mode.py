@@ -24,7 +24,8 @@ from broker.daemon.broker_core import BrokerCore
 from broker.daemon.run import DaemonInfo
 from broker.discovery import meta_tools
 from broker.mcp.jsonrpc import parse_message
-from broker.mcp.session import McpServer, open_session
+from broker.mcp.server import McpServer
+from broker.mcp.session import open_session
 from mcp_testkit import (HTTPX_STREAM_WARNINGS, MODERN_META, Outbox, ScriptedApp, daemon_app_agent, http_client,
                          running_daemon)
 

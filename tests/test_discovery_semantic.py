@@ -474,7 +474,8 @@ class GatedEmbedder(FakeEmbedder):
 async def test_a_semantic_search_does_not_hold_up_the_event_loop(tmp_path: Path) -> None:
     from test_mcp_session import Outbox, request
 
-    from broker.mcp.session import McpServer, open_session
+    from broker.mcp.server import McpServer
+    from broker.mcp.session import open_session
 
     core = BrokerCore(Settings(home=tmp_path), "secret")
     tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]

@@ -26,7 +26,8 @@ from broker.daemon.connection import PeerClosed
 from broker.daemon.broker_core import BrokerCore
 from broker.mcp import protocol
 from broker.mcp.jsonrpc import Notification, Request, Response, RpcError, parse_message, parse_object
-from broker.mcp.session import McpServer, open_session
+from broker.mcp.server import McpServer
+from broker.mcp.session import open_session
 
 FUZZ = settings(max_examples=int(os.environ.get("TOOLBRIDGE_FUZZ_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,8 @@ import pytest
 import trio
 
 from broker.mcp import stateless
-from broker.mcp.session import McpServer, open_session
+from broker.mcp.server import McpServer
+from broker.mcp.session import open_session
 from broker.mcp.stateless import StatelessSessions
 from mcp_testkit import MODERN_META, ScriptedApp, http_client, mcp_url, running_daemon
 

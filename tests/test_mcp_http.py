@@ -397,7 +397,7 @@ def test_invalid_annotations_are_not_checked() -> None:
 
 async def test_a_silent_call_switches_to_sse_and_a_closed_stream_cancels_it(tmp_path: Path) -> None:
     from broker.mcp.http import HttpApp
-    from broker.mcp.session import McpServer
+    from broker.mcp.server import McpServer
 
     async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
         app = await ScriptedApp(info.port, info.token).start(nursery)

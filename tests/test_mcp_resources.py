@@ -599,7 +599,8 @@ async def test_a_read_answers_as_its_era_says(tmp_path: Path, modern: bool) -> N
     from broker.config.settings import Settings
     from broker.daemon.broker_core import BrokerCore
     from broker.mcp.jsonrpc import parse_message
-    from broker.mcp.session import McpServer, open_session
+    from broker.mcp.server import McpServer
+    from broker.mcp.session import open_session
     from mcp_testkit import MODERN_META, Outbox
 
     def rpc(payload: dict[str, Any]) -> Any:

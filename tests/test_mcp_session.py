@@ -18,7 +18,8 @@ from broker.config.settings import Settings
 from broker.core.calls import Call
 from broker.daemon.broker_core import BrokerCore
 from broker.mcp.jsonrpc import parse_message
-from broker.mcp.session import McpServer, Session, open_session
+from broker.mcp.server import McpServer
+from broker.mcp.session import Session, open_session
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -343,7 +344,7 @@ async def test_one_record_per_call_owns_its_ids_and_every_table_holds_it(core: B
         call = core.calls.get(invocation.correlation_id)
         assert call is not None
         assert call.request_id == 11 and call.correlation_id == invocation.correlation_id
-        assert session._in_flight[11] is call
+        assert session.requests[11] is call
         assert session._deadlines is not None and session._deadlines._heap == [call]
         assert call.deadline - trio.current_time() <= 5
         core.router.resolve(call, ToolResult(success=True, data="ok"))
@@ -361,7 +362,7 @@ async def test_the_correlation_map_holds_queued_calls_but_status_counts_only_sen
     async with session_for(core) as (session, outbox):
         sent = await start_call(session, outbox, link, 1)
         await session.handle(request(2, "tools/call", {"name": "Desk__Echo", "arguments": {}}, modern=True), outbox)
-        queued = session._in_flight[2]
+        queued = session.requests[2]
         assert isinstance(queued, Call) and queued.link is None and queued.correlation_id
         assert len(core.calls) == 2 and core.status()["callsInFlight"] == 1
         assert core.calls.get(queued.correlation_id) is None  # not given to the app: not answerable

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from broker.daemon.run import DaemonInfo
-from broker.mcp.session import McpServer
+from broker.mcp.server import McpServer
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url, running_daemon
 from rawapp import ECHO_TOOL, RawApp
 

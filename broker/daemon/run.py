@@ -36,7 +36,7 @@ from ..config.logsetup import flush_periodically
 from ..config.net import is_loopback, port_in_use, port_taken_error
 from ..federation.uplink import Uplink, uplink_options
 from ..mcp.front_door import install as install_mcp
-from ..mcp.session import McpServer
+from ..mcp.server import McpServer
 from ..version import VERSION
 
 log = structlog.get_logger("toolbridge.daemon")

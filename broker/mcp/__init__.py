@@ -12,6 +12,7 @@ protocol logic both transports share; ``jsonrpc``, ``protocol``, ``results``, ``
 """
 
 from .front_door import install, serve_agent
-from .session import McpServer, Session, open_session
+from .server import McpServer
+from .session import Session, open_session
 
 __all__ = ["install", "serve_agent", "McpServer", "Session", "open_session"]

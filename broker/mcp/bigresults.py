@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 Two things happen to a result on its way to the agent, both from
-``Session.tool_call_done``:
+``session_tools.tool_call_done``:
 
 1. **Links** (:func:`linked`, issue 17): a successful result whose content is
    ``result_link_bytes`` or more is kept in the server's :class:`~broker.core.result_store.ResultStore`
@@ -35,6 +35,7 @@ from ..core.passthrough import PassthroughResult, content_size
 from ..core.result_store import INLINE_KEY, LINK_KEY
 from ..core.resources import ResourceError
 from .jsonrpc import RequestId, RpcError, encode_result
+from .request_context import audit_request
 
 if TYPE_CHECKING:
     from app_client.protocol import ToolResult
@@ -49,7 +50,7 @@ class _Outbox(Protocol):
 
 
 class _Server(Protocol):
-    """The parts of ``session.McpServer`` used here."""
+    """The parts of ``server.McpServer`` used here."""
 
     @property
     def settings(self) -> Settings: ...
@@ -69,15 +70,18 @@ class _Request(Protocol):
     inline: bool
 
     @property
-    def session(self) -> _Session: ...
+    def session(self) -> LinkSession: ...
 
 
 class _Context(Protocol):
     @property
     def modern(self) -> bool: ...
 
+    @property
+    def client_name(self) -> str | None: ...
 
-class _Session(Protocol):
+
+class LinkSession(Protocol):
     """The parts of ``session.Session`` used here (a protocol: ``session`` imports this module)."""
 
     @property
@@ -93,9 +97,6 @@ class _Session(Protocol):
     def client_name(self) -> str | None: ...
 
     def finish_request(self, outbox: Any, data: bytes) -> None: ...
-
-    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: Any,
-                       outcome: CallOutcome, started: float) -> None: ...
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -129,7 +130,7 @@ def response_parts(request_id: RequestId, result: dict[str, Any]) -> list[bytes 
     return [shell[:at], content, shell[at + 4:] + b"\n"]
 
 
-def send_parts(session: _Session, outbox: _Outbox, parts: list[bytes | msgspec.Raw]) -> None:
+def send_parts(session: LinkSession, outbox: _Outbox, parts: list[bytes | msgspec.Raw]) -> None:
     """Send a response given as parts: as they are where the outbox takes parts, else joined."""
     send = getattr(outbox, "send_final_parts_nowait", None)
     if send is not None and send(parts):
@@ -175,7 +176,7 @@ def _size_text(size: int) -> str:
     return f"{size / 1024:.0f} KiB"
 
 
-def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome,
+def linked(session: LinkSession, request: _Request, tool: str, outcome: CallOutcome,
            result: dict[str, Any]) -> dict[str, Any]:
     """``result`` (the agent's ``CallToolResult``), or its linked form if it is large (see the
     module docstring)."""
@@ -226,7 +227,7 @@ def linked(session: _Session, request: _Request, tool: str, outcome: CallOutcome
     return answer
 
 
-def read_link(session: _Session, uri: str, context: _Context) -> dict[str, Any]:
+def read_link(session: LinkSession, uri: str, context: _Context) -> dict[str, Any]:
     """``resources/read`` of a linked result, for its session's token only."""
     started = trio.current_time()
     outcome = CallOutcome(OutcomeKind.OK)
@@ -236,7 +237,7 @@ def read_link(session: _Session, uri: str, context: _Context) -> dict[str, Any]:
         outcome = CallOutcome(exc.kind, exc.message)
         raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
     finally:
-        session._audit_request("result_read", {"uri": uri[:2048]}, "toolbridge", context, outcome, started)
+        audit_request(session, "result_read", {"uri": uri[:2048]}, "toolbridge", context, outcome, started)
     result: dict[str, Any] = {"contents": list(entry.contents)}
     if context.modern:
         result.update(session.server._modern_fields(ttl=False))

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
 
 class McpServer(Protocol):
-    """What code mode uses of ``session.McpServer`` (not imported: session imports this module)."""
+    """What code mode uses of ``server.McpServer`` (structural: this module needs no more of it)."""
 
     settings: Settings
     router: Router

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 An app's ``elicit`` reaches the call's origin, the ``tools/call`` request
-(``session._ToolRequest.call_elicit``), which asks the agent's user here. First the client's
+(``session_tools.ToolRequest.call_elicit``), which asks the agent's user here. First the client's
 capability: ``elicitation`` in ``initialize``'s capabilities (handshake era) or in the
 request's ``_meta["io.modelcontextprotocol/clientCapabilities"]`` (2026-07-28); an empty
 object means form mode only (MCP specification 2026-07-28, client/elicitation,
@@ -88,13 +88,13 @@ _decoder: Final = msgspec.json.Decoder()
 
 
 class Outbox(Protocol):
-    """Where a request's messages go (``session.Outbox``, the part used here)."""
+    """Where a request's messages go (``request_context.Outbox``, the part used here)."""
 
     def send_nowait(self, data: bytes) -> bool: ...
 
 
 class Server(Protocol):
-    """What this module needs of ``session.McpServer``."""
+    """What this module needs of ``server.McpServer``."""
 
     @property
     def settings(self) -> Settings: ...
@@ -126,7 +126,7 @@ class Session(Protocol):
 
 
 class ToolRequest(Protocol):
-    """What this module needs of ``session._ToolRequest``, a ``tools/call`` in flight."""
+    """What this module needs of ``session_tools.ToolRequest``, a ``tools/call`` in flight."""
 
     @property
     def session(self) -> Session: ...

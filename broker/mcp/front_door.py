@@ -43,7 +43,8 @@ from ..core.passthrough import PayloadBudget
 from ..version import CLI_CLIENT_NAME
 from .http import serve_http
 from .scope import check_app_name
-from .session import McpServer, open_session
+from .server import McpServer
+from .session import open_session
 
 log = structlog.get_logger("toolbridge.mcp")
 

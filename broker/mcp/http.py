@@ -82,7 +82,8 @@ from .scope import APPS_PATH_PREFIX, check_app_name
 from .http_outbox import NullOutbox as _NullOutbox, ResponseOutbox as _ResponseOutbox
 from .http_sessions import HttpSession, SessionTable
 from .stateless import StatelessSessions
-from .session import McpServer, Session, open_session
+from .server import McpServer
+from .session import Session, open_session
 
 if TYPE_CHECKING:
     from .status_page import StatusPages

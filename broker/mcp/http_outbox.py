@@ -22,7 +22,7 @@ class ResponseOutbox:
 
     A bounded queue with one receiver (the response) that is woken directly: what a trio
     memory channel did here, without opening one per request (~14 µs each, a fifth of an HTTP
-    exchange's own cost). The session's side is :class:`session.Outbox`; :meth:`close` ends
+    exchange's own cost). The session's side is :class:`request_context.Outbox`; :meth:`close` ends
     the messages (the receiver then gets ``trio.EndOfChannel``), :meth:`drop` is the response
     going away (later messages are dropped, as sends into a closed channel were).
     """

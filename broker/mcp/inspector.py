@@ -47,7 +47,8 @@ from ..version import VERSION
 from .jsonrpc import Request, RpcError
 from .protocol import CLIENT_CAPABILITIES_KEY, CLIENT_INFO_KEY, MODERN_VERSIONS, PROTOCOL_VERSION_KEY
 from .results import call_result, error_result
-from .session import McpServer, open_session
+from .server import McpServer
+from .session import open_session
 
 log = structlog.get_logger("toolbridge.inspector")
 

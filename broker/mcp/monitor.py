@@ -5,7 +5,7 @@ Theory of operation
 One :class:`Monitor` per daemon, built by the HTTP front door (``http.HttpApp``). Most of what
 it reports is read from the daemon's own state only when someone asks (a scrape, a poll of the
 status page): connected apps and their admission queues from the registry, calls in flight
-from the correlation map, sessions from the :class:`~broker.mcp.session.McpServer`. That costs
+from the correlation map, sessions from the :class:`~broker.mcp.server.McpServer`. That costs
 nothing per call. What cannot be read later is counted as it happens, through two hooks:
 
 * :meth:`call_ended`, one of the router's ``observers``, runs at every call's end: plain
@@ -50,7 +50,7 @@ from .timeline import LATENCY_BUCKETS, Timeline, quantile
 
 if TYPE_CHECKING:
     from ..core.registry import RegisteredTool
-    from .session import McpServer
+    from .server import McpServer
 
 __all__ = ["Monitor", "RECENT_CALLS", "LATENCY_BUCKETS"]
 

@@ -47,7 +47,7 @@ tool's agent-facing name, exactly as a call on ``/mcp`` does: validation, guards
 deadlines, audit, the call log (whose rows show the agent-facing name). An unknown name is
 a JSON-RPC ``-32602`` error saying what to do — and, when the app is not connected, that.
 
-:class:`AppScopes` (one per :class:`~broker.mcp.session.McpServer`) keeps, per label asked
+:class:`AppScopes` (one per :class:`~broker.mcp.server.McpServer`) keeps, per label asked
 for, a :class:`ScopeView` built at most once per registry version and shared by every
 session: the own names, their encoded ``tools/list`` entries and a digest of them. Sessions
 compare digests after each registry change, so a scoped session hears

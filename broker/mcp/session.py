@@ -13,11 +13,11 @@ request modern (2026-07-28, stateless: version, capabilities and client info com
 anything else needs the session's ``initialize`` first. Quick requests (initialize, ping,
 server/discover, tools/list, the ``search_tools`` meta-tool) are answered inline, in the order
 they arrived. A ``tools/call`` of an app tool runs without a task: the router's ``Call`` record
-(which owns the request id) waits in ``_in_flight`` under that id, and its origin, a
-:class:`_ToolRequest` (where and how to answer), is told the outcome by the router (deadlines
+(which owns the request id) waits in ``Session.requests`` under that id, and its origin, a
+``session_tools.ToolRequest`` (where and how to answer), is told the outcome by the router (deadlines
 come from the session's one ``DeadlineQueue`` task).
 ``subscriptions/listen`` runs as a task in the session's own nursery, inside a cancel scope kept
-in ``_in_flight``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
+in ``Session.requests``. ``notifications/cancelled`` (or, on modern HTTP, the response stream closing
 — the transport then closes the session) cancels either kind: the router tells the app
 (``toolCancel``) and no response is sent. Every other request gets exactly one response — a
 response that finds no room in its outbox waits for it in a task — and a request cut short
@@ -37,20 +37,13 @@ session sends no ``list_changed`` and declares ``listChanged: false``; a
 ``subscriptions/listen`` there honours nothing and just stays open. Calls are the same in
 both modes: meta-tools and app tools can be called by name either way.
 
-Resources and prompts (apps' wire protocol v2, ``broker.core.resources``): ``resources/list``,
-``resources/templates/list`` and ``prompts/list`` are answered inline from the directory's
-lists, prepared once per change (``broker.core.listing``); ``resources/read`` and ``prompts/get``
-run as tasks (so a cancel reaches them and the app gets ``toolCancel``) that await the owning
-app's link, and write a call-log row (``resource_read`` / ``prompt_get``). Handshake era:
-``resources/subscribe`` (a task too: matching an app's templates takes turns with the loop) keeps
-URIs per session and ``watch_resources`` / ``watch_prompts`` send the list_changed notifications;
-2026-07-28: ``subscriptions/listen`` honours ``resourcesListChanged``,
-``resourceSubscriptions`` and ``promptsListChanged`` beside ``toolsListChanged``. In both eras
-an app's ``resourceUpdated`` reaches a session's agent at most once per URI per window, the
-last one at the window's end (``updates.UpdateThrottle``), however fast the app sends them.
+Resources and prompts (apps' wire protocol v2): ``session_resources``; their list_changed and
+update notifications, like the tools', are ``session_watch``'s. An app's ``resourceUpdated``
+reaches a session's agent at most once per URI per window, the last one at the window's end
+(``updates.UpdateThrottle``), however fast the app sends them.
 
 Elicitation (``elicitation``; apps' protocol v2, section 13): an app's ``elicit`` reaches
-its call's origin, the ``_ToolRequest`` (``call_elicit``): in the handshake era the session
+its call's origin, the ``ToolRequest`` (``call_elicit``): in the handshake era the session
 sends ``elicitation/create`` on the call's outbox and the agent's response comes back through
 :meth:`Session.handle`; in 2026-07-28 the ``tools/call`` is answered with an input-required
 result, the call is detached (:meth:`Session.detach`) and held by ``McpServer.paused`` until the
@@ -62,19 +55,10 @@ Code mode (``Session.code``: ``agentConnect`` with ``code: true``, from ``toolbr
 signatures) and ``run_code``, both answered by ``code`` in a task of the session, so a
 cancellation reaches them (a run's sandbox is killed, its calls cancelled at the apps).
 
-Completions and log messages (apps' protocol v2, section 12): ``completion/complete`` runs as a
-task like ``prompts/get``: the directory maps its reference back to the owning app
-(``ResourceDirectory.resolve_completion``; in a one-app scope only that app, by its own names,
-resolved as for tools: a restarted copy serves the scope during the old one's grace),
-the app's link asks the app (an app that registered no ``completions`` is answered empty here),
-and a call-log row ``completion`` is written (the prompt or template and the argument's name,
-never the value). An app's log messages reach agents as ``notifications/message``, filtered by
-level and never outside the rules of each era: handshake era, a session that sent
-``logging/setLevel`` gets the app-wide messages (``_app_log``, on ``notify_outbox``; a one-app
-scope only those of the instance it serves now) and those of its own tool calls (on the call's stream); 2026-07-28, a
-request whose ``_meta`` carries ``io.modelcontextprotocol/logLevel`` gets the messages of the
-call it made, on its own response stream, before its response — and nothing else, ever
-(``_ToolRequest.app_log``).
+Completions and log messages (apps' protocol v2, section 12): ``session_logging``. A call's own
+log messages go on its stream (``session_tools.ToolRequest.app_log``): handshake era if the
+session sent ``logging/setLevel``; 2026-07-28 if the request's ``_meta`` carries
+``io.modelcontextprotocol/logLevel`` — and nothing else, ever.
 
 Large results (``bigresults``): a ``tools/call`` result of ``result_link_bytes`` or more is
 answered with a ``resource_link`` to a daemon-held copy (``broker.core.result_store``) unless the
@@ -90,33 +74,30 @@ each registry change). Its resources and prompts are that app's alone, under the
 and names: ``Session.resources`` is then a ``ScopedResources`` view (``scope``) with the
 directory's face, so the handlers above serve both; the call log still records the
 agent-facing URI or prompt name. A scope is never in discovery or code mode too.
+
+Where the parts live: this module holds the dispatch tables, the request lifecycle, the
+bookkeeping of requests in flight and cancellation; ``request_context`` what they all share;
+``server`` the shared :class:`~broker.mcp.server.McpServer`; the method families are plain
+functions of the session, typed by Protocols (this module imports them, never the reverse):
+``session_tools``, ``session_resources``, ``session_logging``, ``session_watch``.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
-import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Any, Final
 
 import attrs
-import msgspec
 import structlog
 import trio
 
-from app_client.protocol import LOG_LEVELS
-
-from ..version import CLI_CLIENT_NAME, VERSION
-from ..discovery import CALL_TOOL, SEARCH_TOOLS, meta_tools
-from ..core.registry import RegisteredTool
+from ..version import CLI_CLIENT_NAME
 from ..core.calls import Call, DeadlineQueue
-from ..core.outcome import CallerInfo, CallOutcome, OutcomeKind
-from ..core.applog import AppLogRecord, wants
-from ..core.resources import RESOURCE_NOT_FOUND, ResourceDirectory, ResourceError, agent_uri, prompt_name
-from ..core import elicitation as core_elicitation
-from ..core.elicitation import PendingElicitation
+from ..core.outcome import CallerInfo, CallOutcome
+from ..core.applog import AppLogRecord
+from ..core.resources import ResourceDirectory
 from . import protocol
 from .jsonrpc import (
     INTERNAL_ERROR,
@@ -136,353 +117,23 @@ from .jsonrpc import (
     is_request_id,
 )
 from . import elicitation
-from . import bigresults
-from ..core.result_store import ResultStore, is_result_uri
-from .code import CODE_INSTRUCTIONS, CODE_TOOL_NAMES, RUN_CODE, code_mode, code_tools
-from .meta import DISCOVERY_INSTRUCTIONS, MetaTools, unknown_tool_result, unwrap_call
-from .results import DEFAULT_PAGE_SIZE, call_result, list_page, tool_entry
-from .scope import AppScopes, ScopedResources, scope_instructions, unknown_tool_error
+from .code import CODE_INSTRUCTIONS
+from .scope import ScopedResources, scope_instructions
 from .updates import UpdateThrottle
-
-_entry_encoder: Final = msgspec.json.Encoder()
-
-if TYPE_CHECKING:
-    from ..config.settings import Settings
-    from ..config.tokens import Authenticator
-    from ..core.router import Router
-    from ..core.registry import Registry
+from .request_context import INTERNAL, SESSION_ENDED, InFlight, Outbox, RequestContext
+from . import session_logging, session_resources, session_tools, session_watch
+from .session_tools import CANCELLED, ENDED, ToolRequest, start_tool_call, tool_call_done
+from .server import McpServer
 
 log = structlog.get_logger("toolbridge.mcp")
 
-__all__ = ["Outbox", "CoreParts", "McpServer", "Session", "RequestContext", "open_session", "LIST_CHANGED"]
+__all__ = ["Session", "open_session"]
 
-LIST_CHANGED: Final = encode_notification("notifications/tools/list_changed")
 #: Methods that exist only in the modern era: they always need the per-request envelope.
 _MODERN_ONLY: Final = frozenset({"server/discover", "subscriptions/listen"})
 _KNOWN_ELSEWHERE: Final = frozenset[str]()
-#: Default deadline of a ``resources/read`` (the request's own ``_meta`` timeout wins).
-RESOURCE_READ_TIMEOUT: Final = 30.0
-#: Default deadline of a ``completion/complete``: a user is typing (the ``_meta`` timeout wins).
-COMPLETION_TIMEOUT: Final = 5.0
-_INTERNAL: Final = "toolbridge hit an internal error; the daemon log has the details"
-_SESSION_ENDED: Final = (
-    "the MCP session ended before this request completed (the daemon is stopping or the session "
-    "was closed); the call was cancelled at the app"
-)
-INSTRUCTIONS: Final = (
-    "toolbridge connects you to desktop applications that are running on this computer. "
-    "Each tool belongs to one app and is named <App>__<tool>. The list changes as apps start "
-    "and quit: list the tools again when told they changed, or when a call says a tool is "
-    "unknown. A result with isError explains what went wrong and whether retrying can help."
-)
 
-
-class Outbox(Protocol):
-    """Where the messages for one request (or one session) go; the transport implements it."""
-
-    async def send(self, data: bytes, *, final: bool = False) -> None:
-        """Send one encoded message, waiting for room; ``final`` marks the request's response.
-
-        Never raises for a peer that went away (the message is dropped).
-        """
-
-    def send_nowait(self, data: bytes) -> bool:
-        """Queue a notification if there is room right now; False if it was dropped."""
-
-    def send_final_nowait(self, data: bytes) -> bool:
-        """Queue a request's response without waiting; False if there is no room right now.
-
-        A response is never dropped for want of room: on False the session sends it with
-        :meth:`send` from a task. (A peer that went away counts as sent.)
-        """
-
-    def close(self) -> None:
-        """No more messages for this request."""
-
-
-@attrs.frozen
-class RequestContext:
-    """What a handler knows about the request besides its params."""
-
-    modern: bool
-    protocol_version: str | None
-    client_name: str | None
-    client_version: str | None
-    progress_token: str | int | None = None
-    #: 2026-07-28: the request's ``_meta`` log level (None: it wants no log messages).
-    log_level: str | None = None
-    #: 2026-07-28: the request's ``_meta`` client capabilities (elicitation looks at them).
-    capabilities: Any = None
-
-
-@attrs.define(eq=False)
-class _InFlight:
-    """A request that runs as a task (``subscriptions/listen``, a semantic ``search_tools``)."""
-
-    scope: trio.CancelScope = attrs.Factory(trio.CancelScope)
-    #: The client cancelled it: no response.
-    cancelled: bool = False
-    #: The response is being sent: no more progress.
-    done: bool = False
-
-    def cancel(self) -> None:
-        self.cancelled = True
-        self.scope.cancel()
-
-
-#: Why a ``tools/call`` ends without a tool result (``_ToolRequest.ending``).
-_CANCELLED: Final = "cancelled"  # by the client: it wants no answer
-_ENDED: Final = "session_ended"  # with its session: a best-effort error
-
-
-@attrs.define(eq=False)
-class _ToolRequest:
-    """A ``tools/call`` in flight, as MCP sees it: the origin of the router's :class:`Call`.
-
-    There is no task. The :class:`Call` is the one record of the call (request id, correlation
-    id, deadline) and is what ``Session._in_flight`` holds; this holds only what answering needs
-    (where the answer goes and how) and is told the end by the router.
-    """
-
-    session: Session
-    modern: bool
-    outbox: Outbox
-    progress_token: str | int | None
-    #: Reached through the ``call_tool`` meta-tool: an unknown name gets discovery's answer.
-    via_meta: bool
-    #: Set just before the session ends the call itself: ``_CANCELLED`` or ``_ENDED``.
-    ending: str | None = None
-    #: The name the agent called it by, when not the agent-facing one (a one-app scope).
-    own_name: str | None = None
-    #: 2026-07-28: the request's log level (handshake era: the session's, read when a message comes).
-    log_level: str | None = None
-
-    def app_log(self, record: AppLogRecord) -> None:
-        """A log message the app tied to this call: on this request's stream, before its
-        response, if the request (2026-07-28) or its session (handshake era) asked for its level."""
-        if wants(self.log_level if self.modern else self.session.log_level, record):
-            self.outbox.send_nowait(record.encoded(own_names=self.session.app is not None, encode=_log_notification))
-
-    #: 2026-07-28: the request's client capabilities (the handshake era's are the session's).
-    capabilities: Any = None
-
-    def call_elicit(self, call: Call, pending: PendingElicitation) -> None:
-        """The app asks the user (``broker.core.elicitation``): ask this request's agent."""
-        elicitation.ask(self, call, pending)
-
-    #: 2026-07-28: answers the ``tools/call`` carried up front (``inputResponses``, by key).
-    input_responses: dict[str, Any] | None = None
-    #: Large results (``bigresults.prepare``): the call asked for its result inline rather than
-    #: as a link.
-    inline: bool = False
-
-    def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
-        note: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
-        if total is not None:
-            note["total"] = total
-        if message is not None:
-            note["message"] = message
-        self.outbox.send_nowait(encode_notification("notifications/progress", note))
-
-    def call_done(self, call: Call, outcome: CallOutcome) -> None:
-        assert call.request_id is not None
-        core_elicitation.call_ended(call.elicitation)
-        self.session.tool_call_done(call.request_id, self.own_name or call.name, self, outcome, call)
-
-
-def _up_front(context: RequestContext, params: dict[str, Any]) -> dict[str, Any] | None:
-    """2026-07-28: a new ``tools/call``'s ``inputResponses`` (a copy: they are used up)."""
-    responses = params.get("inputResponses") if context.modern else None
-    return dict(responses) if isinstance(responses, dict) else None
-
-
-Handler = Callable[["Session", Request, RequestContext, Outbox, _InFlight], Awaitable[dict[str, Any]]]
-
-
-class CoreParts(Protocol):
-    """The parts of the daemon's core an :class:`McpServer` is built from (``BrokerCore`` has
-    them all: ``McpServer.of(core)``). Structural, so this package never imports the daemon."""
-
-    @property
-    def router(self) -> Router: ...
-
-    @property
-    def registry(self) -> Registry: ...
-
-    @property
-    def settings(self) -> Settings: ...
-
-    @property
-    def auth(self) -> Authenticator: ...
-
-    @property
-    def shutdown_started(self) -> trio.Event: ...
-
-
-class McpServer:
-    """What every session shares: the core's parts it uses, our identity, the tool list and its cache.
-
-    ``router`` runs the calls, ``registry`` holds the tools, ``settings`` and ``auth`` serve the
-    HTTP front door (TLS, allowed hosts, bearer tokens), ``shutdown`` is set when a graceful stop
-    begins (long-lived streams end).
-    """
-
-    def __init__(
-        self,
-        *,
-        router: Router,
-        registry: Registry,
-        settings: Settings,
-        auth: Authenticator,
-        shutdown: trio.Event,
-        page_size: int = DEFAULT_PAGE_SIZE,
-        coalesce: float = 0.05,
-    ) -> None:
-        self.router = router
-        self.registry = registry
-        self.settings = settings
-        self.auth = auth
-        self.page_size = page_size
-        self.coalesce = coalesce
-        self.server_info: dict[str, Any] = {"name": "toolbridge", "version": VERSION}
-        self.shutdown = shutdown
-        self._tools: tuple[int, list[str], list[Any]] | None = None
-        # Weak keys: a tool the registry dropped takes its encoded entry with it.
-        self._encoded_entries: weakref.WeakKeyDictionary[RegisteredTool, msgspec.Raw] = weakref.WeakKeyDictionary()
-        self._session_labels = itertools.count(1)
-        #: Discovery mode's search index, shared by every session.
-        self.meta = MetaTools(registry, rerank=settings.discovery_rerank, cache_dir=settings.home)
-        # The list is rebuilt lazily (at the next tools/list), but dropped at once when the registry
-        # changes: a departed app's encoded tools (their schemas) must not outlive it.
-        registry.on_change(self._drop_snapshot)
-        meta_list = sorted(meta_tools(), key=lambda tool: str(tool["name"]))
-        self._meta_list = ([str(tool["name"]) for tool in meta_list], meta_list)
-        #: More ``prometheus_client`` collectors for ``/metrics``, from the layers below that the
-        #: MCP front door does not import (the daemon's loop watchdog; ``broker.daemon.run``).
-        self.metrics_collectors: list[Any] = []
-        #: The stateful sessions open now (stdio, handshake-era HTTP), for ``toolbridge status``.
-        self.open_sessions: set[Session] = set()
-        #: One-app scopes' views of the registry (``scope``), shared by every scoped session.
-        self.app_scopes = AppScopes(registry)
-        #: 2026-07-28 calls paused for an elicitation's retry (``elicitation``); the daemon runs
-        #: ``paused.run`` to expire them.
-        self.paused = elicitation.PausedCalls(router, settings)
-        #: Large results held as links (``bigresults``, ``broker.core.result_store``).
-        self.result_store = ResultStore(max_bytes=settings.result_link_store_bytes, ttl=settings.result_link_ttl)
-
-    @classmethod
-    def of(cls, core: CoreParts, *, page_size: int = DEFAULT_PAGE_SIZE, coalesce: float = 0.05) -> McpServer:
-        """The server for a core that has every part (the daemon's ``BrokerCore``)."""
-        return cls(router=core.router, registry=core.registry, settings=core.settings, auth=core.auth,
-                   shutdown=core.shutdown_started, page_size=page_size, coalesce=coalesce)
-
-    def next_label(self, transport: str) -> str:
-        return f"{transport}-{next(self._session_labels)}"
-
-    @property
-    def capabilities(self) -> dict[str, Any]:
-        return self.capabilities_for(discovery=False)
-
-    def capabilities_for(self, *, discovery: bool) -> dict[str, Any]:
-        # In discovery mode the listed tools (the meta-tools) never change.
-        # Resources (apps' protocol v2) are listed alike in every mode; they come and go with apps.
-        # Completions and logging (apps' protocol v2, section 12) are relayed in every mode.
-        return {"tools": {"listChanged": not discovery}, "resources": {"subscribe": True, "listChanged": True},
-                "prompts": {"listChanged": True}, "completions": {}, "logging": {}}
-
-    def _drop_snapshot(self) -> None:
-        self._tools = None
-
-    def _snapshot(self) -> tuple[list[str], list[Any]]:
-        """Names and list entries, rebuilt when the registry changes.
-
-        Each entry is encoded to JSON once, when its tool is first listed, and kept as
-        ``msgspec.Raw`` while the tool lives: a change to one app re-encodes only its tools,
-        and a page of ``tools/list`` is a concatenation of ready bytes.
-        """
-        version = self.registry.version
-        if self._tools is None or self._tools[0] != version:
-            tools = self.router.list_tools()
-            cached = self._encoded_entries
-            entries = []
-            for tool in tools:
-                entry = cached.get(tool)
-                if entry is None:
-                    entry = cached[tool] = msgspec.Raw(_entry_encoder.encode(tool_entry(tool)))
-                entries.append(entry)
-            self._tools = (version, [t.agent_name for t in tools], entries)
-        return self._tools[1], self._tools[2]
-
-    def list_tools(self, params: dict[str, Any], *, modern: bool, discovery: bool = False) -> dict[str, Any]:
-        names, entries = self._meta_list if discovery else self._snapshot()
-        return self._tools_page(names, entries, params, modern=modern)
-
-    def list_app_tools(self, label: str, params: dict[str, Any], *, modern: bool) -> dict[str, Any]:
-        """``tools/list`` in the one-app scope of ``label`` (empty while no app has that label)."""
-        view = self.app_scopes.view(label)
-        entries: list[Any] = view.entries  # encoded entries, as in ``_snapshot``
-        return self._tools_page(view.names, entries, params, modern=modern)
-
-    def _tools_page(self, names: list[str], entries: list[Any], params: dict[str, Any], *,
-                    modern: bool) -> dict[str, Any]:
-        page, next_cursor = list_page(names, entries, params.get("cursor"), self.page_size)
-        result: dict[str, Any] = {"tools": page}
-        if next_cursor is not None:
-            result["nextCursor"] = next_cursor
-        if modern:
-            # Apps come and go at any time, so a cached list is soon wrong: never cache.
-            result.update(self._modern_fields(ttl=True))
-        return result
-
-    def _modern_fields(self, *, ttl: bool) -> dict[str, Any]:
-        fields: dict[str, Any] = {"resultType": "complete", "_meta": {protocol.SERVER_INFO_KEY: self.server_info}}
-        if ttl:
-            fields["ttlMs"] = 0
-            fields["cacheScope"] = "private"
-        return fields
-
-    def discover_result(self, *, discovery: bool = False) -> dict[str, Any]:
-        return {
-            "supportedVersions": list(protocol.SUPPORTED_VERSIONS),
-            "capabilities": self.capabilities_for(discovery=discovery),
-            "instructions": DISCOVERY_INSTRUCTIONS if discovery else INSTRUCTIONS,
-            **self._modern_fields(ttl=True),
-        }
-
-    def initialize_result(self, version: str, *, discovery: bool = False) -> dict[str, Any]:
-        return {
-            "protocolVersion": version,
-            "capabilities": self.capabilities_for(discovery=discovery),
-            "serverInfo": self.server_info,
-            "instructions": DISCOVERY_INSTRUCTIONS if discovery else INSTRUCTIONS,
-        }
-
-    async def next_change(self, seen: int) -> int | None:
-        """Wait until the tool set changes (the new version) or the daemon stops (None)."""
-        if self.shutdown.is_set():
-            return None
-        found: list[int] = []
-        async with trio.open_nursery() as nursery:
-
-            async def changed() -> None:
-                found.append(await self.router.wait_tools_changed(seen))
-                nursery.cancel_scope.cancel()
-
-            async def stopping() -> None:
-                await self.shutdown.wait()
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(changed)
-            nursery.start_soon(stopping)
-        return found[0] if found and not self.shutdown.is_set() else None
-
-    async def coalesced_change(self, seen: int) -> int | None:
-        """:meth:`next_change`, then a short wait so a burst of changes is reported once."""
-        if await self.next_change(seen) is None:
-            return None
-        with trio.move_on_after(self.coalesce):
-            await self.shutdown.wait()
-        return None if self.shutdown.is_set() else self.registry.version
+Handler = Callable[["Session", Request, RequestContext, Outbox, InFlight], Awaitable[dict[str, Any]]]
 
 
 class Session:
@@ -533,10 +184,10 @@ class Session:
         self.client_version: str | None = None
         self.initialized = trio.Event()
         self.client_ready = False
-        self._tools_seen = 0
-        self._scope_seen: bytes | None = None
+        self.tools_seen = 0
+        self.scope_seen: bytes | None = None
         #: Requests in flight by id: a task's scope, or the router's record of a ``tools/call``.
-        self._in_flight: dict[RequestId, _InFlight | Call] = {}
+        self.requests: dict[RequestId, InFlight | Call] = {}
         self._deadlines: DeadlineQueue | None = None
         self._last_caller: CallerInfo | None = None
         #: Where handshake-era notifications (list_changed) go; None drops them.
@@ -544,10 +195,10 @@ class Session:
         self.last_activity = trio.current_time()
         self.closed = trio.Event()
         #: Handshake era: the agent-facing resource URIs this session subscribed to.
-        self._resource_subs: set[str] = set()
+        self.resource_subs: set[str] = set()
         #: Where each ``resourceUpdated`` goes besides the handshake-era subscriptions: each
         #: listen stream, with the URIs it asked for.
-        self._update_sinks: dict[Callable[[str], None], frozenset[str]] = {}
+        self.update_sinks: dict[Callable[[str], None], frozenset[str]] = {}
         #: At most one ``resources/updated`` per URI per window (``updates``).
         self._updates = UpdateThrottle(self._send_resource_updated, lambda: nursery.start_soon(
             self._updates.run, name="mcp resource updates"))
@@ -568,26 +219,26 @@ class Session:
             if own is None:
                 return
             uri = own
-        if uri in self._resource_subs or any(uri in uris for uris in self._update_sinks.values()):
+        if uri in self.resource_subs or any(uri in uris for uris in self.update_sinks.values()):
             self._updates.offer(uri)  # now, or folded into one at the end of the URI's window
 
     def _send_resource_updated(self, uri: str) -> None:
-        if uri in self._resource_subs and self.notify_outbox is not None:
+        if uri in self.resource_subs and self.notify_outbox is not None:
             self.notify_outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri}))
-        for sink in list(self._update_sinks):
+        for sink in list(self.update_sinks):
             sink(uri)
 
     # --- the transport's face ------------------------------------------------------------
 
     @property
     def in_flight(self) -> int:
-        return len(self._in_flight)
+        return len(self.requests)
 
     @property
     def busy(self) -> bool:
         """A request in flight or a task running in the session's nursery (a hook for
         ``stateless``, which reuses a stateless session only when it is not busy)."""
-        return bool(self._in_flight) or bool(self._nursery.child_tasks)
+        return bool(self.requests) or bool(self._nursery.child_tasks)
 
     async def handle(self, message: Message, outbox: Outbox) -> None:
         """Handle one message from the agent; replies go to ``outbox`` (closed when done)."""
@@ -604,12 +255,12 @@ class Session:
 
     def cancel(self, request_id: RequestId, reason: str = "") -> bool:
         """Cancel a request in flight as asked by the client (no response). False if unknown."""
-        entry = self._in_flight.get(request_id)
+        entry = self.requests.get(request_id)
         if entry is None or entry.done:
             return False
         log.info("mcp_request_cancelled", session=self.label, id=request_id, reason=reason[:200])
         if isinstance(entry, Call):
-            self._end_call(entry, _CANCELLED, "cancelled by the agent")
+            self._end_call(entry, CANCELLED, "cancelled by the agent")
         else:
             entry.cancel()
         return True
@@ -622,13 +273,13 @@ class Session:
 
     def end_calls(self) -> None:
         """The session is ending: every ``tools/call`` in flight ends with it (its app is told)."""
-        for entry in list(self._in_flight.values()):
+        for entry in list(self.requests.values()):
             if isinstance(entry, Call):
-                self._end_call(entry, _ENDED, "the agent's MCP session ended")
+                self._end_call(entry, ENDED, "the agent's MCP session ended")
 
     def _end_call(self, call: Call, ending: str, message: str) -> None:
         """End a ``tools/call`` from this side (the app is told); its answer follows ``ending``."""
-        if isinstance(call.origin, _ToolRequest):
+        if isinstance(call.origin, ToolRequest):
             call.origin.ending = ending
         self.server.router.cancel(call, message)
 
@@ -636,7 +287,7 @@ class Session:
 
     async def _on_request(self, request: Request, outbox: Outbox) -> None:
         try:
-            if request.id in self._in_flight:
+            if request.id in self.requests:
                 raise RpcError(
                     INVALID_REQUEST, f"Invalid Request: id {request.id!r} is already used by a request in flight"
                 )
@@ -646,24 +297,20 @@ class Session:
             if handler is None:
                 raise RpcError(METHOD_NOT_FOUND, _method_not_found(request.method, context.modern))
             if isinstance(handler, _ToolsCall):
-                result = self._start_tool_call(request, context, outbox)
+                result = start_tool_call(self, request, context, outbox)
                 if result is None:
-                    return  # answered by tool_call_done
+                    return  # answered by session_tools.tool_call_done
                 data = encode_result(request.id, result)
             elif isinstance(handler, _Inline):
                 data = encode_result(request.id, handler.fn(self, request, context))
             else:
-                entry = _InFlight()
-                self._in_flight[request.id] = entry
-                self._nursery.start_soon(
-                    self._run, handler, request, context, outbox, entry, name=f"mcp {request.method}"
-                )
+                self.run_task(handler, request, context, outbox, name=f"mcp {request.method}")
                 return
         except RpcError as exc:
             data = exc.encode(request.id)
         except Exception:
             log.exception("mcp_internal_error", session=self.label, method=request.method)
-            data = encode_error(request.id, INTERNAL_ERROR, _INTERNAL)
+            data = encode_error(request.id, INTERNAL_ERROR, INTERNAL)
         await outbox.send(data, final=True)
         outbox.close()
 
@@ -687,7 +334,7 @@ class Session:
         )
 
     async def _run(
-        self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
+        self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, entry: InFlight
     ) -> None:
         data: bytes | None = None
         responded = False
@@ -700,7 +347,7 @@ class Session:
                 except Exception:
                     log.exception("mcp_internal_error", session=self.label, method=request.method)
                     data = encode_error(
-                        request.id, INTERNAL_ERROR, _INTERNAL
+                        request.id, INTERNAL_ERROR, INTERNAL
                     )
             if data is None:  # cancelled by the client: it wants no answer
                 return
@@ -709,46 +356,18 @@ class Session:
             responded = True
         finally:
             self.last_activity = trio.current_time()
-            if self._in_flight.get(request.id) is entry:
-                del self._in_flight[request.id]
+            if self.requests.get(request.id) is entry:
+                del self.requests[request.id]
             if not responded and not entry.cancelled:
-                outbox.send_nowait(encode_error(request.id, SERVER_ERROR, _SESSION_ENDED))
+                outbox.send_nowait(encode_error(request.id, SERVER_ERROR, SESSION_ENDED))
             outbox.close()
 
-    def tool_call_done(
-        self, request_id: RequestId, name: str, request: _ToolRequest, outcome: CallOutcome, call: Call | None
-    ) -> None:
-        """A ``tools/call`` has its outcome (``call``: its record, None if it was refused before
-        it had one): it is no longer in flight, and its answer goes out — unless it was
-        cancelled by the client (none) or ended with the session (a best-effort error)."""
-        if call is not None and self._in_flight.get(request_id) is call:
-            del self._in_flight[request_id]
-        self.last_activity = trio.current_time()
-        outbox = request.outbox
-        if request.ending == _CANCELLED:
-            outbox.close()
-            return
-        if request.ending == _ENDED:
-            outbox.send_nowait(encode_error(request_id, SERVER_ERROR, _SESSION_ENDED))
-            outbox.close()
-            return
-        try:
-            if request.via_meta and outcome.kind is OutcomeKind.UNKNOWN_TOOL:
-                result = unknown_tool_result(self.server.registry, name)
-            else:
-                result = bigresults.linked(self, request, name, outcome, call_result(outcome, name))
-            completed = _completed(result, request.modern)
-            parts = bigresults.response_parts(request_id, completed)  # large raw content: no copy
-            if parts is not None:
-                bigresults.send_parts(self, outbox, parts)
-                return
-            data = encode_result(request_id, completed)
-        except RpcError as exc:  # an unknown tool is a JSON-RPC error, not a tool result
-            data = exc.encode(request_id)
-        except Exception:
-            log.exception("mcp_internal_error", session=self.label, method="tools/call")
-            data = encode_error(request_id, INTERNAL_ERROR, _INTERNAL)
-        self.finish_request(outbox, data)
+    def run_task(self, handler: Handler, request: Request, context: RequestContext, outbox: Outbox, *,
+                 name: str) -> None:
+        """Answer ``request`` from a task in the session's nursery (in flight until it ends)."""
+        entry = InFlight()
+        self.requests[request.id] = entry
+        self._nursery.start_soon(self._run, handler, request, context, outbox, entry, name=name)
 
     def finish_request(self, outbox: Outbox, data: bytes) -> None:
         """Send a ``tools/call``'s final response and close its outbox: at once if it has room
@@ -800,8 +419,8 @@ class Session:
         capabilities = request.params.get("capabilities")
         self.client_capabilities = capabilities if isinstance(capabilities, dict) else {}
         if not self.initialized.is_set():
-            self._tools_seen = self.server.registry.version
-            self._scope_seen = self._scope_digest()
+            self.tools_seen = self.server.registry.version
+            self.scope_seen = self.scope_digest()
             self.initialized.set()
         log.log(
             logging.DEBUG if self.client_name == CLI_CLIENT_NAME else logging.INFO,
@@ -827,98 +446,11 @@ class Session:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
 
-    def _list_tools(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        if self.app is not None:
-            return self.server.list_app_tools(self.app, request.params, modern=context.modern)
-        if self.code:
-            listed: dict[str, Any] = {"tools": code_tools()}
-            if context.modern:  # the same fields as any modern tools/list
-                listed.update(self.server._modern_fields(ttl=True))
-            return listed
-        return self.server.list_tools(request.params, modern=context.modern, discovery=self.discovery)
 
-    def _start_tool_call(self, request: Request, context: RequestContext, outbox: Outbox) -> dict[str, Any] | None:
-        """Answer a meta-tool call at once (its result), or start an app tool's call or a
-        semantic search (None: answered when done)."""
-        params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: tools/call needs a string "name"')
-        arguments = params.get("arguments")
-        if context.modern and "requestState" in params:
-            # 2026-07-28: the retry of a call paused for an elicitation (``elicitation``). With
-            # inputResponses but no requestState it is a new call, which asks again (mrtr).
-            elicitation.resume(self, request, context, outbox, name)
-            return None
-        if self.app is not None:
-            self._start_scoped_call(request, context, outbox, name, arguments)
-            return None
-        if self.code and name in CODE_TOOL_NAMES:  # answered by broker.mcp.code, in a task
-            task = _InFlight()
-            self._in_flight[request.id] = task
-            self._nursery.start_soon(self._run, Session._code_tool, request, context, outbox, task, name=f"mcp {name}")
-            return None
-        if name == SEARCH_TOOLS:
-            if self.server.meta.threaded:  # searched in a worker thread: a task waits for it
-                search = _InFlight()
-                self._in_flight[request.id] = search
-                self._nursery.start_soon(self._run, Session._search_in_thread, request, context, outbox, search,
-                                         name="mcp search_tools")
-                return None
-            return _completed(self.server.meta.search_tools(arguments, session=self.label), context.modern)
-        via_meta = name == CALL_TOOL
-        if via_meta:  # the same pipeline as a direct call, once unwrapped
-            unwrapped = unwrap_call(arguments)
-            if isinstance(unwrapped, dict):
-                return _completed(unwrapped, context.modern)
-            name, arguments = unwrapped
-        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, via_meta,
-                              log_level=context.log_level, capabilities=context.capabilities,
-                              input_responses=_up_front(context, params))
-        bigresults.prepare(origin, params)
-        call = self.server.router.start_call(
-            name,
-            arguments,
-            origin=origin,
-            deadlines=self._deadline_queue(),
-            caller=self._caller(context),
-            timeout=protocol.timeout_of(params),
-            request_id=request.id,
-            progress=context.progress_token is not None,
-        )
-        if isinstance(call, CallOutcome):  # refused at once: the router did not tell the origin
-            self.tool_call_done(request.id, name, origin, call, None)
-        elif not call.done:
-            self._in_flight[request.id] = call
-        return None
 
-    def _start_scoped_call(
-        self, request: Request, context: RequestContext, outbox: Outbox, name: str, arguments: Any
-    ) -> None:
-        """A ``tools/call`` in a one-app scope: ``name`` is the app's own; the router gets the
-        tool's agent-facing name (and so its whole pipeline). Unknown: a -32602 error."""
-        assert self.app is not None
-        tool = self.server.app_scopes.view(self.app).tools.get(name)
-        if tool is None:
-            raise unknown_tool_error(self.server.app_scopes.view(self.app), name)
-        origin = _ToolRequest(self, context.modern, outbox, context.progress_token, False, own_name=name,
-                              log_level=context.log_level, capabilities=context.capabilities,
-                              input_responses=_up_front(context, request.params))
-        bigresults.prepare(origin, request.params)
-        call = self.server.router.start_call(
-            tool.agent_name,
-            arguments,
-            origin=origin,
-            deadlines=self._deadline_queue(),
-            caller=self._caller(context),
-            timeout=protocol.timeout_of(request.params),
-            request_id=request.id,
-            progress=context.progress_token is not None,
-        )
-        if isinstance(call, CallOutcome):
-            self.tool_call_done(request.id, name, origin, call, None)
-        elif not call.done:
-            self._in_flight[request.id] = call
+
+
+
 
     # --- elicitation (``elicitation``; the app's side is ``broker.core.elicitation``) -----
 
@@ -928,317 +460,81 @@ class Session:
 
     def detach(self, call: Call) -> None:
         """``call`` is paused (2026-07-28): no longer this session's request in flight."""
-        if call.request_id is not None and self._in_flight.get(call.request_id) is call:
-            del self._in_flight[call.request_id]
+        if call.request_id is not None and self.requests.get(call.request_id) is call:
+            del self.requests[call.request_id]
 
     def attach_resumed(
         self, call: Call | None, request: Request, context: RequestContext, outbox: Outbox, via_meta: bool,
         own_name: str | None, *, outcome: CallOutcome | None = None,
-    ) -> _ToolRequest:
+    ) -> ToolRequest:
         """The retry ``request`` of a paused call becomes the call's origin (its answer goes
         there); with ``outcome`` (the call ended while paused) it is answered with it at once."""
-        origin = _ToolRequest(self, True, outbox, context.progress_token, via_meta, own_name=own_name,
+        origin = ToolRequest(self, True, outbox, context.progress_token, via_meta, own_name=own_name,
                               capabilities=context.capabilities)
         if call is None:
             assert outcome is not None
-            self.tool_call_done(request.id, own_name or str(request.params.get("name")), origin, outcome, None)
+            tool_call_done(self, request.id, own_name or str(request.params.get("name")), origin, outcome, None)
             return origin
         call.origin = origin
         call.request_id = request.id
         call.wants_progress = context.progress_token is not None
-        self._in_flight[request.id] = call
-        self._deadline_queue().add(call)
+        self.requests[request.id] = call
+        self.deadline_queue().add(call)
         return origin
 
-    def _scope_digest(self) -> bytes | None:
+    def scope_digest(self) -> bytes | None:
         """The one-app scope's list digest (None outside a scope): what list_changed follows."""
         return None if self.app is None else self.server.app_scopes.view(self.app).digest
 
-    async def _code_tool(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        mode = code_mode(self.server)
-        arguments = request.params.get("arguments")
-        if request.params.get("name") == RUN_CODE:
-            result = await mode.run(arguments, caller=self._caller(context), session=self.label or "session",
-                                    timeout=protocol.timeout_of(request.params))
-        else:
-            result = await mode.search(arguments, session=self.label)
-        return _completed(result, context.modern)
 
-    async def _search_in_thread(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        result = await self.server.meta.search_tools_async(request.params.get("arguments"), session=self.label)
-        return _completed(result, context.modern)
+
+
 
     # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
 
-    def _list_resources(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        listing = self.resources.resource_listing()  # prepared once per change: a page is a slice
-        return self._resource_page("resources", listing.names, listing.entries, request, context)
 
-    def _list_resource_templates(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        listing = self.resources.template_listing()
-        return self._resource_page("resourceTemplates", listing.names, listing.entries, request, context)
 
-    def _resource_page(self, key: str, names: list[str], entries: list[dict[str, Any]], request: Request,
-                       context: RequestContext) -> dict[str, Any]:
-        page, next_cursor = list_page(names, entries, request.params.get("cursor"), self.server.page_size)
-        result: dict[str, Any] = {key: page}
-        if next_cursor is not None:
-            result["nextCursor"] = next_cursor
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=True))
-        return result
 
-    async def _read_resource(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """``resources/read``: relayed to the owning app (a task, so a cancel reaches it)."""
-        uri = request.params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/read needs a string "uri"')
-        if is_result_uri(uri):  # a large result held as a link (bigresults)
-            return bigresults.read_link(self, uri, context)
-        started = trio.current_time()
-        label = "?"
-        logged = uri  # the call log's row: the agent-facing URI, in a one-app scope too
-        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")  # unless it ends otherwise
-        try:
-            timeout = protocol.timeout_of(request.params) or RESOURCE_READ_TIMEOUT
-            timeout = await _through_grace(self.resources.wait_for_uri, uri, started, timeout)
-            app, own = await self.resources.resolve(uri)
-            label = app.label
-            logged = agent_uri(label, own)
-            contents = await app.port.read_resource(own, timeout)
-            outcome = CallOutcome(OutcomeKind.OK)
-        except ResourceError as exc:
-            outcome = CallOutcome(exc.kind, exc.message)
-            # 2026-07-28 (SEP-2164) answers an unknown resource with -32602; older eras, -32002.
-            code = INVALID_PARAMS if context.modern and exc.code == RESOURCE_NOT_FOUND else exc.code
-            raise RpcError(code, exc.message, {"uri": uri[:2048]}) from None
-        finally:
-            self._audit_request("resource_read", {"uri": logged[:2048]}, label, context, outcome, started)
-        if isinstance(self.resources, ScopedResources):  # the app's own URIs, as it listed them
-            contents = self.resources.own_contents(label, contents)
-        result: dict[str, Any] = {"contents": contents}
-        if context.modern:  # 2026-07-28 requires caching hints here too (SEP-2549): never cache
-            result.update(self.server._modern_fields(ttl=True))
-        return result
 
-    def _audit_request(self, kind: str, arguments: dict[str, str], label: str, context: RequestContext,
-                       outcome: CallOutcome, started: float) -> None:
-        """One log line and one call-log row (tool ``resource_read`` with the URI as its argument,
-        ``prompt_get`` with the prompt's name, or ``completion`` with the prompt or template and the
-        argument's name; a prompt's own arguments and a completion's value are not recorded)."""
-        duration_ms = round((trio.current_time() - started) * 1000, 1)
-        if outcome.kind is OutcomeKind.OK:
-            log.info(kind, session=self.label, app=label, outcome="ok", duration_ms=duration_ms)
-        else:  # not the message: an app's error may quote what it read
-            log.warning(kind, session=self.label, app=label, outcome=outcome.kind.value, duration_ms=duration_ms)
-        call_log = self.server.router.call_log
-        if call_log is not None:
-            call_log.record(tool=kind, app=label, instance=None, agent=context.client_name,
-                            session=self.label, arguments=arguments, outcome=outcome, duration_ms=duration_ms)
+
+
+
+
+
 
     # --- prompts (apps' protocol v2) ----------------------------------------------------
 
-    def _list_prompts(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        listing = self.resources.prompt_listing()
-        return self._resource_page("prompts", listing.names, listing.entries, request, context)
 
-    async def _get_prompt(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """``prompts/get``: arguments checked against the prompt's, then relayed to its app."""
-        params = request.params
-        name = params.get("name")
-        if not isinstance(name, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get needs a string "name"')
-        arguments = params.get("arguments") or {}
-        if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: prompts/get "arguments" maps names to strings')
-        started = trio.current_time()
-        label = "?"
-        logged = name  # the call log's row: the agent-facing name, in a one-app scope too
-        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
-        try:
-            timeout = protocol.timeout_of(params) or RESOURCE_READ_TIMEOUT
-            timeout = await _through_grace(self.resources.wait_for_prompt, name, started, timeout)
-            label, port, spec = self.resources.resolve_prompt(name)
-            logged = prompt_name(label, spec.name)
-            declared = {arg.name for arg in spec.arguments}
-            missing = sorted(arg.name for arg in spec.arguments if arg.required and arg.name not in arguments)
-            unknown = sorted(set(arguments) - declared)
-            if missing or unknown:
-                raise ResourceError(
-                    f"invalid arguments for the prompt {name!r}: "
-                    + "; ".join(([f"missing {', '.join(missing)}"] if missing else [])
-                                + ([f"unknown {', '.join(unknown)}"] if unknown else []))
-                    + f" (it takes: {', '.join(sorted(declared)) or 'no arguments'})",
-                    code=INVALID_PARAMS, kind="invalid_arguments")
-            result = await port.get_prompt(spec.name, arguments, timeout)
-            if isinstance(self.resources, ScopedResources):  # embedded resources under own URIs
-                result = self.resources.own_prompt(label, result)
-            outcome = CallOutcome(OutcomeKind.OK)
-        except ResourceError as exc:
-            outcome = CallOutcome(exc.kind, exc.message)
-            raise RpcError(exc.code, exc.message) from None
-        finally:
-            self._audit_request("prompt_get", {"name": logged[:256]}, label, context, outcome, started)
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=False))
-        return result
+
+
 
     # --- completions and log messages (apps' protocol v2, section 12) --------------------
 
-    async def _complete(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """``completion/complete``: the reference mapped back to its app, then relayed to it."""
-        params = request.params
-        argument = params.get("argument")
-        if not isinstance(argument, dict) or not isinstance(argument.get("name"), str) \
-                or not isinstance(argument.get("value"), str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: completion/complete needs "argument": '
-                           '{"name": string, "value": string}')
-        given = params.get("context")
-        chosen = given.get("arguments") if isinstance(given, dict) else None
-        chosen = {} if chosen is None else chosen
-        if not isinstance(chosen, dict) or not all(isinstance(v, str) for v in chosen.values()):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: completion/complete "context.arguments" maps names '
-                           "to strings")
-        name: str = argument["name"]
-        started = trio.current_time()
-        label = "?"
-        ref = params.get("ref")
-        audited = {"ref": str(ref.get("name") or ref.get("uri"))[:256] if isinstance(ref, dict) else "?",
-                   "argument": name[:128]}  # never the value: it is what the user typed
-        outcome = CallOutcome(OutcomeKind.CANCELLED, "cancelled by the agent")
-        try:
-            # A one-app scope: the instance it serves now (a restarted copy during the old one's grace).
-            scope = self.resources.serving() if isinstance(self.resources, ScopedResources) else None
-            target = self.server.registry.resources.resolve_completion(ref, scope)
-            label = target.label
-            known = target.check(name, argument["value"], chosen)
-            if target.port.completions:
-                timeout = protocol.timeout_of(params) or COMPLETION_TIMEOUT
-                completion = await target.port.complete((target.kind, target.own), name, argument["value"], known,
-                                                        timeout)
-            else:  # the app offers no completions: nothing to suggest (MCP allows an empty answer)
-                completion = {"values": [], "total": 0, "hasMore": False}
-            outcome = CallOutcome(OutcomeKind.OK)
-        except ResourceError as exc:
-            outcome = CallOutcome(exc.kind, exc.message)
-            raise RpcError(exc.code, exc.message) from None
-        finally:
-            self._audit_request("completion", audited, label, context, outcome, started)
-        result: dict[str, Any] = {"completion": completion}
-        if context.modern:
-            result.update(self.server._modern_fields(ttl=False))
-        return result
 
-    def _set_level(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        """Handshake era ``logging/setLevel``: this session's level for the apps' log messages."""
-        level = request.params.get("level")
-        if level not in LOG_LEVELS:
-            raise RpcError(INVALID_PARAMS, f'Invalid params: logging/setLevel "level" must be one of '
-                           f"{', '.join(LOG_LEVELS)}")
-        if self.log_level is None:  # from now on this session hears app-wide messages
-            self.server.registry.app_logs.on_message(self._app_log)
-        self.log_level = str(level)
-        return {}
 
-    def _app_log(self, record: AppLogRecord) -> None:
-        """An app-wide log message: to this handshake-era session if it asked for the level (a
-        one-app scope: only its app's)."""
-        if isinstance(self.resources, ScopedResources) and record.label != self.resources.serving():
-            return  # another app's (the scope follows its app to a restarted copy, as for tools)
-        if wants(self.log_level, record) and self.notify_outbox is not None:
-            self.notify_outbox.send_nowait(record.encoded(own_names=self.app is not None, encode=_log_notification))
 
-    async def watch_prompts(self) -> None:
-        """Handshake era: one ``notifications/prompts/list_changed`` per burst of changes."""
-        directory = self.resources
-        await self._watch_list(lambda: directory.prompts_version, directory.wait_prompts_changed,
-                               PROMPTS_LIST_CHANGED)
 
-    async def _watch_list(self, version: Callable[[], int], wait_changed: Callable[[int], Awaitable[int]],
-                          notification: bytes) -> None:
-        """Send ``notification`` once per burst of changes (``coalesce`` apart) until shutdown."""
-        await self.initialized.wait()
-        seen = version()
-        while True:
-            seen = await wait_changed(seen)
-            with trio.move_on_after(self.server.coalesce):
-                await self.server.shutdown.wait()
-            if self.server.shutdown.is_set():
-                return
-            seen = version()
-            if self.notify_outbox is not None:
-                self.notify_outbox.send_nowait(notification)
 
-    async def _listen_prompts(self, outbox: Outbox, meta: dict[str, Any]) -> None:
-        directory = self.resources
-        seen = directory.prompts_version
-        while True:
-            seen = await directory.wait_prompts_changed(seen)
-            await trio.sleep(self.server.coalesce)
-            seen = directory.prompts_version
-            await outbox.send(encode_notification("notifications/prompts/list_changed", {"_meta": meta}))
 
-    async def _subscribe(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        """A task, not inline: matching the URI against an app's templates may take turns."""
-        uri = request.params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/subscribe needs a string "uri"')
-        try:
-            await self.resources.resolve(uri)
-        except ResourceError as exc:
-            raise RpcError(exc.code, exc.message, {"uri": uri[:2048]}) from None
-        if len(self._resource_subs) >= _MAX_SUBSCRIPTIONS:
-            raise RpcError(INVALID_PARAMS, f"Invalid params: at most {_MAX_SUBSCRIPTIONS} resource subscriptions "
-                           "per session; unsubscribe from some first")
-        self._resource_subs.add(uri)
-        return {}
+    def hear_app_log(self, record: AppLogRecord) -> None:
+        """An app-wide log message (registered by ``logging/setLevel``: a bound method, held weakly)."""
+        session_logging.app_log(self, record)
 
-    def _unsubscribe(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        uri = request.params.get("uri")
-        if not isinstance(uri, str):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: resources/unsubscribe needs a string "uri"')
-        self._resource_subs.discard(uri)
-        return {}
 
-    async def watch_resources(self) -> None:
-        """Handshake era: one ``notifications/resources/list_changed`` per burst of changes."""
-        directory = self.resources
-        await self._watch_list(lambda: directory.version, directory.wait_changed, RESOURCES_LIST_CHANGED)
 
-    async def _listen_resources(self, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
-                                uris: frozenset[str]) -> None:
-        """The resource part of a ``subscriptions/listen`` stream (runs beside the tools' part)."""
-        directory = self.resources
 
-        def updated(uri: str) -> None:
-            if uri in uris:
-                outbox.send_nowait(encode_notification("notifications/resources/updated", {"uri": uri, "_meta": meta}))
 
-        self._update_sinks[updated] = uris
-        try:
-            seen = directory.version
-            while True:
-                seen = await directory.wait_changed(seen)
-                await trio.sleep(self.server.coalesce)
-                seen = directory.version
-                if list_changed:
-                    await outbox.send(encode_notification("notifications/resources/list_changed", {"_meta": meta}))
-        finally:
-            self._update_sinks.pop(updated, None)
 
-    def _caller(self, context: RequestContext) -> CallerInfo:
+
+
+
+
+
+
+
+
+
+    def caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
         if (caller is None or caller.client_name != context.client_name
                 or caller.client_version != context.client_version):
@@ -1246,83 +542,16 @@ class Session:
             self._last_caller = caller
         return caller
 
-    def _deadline_queue(self) -> DeadlineQueue:
+    def deadline_queue(self) -> DeadlineQueue:
         """The session's deadline queue, started (in the session's nursery) on first use."""
         if self._deadlines is None:
             self._deadlines = DeadlineQueue(self.server.router.expire)
             self._nursery.start_soon(self._deadlines.run, name="mcp call deadlines")
         return self._deadlines
 
-    async def _listen(
-        self, request: Request, context: RequestContext, outbox: Outbox, entry: _InFlight
-    ) -> dict[str, Any]:
-        wanted = request.params.get("notifications")
-        if not isinstance(wanted, dict):
-            raise RpcError(INVALID_PARAMS, 'Invalid params: subscriptions/listen needs a "notifications" object')
-        # Discovery mode: the listed tools (the meta-tools) never change, so nothing is honoured.
-        honored: dict[str, Any] = (
-            {"toolsListChanged": True} if wanted.get("toolsListChanged") is True and not self.discovery else {})
-        # Resources (apps' protocol v2): their list changes, and updates of the URIs asked for
-        # (in a one-app scope: its app's, by their own URIs; see ``scope``).
-        resources_changed = wanted.get("resourcesListChanged") is True
-        prompts_changed = wanted.get("promptsListChanged") is True
-        if prompts_changed:
-            honored["promptsListChanged"] = True
-        asked = wanted.get("resourceSubscriptions")
-        uris = frozenset(u for u in asked[:_MAX_SUBSCRIPTIONS] if isinstance(u, str)) if isinstance(asked, list) else frozenset()
-        if resources_changed:
-            honored["resourcesListChanged"] = True
-        if uris:
-            honored["resourceSubscriptions"] = sorted(uris)
-        meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
-        server = self.server
-        seen = server.registry.version
-        scope_seen = self._scope_digest()
-        await outbox.send(
-            encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
-        )
-        changed = encode_notification("notifications/tools/list_changed", {"_meta": meta})
-        tools_honored = "toolsListChanged" in honored
-        async with trio.open_nursery() as nursery:
-            if resources_changed or uris:
-                nursery.start_soon(self._listen_resources, outbox, meta, resources_changed, uris)
-            if prompts_changed:
-                nursery.start_soon(self._listen_prompts, outbox, meta)
-            while True:
-                new = await server.coalesced_change(seen)
-                if new is None:  # the daemon is stopping: end the subscription gracefully
-                    nursery.cancel_scope.cancel()
-                    return {"resultType": "complete", "_meta": meta}
-                seen = new
-                if self.app is not None:  # a one-app scope: only when its own list changed
-                    digest = self._scope_digest()
-                    if digest == scope_seen:
-                        continue
-                    scope_seen = digest
-                if tools_honored:
-                    await outbox.send(changed)
-        raise AssertionError("unreachable")  # pragma: no cover
 
-    async def watch_tools(self) -> None:
-        """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
-        if self.discovery:
-            return  # the meta-tool list never changes
-        await self.initialized.wait()
-        seen = self._tools_seen
-        scope_seen = self._scope_seen
-        while True:
-            new = await self.server.coalesced_change(seen)
-            if new is None:
-                return
-            seen = new
-            if self.app is not None:  # a one-app scope: only when its own list changed
-                digest = self._scope_digest()
-                if digest == scope_seen:
-                    continue
-                scope_seen = digest
-            outbox = self.notify_outbox
-            if outbox is not None:
-                outbox.send_nowait(LIST_CHANGED)
+
+
 
 
 @attrs.frozen
@@ -1331,63 +560,39 @@ class _Inline:
 
 
 class _ToolsCall:
-    """``tools/call``: started by ``Session._start_tool_call``, answered by a callback."""
+    """``tools/call``: started by ``session_tools.start_tool_call``, answered by a callback."""
 
 
 _TOOLS_CALL: Final = _ToolsCall()
 
 
-async def _through_grace(wait: Callable[[str], Awaitable[bool]], name: str, started: float,
-                         timeout: float) -> float:
-    """Wait, within ``timeout``, while the app offering ``name`` (a resource's URI or a prompt's
-    name, as the session's agent sees them) is in its reconnect grace period; the time left of
-    ``timeout`` (counted from ``started``) once it is back, else ``timeout``."""
-    with trio.move_on_after(timeout):
-        if await wait(name):
-            return max(started + timeout - trio.current_time(), 0.001)
-    return timeout
 _HANDSHAKE: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "initialize": _Inline(Session._initialize),
     "ping": _Inline(Session._ping),
-    "tools/list": _Inline(Session._list_tools),
+    "tools/list": _Inline(session_tools.list_tools),
     "tools/call": _TOOLS_CALL,
-    "resources/list": _Inline(Session._list_resources),
-    "resources/templates/list": _Inline(Session._list_resource_templates),
-    "resources/read": Session._read_resource,
-    "resources/subscribe": Session._subscribe,
-    "resources/unsubscribe": _Inline(Session._unsubscribe),
-    "prompts/list": _Inline(Session._list_prompts),
-    "prompts/get": Session._get_prompt,
-    "completion/complete": Session._complete,
-    "logging/setLevel": _Inline(Session._set_level),
+    "resources/list": _Inline(session_resources.list_resources),
+    "resources/templates/list": _Inline(session_resources.list_resource_templates),
+    "resources/read": session_resources.read_resource,
+    "resources/subscribe": session_resources.subscribe,
+    "resources/unsubscribe": _Inline(session_resources.unsubscribe),
+    "prompts/list": _Inline(session_resources.list_prompts),
+    "prompts/get": session_resources.get_prompt,
+    "completion/complete": session_logging.complete,
+    "logging/setLevel": _Inline(session_logging.set_level),
 }
 _MODERN: Final[dict[str, _Inline | _ToolsCall | Handler]] = {
     "server/discover": _Inline(Session._discover),
-    "tools/list": _Inline(Session._list_tools),
+    "tools/list": _Inline(session_tools.list_tools),
     "tools/call": _TOOLS_CALL,
-    "subscriptions/listen": Session._listen,
-    "resources/list": _Inline(Session._list_resources),
-    "resources/templates/list": _Inline(Session._list_resource_templates),
-    "resources/read": Session._read_resource,
-    "prompts/list": _Inline(Session._list_prompts),
-    "prompts/get": Session._get_prompt,
-    "completion/complete": Session._complete,
+    "subscriptions/listen": session_watch.listen,
+    "resources/list": _Inline(session_resources.list_resources),
+    "resources/templates/list": _Inline(session_resources.list_resource_templates),
+    "resources/read": session_resources.read_resource,
+    "prompts/list": _Inline(session_resources.list_prompts),
+    "prompts/get": session_resources.get_prompt,
+    "completion/complete": session_logging.complete,
 }
-#: Resource URIs one session may subscribe to (handshake era, or one listen stream).
-_MAX_SUBSCRIPTIONS: Final = 1000
-RESOURCES_LIST_CHANGED: Final = encode_notification("notifications/resources/list_changed")
-PROMPTS_LIST_CHANGED: Final = encode_notification("notifications/prompts/list_changed")
-
-
-def _log_notification(params: dict[str, Any]) -> bytes:
-    return encode_notification("notifications/message", params)
-
-
-def _completed(result: dict[str, Any], modern: bool) -> dict[str, Any]:
-    """A ``tools/call`` result, with the 2026-07-28 era's ``resultType`` when ``modern``."""
-    if modern:
-        result["resultType"] = "complete"
-    return result
 
 
 def _method_not_found(method: str, modern: bool) -> str:
@@ -1436,9 +641,9 @@ async def open_session(
         if deadlines is not None:  # the stateless sessions' shared queue (a hook for ``stateless``)
             session._deadlines = deadlines
         if stateful:
-            nursery.start_soon(session.watch_tools)
-            nursery.start_soon(session.watch_resources)
-            nursery.start_soon(session.watch_prompts)
+            nursery.start_soon(session_watch.watch_tools, session)
+            nursery.start_soon(session_watch.watch_resources, session)
+            nursery.start_soon(session_watch.watch_prompts, session)
             server.open_sessions.add(session)
         try:
             yield session

@@ -31,7 +31,8 @@ from typing import Final
 import trio
 
 from ..core.calls import DeadlineQueue
-from .session import McpServer, Session, open_session
+from .server import McpServer
+from .session import Session, open_session
 
 __all__ = ["StatelessSessions", "MAX_IDLE"]
 

@@ -57,7 +57,7 @@ from . import inspector
 from .gate import Headers
 from .scope import check_app_name
 from .monitor import Monitor
-from .session import McpServer
+from .server import McpServer
 
 log = structlog.get_logger("toolbridge.status_page")
 
