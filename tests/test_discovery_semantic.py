@@ -9,6 +9,7 @@ that the bundled model loads and re-ranks sensibly.
 from __future__ import annotations
 
 import importlib.util
+import math
 import platform
 import sys
 import threading
@@ -37,6 +38,7 @@ from broker.discovery import (
     semantic_available,
     tool_text,
 )
+from broker.discovery._semantic import with_app
 from broker.errors import ConfigError
 from broker.extras import install_hint
 from broker.mcp.meta import MetaTools
@@ -179,6 +181,7 @@ def zorp() -> FakeEmbedder:
 
 def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, SemanticReranker]:
     options.setdefault("weight", 1.0)  # the default weight is fitted (0.75): these tests pin 1.0
+    options.setdefault("app_weight", 0.0)  # the app term (fitted, 0.5) has tests of its own
     reranker = SemanticReranker(embedder, **options)
     idx = ToolIndex(reranker=reranker)
     idx.replace_all(MUSIC)
@@ -637,3 +640,57 @@ async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, au
         assert all(t["confidence"] in ("high", "medium", "low") for t in result["structuredContent"]["tools"])
     finally:
         embedder.gate.set()  # the abandoned embedding ends
+
+
+# --- the app term (round 6): the query's similarity to each candidate's app -------------------
+
+
+APPS = [
+    ("Tempo__SetVolume", "Tempo", spec("SetVolume", "Set the playback volume.")),
+    ("Tempo__NextTrack", "Tempo", spec("NextTrack", "Skip to the next track in the queue.")),
+    ("Tempo__ShowLyrics", "Tempo", spec("ShowLyrics", "Show the lyrics of the current track.")),
+    ("Paint__SetBrightness", "Paint", spec("SetBrightness", "Set the brightness level.")),
+    ("Paint__CropImage", "Paint", spec("CropImage", "Crop the picture to a rectangle.")),
+]
+
+
+def loud() -> FakeEmbedder:
+    # "blorp" (no word of any tool) is equally close to SetVolume and SetBrightness, but closer to the music app as
+    # a whole (its other tools point along "track"): only the app term tells them apart.
+    return FakeEmbedder({"blorp": [0.5, 0, 1], "volume": [0, 0, 1], "brightness": [0, 0, 1],
+                         "track": [1, 0, 0], "crop": [0, 1, 0], "*": [0, 1, 0]})
+
+
+def app_index(app_weight: float) -> tuple[ToolIndex, SemanticReranker]:
+    reranker = SemanticReranker(loud(), weight=1.0, app_weight=app_weight)
+    idx = ToolIndex(reranker=reranker)
+    idx.replace_all(APPS)
+    reranker.embed((name, tool_text(s.name, s.description, s.title)) for name, _, s in APPS)
+    return idx, reranker
+
+
+def test_the_app_term_breaks_a_tie_of_similarity_toward_the_app_the_query_is_about() -> None:
+    hits = {h.agent_name: h.score for h in app_index(0.0)[0].search("blorp", 5)}
+    assert hits["Tempo__SetVolume"] == hits["Paint__SetBrightness"]  # the tie, without the term
+    ranked = app_index(0.5)[0].search("blorp", 5)
+    scores = {h.agent_name: h.score for h in ranked}
+    assert ranked[0].agent_name == "Tempo__SetVolume"
+    assert scores["Tempo__SetVolume"] == pytest.approx(scores["Paint__SetBrightness"] + 0.5)
+
+
+def test_app_similarities_follow_the_tools_embedded_and_forgotten() -> None:
+    _, reranker = app_index(0.5)
+    query = loud().query("blorp")
+    tempo, paint = reranker.app_similarities(["Tempo__SetVolume", "Paint__CropImage"], query)
+    assert tempo > paint
+    for name in ("Tempo__SetVolume", "Tempo__NextTrack", "Tempo__ShowLyrics"):
+        reranker.forget(name)
+    tempo, paint_again = reranker.app_similarities(["Tempo__SetVolume", "Paint__CropImage"], query)
+    assert math.isnan(tempo) and paint_again == pytest.approx(paint)
+    reranker.forget("Tempo__Nope")  # never embedded: nothing to take away
+
+
+def test_with_app_scales_over_the_candidates_and_counts_an_unknown_app_lowest() -> None:
+    assert with_app([1.0, 1.0, 0.5], [0.9, 0.7, math.nan], 0.5) == [1.5, 1.0, 0.5]
+    assert with_app([1.0, 0.2], [0.8, 0.8], 0.5) == [1.0, 0.2]  # no spread: unchanged
+    assert with_app([1.0], [math.nan], 0.5) == [1.0]

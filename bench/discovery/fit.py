@@ -6,7 +6,7 @@ Embeds every tool of both corpora once, records each development query's candida
 best and the closest by embedding, with their BM25 scores and cosines, exactly as
 ``SemanticReranker.gather`` produces them), then scores every fusion setting of a fixed grid
 offline: reciprocal-rank fusion with k and the embedding weight, and the earlier blend with
-its weight. Prints the grid's best settings by MRR (then recall@1) over the answerable
+its weight and the weight of the query-to-app similarity (``APP_WEIGHT``, round 6). Prints the grid's best settings by MRR (then recall@1) over the answerable
 development queries; the chosen one is ``FUSION``, ``RRF_K`` and ``SEMANTIC_WEIGHT`` in
 ``broker/discovery/_semantic.py``.
 
@@ -30,25 +30,33 @@ import round5  # noqa: E402
 from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged  # noqa: E402
 
 from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder, tool_text  # noqa: E402
-from broker.discovery._semantic import Pool, fuse  # noqa: E402
+from broker.discovery._semantic import Pool, fuse, with_app  # noqa: E402
 
+#: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
+NONE_DEV = Path(__file__).resolve().parent / "queries_round6_none_dev.json"
 GRID_RRF = [(k, w) for k in (1.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0) for w in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)]
 GRID_BLEND = [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]
 #: BM25 weights of the parameter column (names, descriptions, enum values of the schema).
 GRID_PARAMS = [0.5, 1.0, 2.0, 3.0, 4.0]
 
-#: One query's record: expected names (empty: none answers) and the candidates.
-Record = tuple[list[str], list[str], list[float], list[float]]
+#: Weights of the query-to-app similarity term (``APP_WEIGHT``, round 6), with each blend weight.
+GRID_APP = [0.0, 0.25, 0.5, 0.75, 1.0]
+
+#: One query's record: expected names (empty: none answers), the candidates, their BM25
+#: scores, cosines and their apps' similarities to the query.
+Record = tuple[list[str], list[str], list[float], list[float], list[float]]
 
 
 class Recorder(SemanticReranker):
     """Keeps the last ``gather``'s candidates."""
 
     last: tuple[list[str], list[float], list[float]] = ([], [], [])
+    apps: list[float] = []
 
     def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
-               pool: Pool | None = None) -> tuple[list[str], list[float], list[float]]:
-        self.last = super().gather(query, candidates, pool)
+               pool: Pool | None = None, query_vector: Any = None) -> tuple[list[str], list[float], list[float]]:
+        self.last = super().gather(query, candidates, pool, query_vector)
+        self.apps = self.app_similarities(self.last[0], query_vector)
         return self.last
 
 
@@ -62,21 +70,21 @@ def record(corpus: list[Any], queries: list[tuple[str, list[str]]], embedder: An
         reranker.last = ([], [], [])
         index.prepare(query, MAX_LIMIT).finish()
         names, bm25, cosines = reranker.last
-        out.append((expected, list(names), list(bm25), list(cosines)))
+        out.append((expected, list(names), list(bm25), list(cosines), list(reranker.apps)))
     index.close()
     return out
 
 
-def score(records: list[Record], fusion: str, weight: float, k: float) -> tuple[float, float, float]:
+def score(records: list[Record], fusion: str, weight: float, k: float, app: float = 0.0) -> tuple[float, float, float]:
     r1 = r5 = mrr = 0.0
     n = 0
-    for expected, names, bm25, cosines in records:
+    for expected, names, bm25, cosines, apps in records:
         if not expected:
             continue
         n += 1
         if not names:
             continue
-        fused = fuse(bm25, cosines, fusion, weight, k)
+        fused = with_app(fuse(bm25, cosines, fusion, weight, k), apps, app) if app else fuse(bm25, cosines, fusion, weight, k)
         order = [names[i] for i in sorted(range(len(names)), key=lambda i: -fused[i])]
         rank = min((order.index(e) + 1 for e in expected if e in order), default=0)
         r1 += rank == 1
@@ -118,7 +126,8 @@ def main() -> int:
     for k, w in GRID_RRF:
         results.append((score(records, "rrf", w, k), f"rrf k={k:g} weight={w:g}"))
     for w in GRID_BLEND:
-        results.append((score(records, "blend", w, 0.0), f"blend weight={w:g}"))
+        for app in GRID_APP:
+            results.append((score(records, "blend", w, 0.0, app), f"blend weight={w:g}" + (f" app={app:g}" if app else "")))
     results.sort(key=lambda r: (-r[0][2], -r[0][0], r[1]))
     print(f"{sum(1 for r in records if r[0])} answerable development queries; best settings by MRR:\n")
     print("| fusion | recall@1 | recall@5 | MRR |")
@@ -160,7 +169,7 @@ def calibrate(embedder: Any) -> None:
     from broker.discovery._calibration import Logistic
 
     old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
-    new = [(q, e) for q, e, _ in round5.load(round5.DEV)]
+    new = [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]
     for mode in ("semantic", "lexical"):
         hit_x, hit_y, answer_x, answer_y = [], [], [], []
         for corpus, queries in ((load_corpus(CORPUS), old), (round5.tools(), new)):
@@ -177,8 +186,10 @@ def calibrate(embedder: Any) -> None:
                     hit_x.append(([hit.similarity or 0.0] if mode == "semantic" else []) + lexical)
                     hit_y.append(hit.agent_name in expected)
                 first = hits[0]
-                answer_x.append([first.similarity or 0.0 if mode == "semantic" else first.coverage or 0.0,
-                                 prepared.unknown])
+                # the best similarity among the hits, not the first's: the app term (APP_WEIGHT)
+                # may put a less similar tool first
+                best = max((h.similarity or 0.0 for h in hits), default=0.0)
+                answer_x.append([best if mode == "semantic" else first.coverage or 0.0, prepared.unknown])
                 answer_y.append(bool(expected))
             index.close()
         hx, hy = np.array(hit_x), np.array(hit_y, float)

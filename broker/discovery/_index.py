@@ -47,6 +47,9 @@ Everything is synchronous: about 1 ms per query for a few hundred tools, ~10 ms 
 (BENCHMARKS.md section 6), so the daemon searches in a worker thread (``broker.mcp.meta``);
 the index is not thread-safe, its owner serialises access.
 
+The hits and the prepared search (:class:`SearchHit`, :class:`PreparedSearch`) live in
+``_hits``.
+
 Optional semantic ranking (a :class:`~._semantic.SemanticReranker`, off by default) makes
 the search hybrid: BM25's best :data:`~._semantic.CANDIDATES` hits and the
 :data:`~._semantic.DENSE` tools closest to the query by embedding (of the ``app`` asked for,
@@ -63,19 +66,16 @@ from __future__ import annotations
 import math
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import Final, Protocol
 
 import attrs
 
 from app_client.protocol import ToolSpec
 
-if TYPE_CHECKING:
-    from ._semantic import Vector
-
-from ._calibration import answer_probability, hit_probability, level, no_clear_fit
 from ._fuzzy import Vocabulary, light_stem, max_distance
+from ._hits import CONFIDENCE_LEVELS, MATCH_KINDS, HitFields, IndexedTool, PreparedSearch, SearchHit
 from ._lexicon import is_word
-from ._semantic import Pool, SemanticReranker, tool_text
+from ._semantic import SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
 from ._thesaurus import rewrite, synonyms
 from ._thesaurus import words as thesaurus_words
@@ -90,14 +90,6 @@ _MAX_PARAM_TEXT: Final = 8000
 #: A typo correction must be in an app scoring at least this share of the best app for the
 #: rest of the query (see ToolIndex._keep_coherent).
 _COHERENT: Final = 0.15
-#: How an answer's best hits were found, surest first (``PreparedSearch.match``, see _fallback):
-#: the query's words (or their thesaurus words); some words only after typo correction; by
-#: meaning only (the semantic extra's dense candidates); loose matching (word stems as
-#: prefixes, corrections one edit further, raised by the apps they match best); nothing
-#: matched: the most likely tools (read-only first, every app in turn).
-MATCH_KINDS: Final = ("words", "corrected", "semantic", "loose", "any")
-#: A hit's ``confidence``, highest first (see :meth:`ToolIndex._confidence`).
-CONFIDENCE_LEVELS: Final = ("high", "medium", "low")
 
 
 @attrs.frozen
@@ -119,67 +111,6 @@ class Weights:
 
 
 DEFAULT_WEIGHTS: Final = Weights()
-
-
-@attrs.frozen
-class IndexedTool:
-    """One tool as the index holds it: agent-facing name, app label, the app's spec."""
-
-    agent_name: str
-    app: str
-    spec: ToolSpec
-
-
-@attrs.frozen
-class SearchHit:
-    """One search result. ``score`` is relevance, higher is better; compare within one query.
-    ``confidence`` is one of :data:`CONFIDENCE_LEVELS` (None: not rated)."""
-
-    agent_name: str
-    app: str
-    description: str
-    input_schema: dict[str, Any]
-    score: float
-    title: str | None = None
-    confidence: str | None = None
-    #: Share of the query's words (light stems) in the tool's name, title and description
-    #: (None: not rated); what the confidence is calibrated on, not part of the answer's JSON.
-    coverage: float | None = attrs.field(default=None, eq=False)
-    #: Cosine similarity of query and tool by embedding (None: not computed), likewise.
-    similarity: float | None = attrs.field(default=None, eq=False)
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON object ``search_tools`` returns for this hit."""
-        out: dict[str, Any] = {"name": self.agent_name, "app": self.app}
-        if self.title:
-            out["title"] = self.title
-        out["description"] = self.description
-        out["inputSchema"] = self.input_schema
-        if self.confidence is not None:
-            out["confidence"] = self.confidence
-        return out
-
-
-@attrs.frozen
-class _HitFields:
-    """What a dense candidate's :class:`SearchHit` and text are made of, copied at indexing."""
-
-    name: str
-    app: str
-    description: str
-    input_schema: dict[str, Any]
-    title: str | None
-
-    @classmethod
-    def of(cls, tool: IndexedTool) -> _HitFields:
-        spec = tool.spec
-        return cls(spec.name, tool.app, spec.description, spec.input_schema, spec.title)
-
-    def text(self) -> str:
-        return tool_text(self.name, self.description or "", self.title)
-
-    def hit(self, agent_name: str, score: float, confidence: str | None = None) -> SearchHit:
-        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title, confidence)
 
 
 class _LabelledInstance(Protocol):
@@ -288,9 +219,9 @@ class ToolIndex:
         #: Light stems of each rated tool's name, title and description (filled when first rated).
         self._stems: dict[str, frozenset[str]] = {}
         self._rowids: dict[str, int] = {}
-        self._fields: dict[str, _HitFields] = {}
+        self._fields: dict[str, HitFields] = {}
         #: A copy of ``_fields`` that is never changed, handed to hybrid searches (None: stale).
-        self._snapshot: Mapping[str, _HitFields] | None = None
+        self._snapshot: Mapping[str, HitFields] | None = None
         #: The registry version :meth:`sync` last indexed (None: never synced).
         self.version: int | None = None
 
@@ -426,7 +357,7 @@ class ToolIndex:
         self._vocabulary.add(_vocabulary_words(row))
         self._stale_apps.add(tool.app)
         self._app_texts.setdefault(tool.app, {})[tool.agent_name] = " ".join(row[1:5])
-        self._fields[tool.agent_name] = _HitFields.of(tool)
+        self._fields[tool.agent_name] = HitFields.of(tool)
         self._snapshot = None
 
     # --- queries ---------------------------------------------------------------------------
@@ -697,98 +628,3 @@ class ToolIndex:
             return {}
         # FTS5's bm25() is negative, more negative is better; a tiny IDF can round to -0.0.
         return {key: -float(score) * factor for key, score in rows if math.isfinite(score)}
-
-
-@attrs.define
-class PreparedSearch:
-    """BM25's hits for a query, with what the re-ranking needs (see :meth:`ToolIndex.prepare`)."""
-
-    query: str
-    hits: list[SearchHit]
-    limit: int
-    reranker: SemanticReranker | None = None
-    #: The tool texts of the re-ranking candidates (the first ``reranker.candidates`` hits).
-    texts: list[str] = attrs.Factory(list)
-    #: Hybrid search: every indexed tool's hit fields (a mapping nobody changes)...
-    pool: Mapping[str, _HitFields] | None = None
-    #: ...every matching tool's BM25 score (this search's own dict)...
-    bm25: dict[str, float] = attrs.Factory(dict)
-    #: ...and the app label asked for (dense candidates are filtered by it too).
-    app: str | None = None
-    #: How the best hits were found, one of :data:`MATCH_KINDS` (:meth:`finish` may change it
-    #: to ``"semantic"`` when a tool found by meaning alone comes first).
-    match: str = "words"
-    #: The share of the query's words no tool knows (see ``_calibration``).
-    unknown: float = 0.0
-    #: Set by :meth:`finish`: no tool clearly fits the query (see ``_calibration``).
-    no_clear_fit: bool = False
-    #: Set by :meth:`finish`: the calibrated probability that some tool answers the query.
-    answer_probability: float | None = None
-
-    @property
-    def needs_rerank(self) -> bool:
-        """Whether :meth:`finish` embeds the query (slow: run it in a worker thread)."""
-        return self.reranker is not None and (bool(self.hits) or self.pool is not None)
-
-    def finish(self, query_vector: Vector | None = None) -> list[SearchHit]:
-        """The final hits: ranked with the embeddings when there is a re-ranker (embeds the
-        query, unless ``query_vector``, from :meth:`SemanticReranker.embed_query`, is given)."""
-        hits = self.hits
-        if self.reranker is not None and (hits or self.pool is not None):
-            head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
-            detail = self.reranker.hybrid_detail(
-                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
-                self._pool_lookup() if self.pool is not None else None, query_vector,
-            )
-            order = [(name, blended) for name, blended, _ in detail]
-            best = head[0].score if head and head[0].score > 0 else 1.0
-            by_name = {h.agent_name: h for h in hits}
-            ranked: list[SearchHit] = []
-            for name, blended, cosine in detail:
-                hit = by_name.get(name)
-                if hit is not None:
-                    ranked.append(attrs.evolve(hit, score=blended, similarity=cosine))
-                elif self.pool is not None:  # by meaning alone: no query word in the tool
-                    ranked.append(attrs.evolve(self.pool[name].hit(name, blended, "low"), coverage=0.0,
-                                               similarity=cosine))
-            taken = {name for name, _ in order}
-            # A fallback's hits (no BM25 candidates) only stand in when the dense step found none.
-            if self.texts or not order:
-                # after every candidate, in BM25's order: below the lowest fused score
-                floor = min((score for _, score in order), default=1.0)
-                scale = floor * 0.99 if floor > 0 else 1.0
-                ranked += [attrs.evolve(h, score=scale * h.score / best if floor > 0 else h.score / best)
-                           for h in tail if h.agent_name not in taken]
-            # stable: a candidate before a BM25-only hit of the same score, as before the merge
-            hits = sorted(ranked, key=lambda h: -h.score)
-            lexical = by_name if self.texts else {}  # a fallback's hits matched no word
-            if hits and hits[0].agent_name not in lexical:
-                self.match = "semantic"
-        return self.rate(hits[: self.limit])
-
-    def rate(self, hits: list[SearchHit]) -> list[SearchHit]:
-        """``hits`` (this search's, best first) with their calibrated ``confidence``; sets
-        :attr:`no_clear_fit` and :attr:`answer_probability` (see ``_calibration``)."""
-        if not hits:
-            return hits
-        first = hits[0]
-        probability = answer_probability(first.similarity, first.coverage or 0.0, self.unknown)
-        self.answer_probability = probability
-        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, first.similarity is not None)
-        rated = []
-        for i, hit in enumerate(hits):
-            p = hit_probability(hit.similarity, hit.coverage or 0.0, i == 0, self.unknown)
-            rated.append(attrs.evolve(hit, confidence="low" if self.no_clear_fit else level(p, hit.similarity is not None)))
-        return rated
-
-    def _pool_lookup(self) -> Pool:
-        pool, bm25, app = self.pool, self.bm25, self.app
-        assert pool is not None
-
-        def lookup(agent_name: str) -> tuple[str, float] | None:
-            fields = pool.get(agent_name)
-            if fields is None or (app is not None and fields.app != app):
-                return None
-            return fields.text(), bm25.get(agent_name, 0.0)
-
-        return lookup

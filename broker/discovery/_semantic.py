@@ -10,8 +10,11 @@ best :data:`CANDIDATES` tools and the :data:`DENSE` tools whose embedding (of
 query's, over every tool whose vector is cached. Each candidate's score is
 ``bm25 / max_bm25 + SEMANTIC_WEIGHT * cos01``, where ``bm25`` is the tool's BM25 score (0 when
 it shares no word with the query, even through the thesaurus), and ``cos01`` is the cosine
-similarity min-max scaled over the candidates. So a tool BM25 cannot find at all can still be
-found when its meaning is close enough. The blend, N, M and the weight were chosen on the
+similarity min-max scaled over the candidates, plus ``APP_WEIGHT * app01``: the cosine of the
+query and the candidate's app as a whole (the normalised sum of the app's tool vectors, kept
+per app label as rows come and go), min-max scaled likewise (:func:`with_app`). So a tool
+BM25 cannot find at all can still be found when its meaning is close enough, and of two tools
+equally close the one in the app the query is about comes first. The blend, N, M and the weight were chosen on the
 tuning queries only (bench/discovery, BENCHMARKS.md section 6; reciprocal-rank fusion was
 tried there and scored lower). ``dense=0`` gives the earlier re-ranking of BM25's candidates
 only.
@@ -79,6 +82,8 @@ __all__ = [
     "FUSIONS",
     "RRF_K",
     "fuse",
+    "with_app",
+    "APP_WEIGHT",
     "RERANK_MODES",
     "SemanticUnavailable",
     "Embedder",
@@ -95,6 +100,15 @@ CANDIDATES: Final = 30
 DENSE: Final = 20
 #: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py).
 SEMANTIC_WEIGHT: Final = 0.75
+#: Weight of the query's similarity to the candidate's *app* (the normalised sum of the app's
+#: tool vectors), min-max scaled over the candidates and added to the fused score (0: off).
+#: The embedding side's counterpart of the BM25 app prior: "louder vocals" is about the DAW
+#: even when another app's tool shares a word. Fitted with the blend by bench/discovery/fit.py
+#: (round 6: MRR 0.813 -> 0.822 on 558 development queries at 0.5; 0.3-1.0 score alike).
+APP_WEIGHT: Final = 0.5
+#: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
+#: imported: this layer does not depend on the core).
+_APP_SEPARATOR: Final = "__"
 #: How BM25 and the embedding are fused, one of :data:`FUSIONS` (see :func:`fuse`). The fit
 #: (BENCHMARKS.md, discovery round 5) found the blend and reciprocal-rank fusion within 0.01
 #: MRR of each other on 558 development queries, the blend at weight 0.75 first.
@@ -224,7 +238,7 @@ class SemanticReranker:
     def __init__(self, embedder: Embedder | None = None, *, weight: float = SEMANTIC_WEIGHT,
                  candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False,
                  fusion: str = FUSION, rrf_k: float = RRF_K, cache_path: Path | None = None,
-                 query_embedder: Embedder | None = None) -> None:
+                 query_embedder: Embedder | None = None, app_weight: float = APP_WEIGHT) -> None:
         self._embedder = embedder
         #: Queries get a model instance of their own (when this reranker loads the model), so a
         #: search never waits for the background thread's batch; an embedder given by the
@@ -242,6 +256,8 @@ class SemanticReranker:
         #: and the benchmark embed on demand).
         self.background = background
         self.weight = weight
+        #: Weight of the query's similarity to a candidate's app (see :data:`APP_WEIGHT`).
+        self.app_weight = app_weight
         #: How many of BM25's best hits are candidates.
         self.candidates = candidates
         #: How many of the tools closest by embedding are candidates too (0: re-rank BM25's only).
@@ -258,6 +274,9 @@ class SemanticReranker:
         self._names: list[str | None] = []
         self._row: dict[str, int] = {}
         self._dead = 0
+        #: Per app label: the sum of its live tools' vectors and how many (see APP_WEIGHT).
+        self._app_sum: dict[str, Vector] = {}
+        self._app_count: dict[str, int] = {}
 
     def _model(self) -> Embedder:  # with self._model_lock held
         if self._embedder is None:
@@ -375,6 +394,15 @@ class SemanticReranker:
         if row is not None:
             self._names[row] = None
             self._dead += 1
+            assert self._matrix is not None
+            app = _app_of(name)
+            left = self._app_count.get(app, 0) - 1
+            if left > 0:
+                self._app_count[app] = left
+                self._app_sum[app] = self._app_sum[app] - self._matrix[row]
+            else:
+                self._app_count.pop(app, None)
+                self._app_sum.pop(app, None)
 
     def _append_row(self, name: str, vector: Vector) -> None:
         import numpy as np
@@ -389,6 +417,10 @@ class SemanticReranker:
                 grown[: self._used] = self._matrix[: self._used]
             self._matrix = grown  # a search still reading the old array keeps it
         self._matrix[self._used] = vector
+        app = _app_of(name)
+        total = self._app_sum.get(app)
+        self._app_sum[app] = vector.astype(np.float32) if total is None else total + vector
+        self._app_count[app] = self._app_count.get(app, 0) + 1
         self._names.append(name)
         self._row[name] = self._used
         self._used += 1
@@ -461,12 +493,32 @@ class SemanticReranker:
         :func:`fuse`'s; ties keep BM25's order, then similarity order. The cosine is the raw
         similarity of query and tool (what "nothing fits" is calibrated on, see ``_calibration``).
         """
+        if query_vector is None:
+            query_vector = self._embed_query(query[:MAX_QUERY_CHARS])
         names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
         if not names:
             return []
         fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
+        if self.app_weight > 0:
+            fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight)
         order = sorted(range(len(names)), key=lambda i: -fused[i])
         return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
+
+    def app_similarities(self, names: Sequence[str], query_vector: Vector) -> list[float]:
+        """Each name's app's cosine similarity to the query: the query against the normalised
+        sum of the app's embedded tool vectors (NaN: none of its tools is embedded yet)."""
+        import numpy as np
+
+        out: dict[str, float] = {}
+        with self._lock:
+            for app in {_app_of(name) for name in names}:
+                total = self._app_sum.get(app)
+                if total is None:
+                    out[app] = math.nan
+                    continue
+                norm = float(np.linalg.norm(total))
+                out[app] = float(total @ query_vector) / norm if norm > 0 else math.nan
+        return [out[_app_of(name)] for name in names]
 
     def gather(self, query: str, candidates: Sequence[tuple[str, str, float]],
                pool: Pool | None = None, query_vector: Vector | None = None,
@@ -513,6 +565,24 @@ class SemanticReranker:
                 if taken == self.dense:
                     break
         return names, bm25, cosines
+
+
+def _app_of(agent_name: str) -> str:
+    return agent_name.split(_APP_SEPARATOR, 1)[0]
+
+
+def with_app(fused: Sequence[float], app_similarities: Sequence[float], weight: float = APP_WEIGHT) -> list[float]:
+    """``fused`` plus ``weight`` times each candidate's app similarity, min-max scaled over the
+    candidates (NaN, an app with no tool embedded yet: as the lowest)."""
+    known = [a for a in app_similarities if not math.isnan(a)]
+    if not known:
+        return list(fused)
+    low, high = min(known), max(known)
+    spread = high - low
+    if spread <= 0:
+        return list(fused)
+    return [f + weight * ((low if math.isnan(a) else a) - low) / spread
+            for f, a in zip(fused, app_similarities, strict=True)]
 
 
 def fuse(bm25: Sequence[float], cosines: Sequence[float], fusion: str = FUSION, weight: float = SEMANTIC_WEIGHT,
