@@ -105,7 +105,7 @@ def latency_rows(latency: Mapping[str, Mapping[str, Any]], ours: str = "toolbrid
 def behaviour_rows(report: Mapping[str, Any], ours: str = "toolbridge", peer: str = "blender-mcp") -> list[Row]:
     """The driver's render, busy, cancel and restart parts, one row each, in words."""
     render = report["one_full_hd_render"]
-    rows = [Row("one full-HD workbench render", f"{render[ours][0]:.1f} s (27 strips)", f"{render[peer][0]:.1f} s")]
+    rows = [Row("one full-HD workbench render", f"{render[ours][0]:.1f} s (in cancellable strips)", f"{render[peer][0]:.1f} s")]
 
     def answered(marks: Mapping[str, Any], since: str) -> str:
         error = f" with an error ({marks['scene'][6:70]}...)" if marks["scene"].startswith("ERROR") else ""
@@ -120,7 +120,7 @@ def behaviour_rows(report: Mapping[str, Any], ours: str = "toolbridge", peer: st
     cancel = report["cancel"]
     rows.append(Row("cancel the render from the agent, then a scene query",
                     f"{answered(cancel[ours], 'cancelled_at_s')} the cancel; the render stopped after "
-                    f"{last['strips_done']} of {last['strips']} strips",
+                    f"{last['rows_done']} of {last['rows']} rows ({last['strips_done']} strips)",
                     f"{answered(cancel[peer], 'cancelled_at_s')} the cancel; the render ran on to the end "
                     f"({renders} renders done)"))
     def after_kill(marks: Mapping[str, Any]) -> str:

@@ -67,8 +67,7 @@ bpy.app.timers.register(enable_peer, first_interval=0.5)
 PEER_MAIN = "import os,sys; open(sys.argv[1],'w').write(str(os.getpid())); from blender_mcp.server import main; main()"
 
 #: The long call on the peer's side: one full-HD render on Blender's main thread, through its
-#: code tool (it has no render tool). Ours renders the image in 27 strips, which costs far more
-#: than one render; ``repeat`` renders make the peer's long call last about as long.
+#: code tool (it has no render tool); ``repeat`` renders make the peer's long call last a while.
 PEER_RENDER = """
 import bpy, time
 scene = bpy.context.scene

@@ -68,18 +68,18 @@ def test_behaviour_rows_say_what_each_side_did() -> None:
         "busy": {"toolbridge": {**marks(31.5), "scene": "ERROR Blender__scene_summary timed out after 30 s"},
                  "blender-mcp": marks(20.0)},
         "cancel": {"toolbridge": marks(2.0, cancelled_at_s=1.5), "blender-mcp": marks(24.0, cancelled_at_s=1.5)},
-        "toolbridge_last_render": {"strips": 27, "strips_done": 2, "cancelled": True},
+        "toolbridge_last_render": {"rows": 1080, "rows_done": 120, "strips_done": 2, "cancelled": True},
         "peer_renders_done_after_cancel": "Code executed successfully: 25",
         "restart": {"toolbridge": {"open_session_sees": "MCPError: lost", "open_session_recovers_after_s": 0.75},
                     "blender-mcp": {"open_session_sees": "MCPError: gone", "open_session_recovers_after_s": None,
                                     "fresh_session_total_s": 1.0}},
     }
     render, busy, cancel, restart = blender_peer.behaviour_rows(report)
-    assert (render.toolbridge, render.peer) == ("24.0 s (27 strips)", "1.2 s")
+    assert (render.toolbridge, render.peer) == ("24.0 s (in cancellable strips)", "1.2 s")
     assert busy.toolbridge.startswith("answered with an error (Blender__scene_summary timed out") \
         and "30.0 s after asking" in busy.toolbridge
     assert busy.peer == "answered 18.5 s after asking; the render ended 20.0 s in"
-    assert cancel.toolbridge == "answered 0.5 s after the cancel; the render stopped after 2 of 27 strips"
+    assert cancel.toolbridge == "answered 0.5 s after the cancel; the render stopped after 120 of 1080 rows (2 strips)"
     assert cancel.peer.endswith("ran on to the end (25 renders done)")
     assert restart.toolbridge == ("the open session's next call: MCPError: lost; the call after it works, 0.8 s later, "
                                   "same session")

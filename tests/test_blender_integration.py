@@ -176,7 +176,8 @@ async def test_render_reports_progress_and_is_not_blank(world: Setup) -> None:
         red = sum(1 for r, g, b in picture.get_flattened_data() if r > 120 and g < 60 and b < 60)
         assert red > 320 * 240 // 50, "the red monkey is not in the render"
         assert len(set(picture.get_flattened_data())) > 50  # shaded, not one flat colour
-        assert seen and seen[-1] == (6, 6)  # 240 rows in strips of 40
+        assert seen and seen[-1] == (240, 240)  # rows rendered, of 240
+        assert [done for done, _ in seen] == sorted(done for done, _ in seen) and seen[0][0] == 40
 
         shot = await client.call_tool("Blender__screenshot_window", {})
         assert not shot.is_error
@@ -206,9 +207,59 @@ async def test_cancelling_a_render_stops_it_between_strips(world: Setup) -> None
             nursery.start_soon(render)
             await first_strip.wait()
             scope.cancel()
-        # Calls run one at a time on Blender's main thread: this one runs after the render stopped.
-        last = data(await client.call_tool("Blender__scene_summary", {}))["last_render"]
-        assert last["cancelled"] is True and last["strips_done"] < last["strips"] == 27
+        # The add-on puts the render settings back in a step after the cancel: asked until then.
+        summary = await summary_after_render(client)
+        last = summary["last_render"]
+        assert last["cancelled"] is True and last["rows_done"] < last["rows"] == 1080
+
+
+async def test_during_a_render_questions_are_answered_and_changes_refused(world: Setup) -> None:
+    from PIL import Image
+
+    async with agent(world.home) as client:
+        await wait_for_tool(client, "Blender__render_image")
+        first_strip = trio.Event()
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            first_strip.set()
+
+        answers: dict[str, Any] = {}
+
+        async def ask(tool: str, arguments: dict[str, Any]) -> None:
+            answers[tool] = await client.call_tool(tool, arguments, progress_callback=on_progress)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ask, "Blender__render_image", {"width": 1920, "height": 1080})
+            await first_strip.wait()
+            # Both asked while the second strip renders: answered before the next strip, not
+            # after the whole render (the add-on takes a few calls at once).
+            async with trio.open_nursery() as questions:
+                questions.start_soon(ask, "Blender__scene_summary", {})
+                questions.start_soon(ask, "Blender__create_primitive", {"kind": "cube", "name": "DuringRender"})
+            assert "Blender__render_image" not in answers
+            during = data(answers["Blender__scene_summary"])["rendering"]
+            assert during is not None and 0 < during["rows_done"] < during["rows"] == 1080, during
+            refused = answers["Blender__create_primitive"]
+            assert refused.is_error and "is rendering an image" in refused.content[0].text, refused.content
+        rendered = answers["Blender__render_image"]
+        assert not rendered.is_error, rendered.content
+        # Over 1 MiB the daemon sends the image as a link (result_link_bytes) the agent reads.
+        [link] = [block for block in rendered.content if isinstance(block, types.ResourceLink)]
+        [contents] = (await client.read_resource(link.uri)).contents
+        assert isinstance(contents, types.BlobResourceContents) and contents.mime_type == "image/png"
+        picture = Image.open(io.BytesIO(base64.b64decode(contents.blob))).convert("RGB")
+        assert picture.size == (1920, 1080) and len(set(picture.get_flattened_data())) > 50
+        summary = await summary_after_render(client)
+        assert summary["last_render"]["cancelled"] is False and summary["last_render"]["rows_done"] == 1080
+        assert "DuringRender" not in [o["name"] for o in data(await client.call_tool("Blender__list_objects", {}))]
+
+
+async def summary_after_render(client: Any) -> dict[str, Any]:
+    """The scene summary once no render is in progress (polled: Blender is another process)."""
+    with trio.fail_after(60):
+        while (summary := data(await client.call_tool("Blender__scene_summary", {})))["rendering"] is not None:
+            await trio.sleep(0.1)
+    return summary
 
 
 async def test_restarting_the_daemon_brings_the_addon_back(world: Setup) -> None:

@@ -173,8 +173,11 @@ def start() -> None:
         from .scene_tools import RUN_PYTHON_OPTIONS, declare, run_python_tool
 
         calls = GuiCallQueue()
+        # A few calls at once: each is still one step at a time on the main thread, but a
+        # question asked during a long render is answered between its strips instead of
+        # waiting behind it (snapshot.py; changes to the scene refuse while a render runs).
         app = App(APP_NAME, gui_executor=calls.submit, app_version=bpy.app.version_string,
-                  on_state_change=_on_state)
+                  on_state_change=_on_state, max_concurrency=4)
         declare(app)
         prefs = _preferences()
         if prefs is not None and prefs.allow_code_execution:

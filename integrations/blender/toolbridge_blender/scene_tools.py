@@ -25,7 +25,7 @@ import msgspec
 
 from app_client import App, ToolError
 
-from .snapshot import last_render, render_png, window_png
+from .snapshot import last_render, refuse_while_rendering, render_png, rendering, window_png
 
 __all__ = ["declare", "run_python_tool"]
 
@@ -120,7 +120,8 @@ def declare(app: App) -> None:
     @app.tool(annotations=READ_ONLY, title="Scene summary")
     def scene_summary() -> dict[str, Any]:
         """Summarise the open Blender scene: file, frame, render engine, how many objects of
-        each type, the active and the selected objects, how the last render went. Start here."""
+        each type, the active and the selected objects, the render in progress (if any) and
+        how the last render went. Start here."""
         scene = bpy.context.scene
         counts: dict[str, int] = {}
         for obj in scene.objects:
@@ -137,6 +138,7 @@ def declare(app: App) -> None:
             "active_object": active.name if active else None,
             "selected_objects": [o.name for o in scene.objects if o.select_get()],
             "blender_version": bpy.app.version_string,
+            "rendering": rendering(),
             "last_render": last_render(),
         }
 
@@ -165,6 +167,7 @@ def declare(app: App) -> None:
     ) -> dict[str, Any]:
         """Add a mesh primitive (cube, sphere, cylinder, cone, plane, monkey) to the scene and
         make it the active, only selected object. Returns the new object."""
+        refuse_while_rendering("change the scene")
         obj = bpy.data.objects.new(name or kind.replace("_", " ").title(), _mesh(kind, size))
         obj.location = location
         bpy.context.scene.collection.objects.link(obj)
@@ -183,6 +186,7 @@ def declare(app: App) -> None:
         scale: Vector | None = None,
     ) -> dict[str, Any]:
         """Set an object's location, rotation (degrees) and/or scale; omitted ones stay."""
+        refuse_while_rendering("change the scene")
         obj = _object(name)
         if location is None and rotation_degrees is None and scale is None:
             raise ToolError("give at least one of location, rotation_degrees, scale")
@@ -198,6 +202,7 @@ def declare(app: App) -> None:
     @app.tool(annotations=DESTROYS, title="Delete object")
     def delete_object(name: Name) -> dict[str, Any]:
         """Delete an object from the file (undo brings it back). Returns the objects left."""
+        refuse_while_rendering("change the scene")
         obj = _object(name)
         bpy.data.objects.remove(obj, do_unlink=True)
         undo_push(f"delete {name}")
@@ -211,6 +216,7 @@ def declare(app: App) -> None:
     ) -> dict[str, Any]:
         """Give an object a material of this colour (its own material, created if needed),
         for renders (Principled BSDF base colour) and the viewport (display colour)."""
+        refuse_while_rendering("change the scene")
         obj = _object(name)
         if obj.type not in {"MESH", "CURVE", "SURFACE", "META", "FONT"}:
             raise ToolError(f"{name} is a {obj.type}, which has no material; pick a mesh")
@@ -237,6 +243,7 @@ def declare(app: App) -> None:
     ) -> list[str]:
         """Select objects (the first becomes active); without extend, others are deselected.
         Returns the selection."""
+        refuse_while_rendering("change the selection")
         chosen = [_object(n) for n in names]
         scene_objects = bpy.context.scene.objects
         if not extend:
@@ -281,6 +288,7 @@ def declare(app: App) -> None:
     @app.tool(annotations=CHANGES, title="Undo")
     def undo(steps: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1) -> dict[str, Any]:
         """Undo the last change(s), the agent's or the user's, as Ctrl+Z does."""
+        refuse_while_rendering("undo")
         for _ in range(steps):
             if bpy.ops.ed.undo() != {"FINISHED"}:
                 raise ToolError("nothing (more) to undo")
@@ -305,6 +313,7 @@ def run_python_tool(code: Annotated[str, msgspec.Meta(max_length=100_000, descri
     """UNSAFE: run arbitrary Python inside Blender, with full access to bpy, the files and the
     network of the user's machine. Only offered because the user turned it on in the add-on's
     preferences. Assign the value to return (JSON) to `result`. Prefer the specific tools."""
+    refuse_while_rendering("run code")
     namespace: dict[str, Any] = {"bpy": bpy, "result": None}
     exec(compile(code, "<agent code>", "exec"), namespace)  # noqa: S102 - the user opted in
     return namespace["result"]

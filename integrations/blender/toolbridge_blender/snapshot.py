@@ -9,14 +9,28 @@ the main thread (``ctx.run_on_gui_thread``): between two strips Blender's event 
 window stays responsive), the agent gets progress, and a cancel (or the deadline) ends the
 render before the next strip. The strips are saved, read back as pixels and assembled into one
 PNG; the scene's render settings are restored afterwards, whatever happened.
+
+Every strip costs a whole render's set-up (for Workbench on a software OpenGL, ~1.6 s a strip
+whatever its height: fixed 40-row strips made a full-HD render 20x slower than one render,
+BENCHMARKS "Blender: toolbridge beside blender-mcp"). So strips are sized by time
+(:func:`.strips.next_strip_rows`): the first two (40 and 80 rows) measure the set-up and the cost per
+row, and each later strip is as tall as takes about a second of rendering, or three times the
+set-up when that is longer (the set-up stays under a quarter of the time), growing at most 16x
+a step. A cheap render ends in three strips; a slow one keeps steps of about a second.
+
+Between strips other calls run too (the add-on takes a few calls at once, each still one step
+on the main thread): an agent's question (the scene summary, a screenshot) is answered during
+a long render instead of waiting behind it. A change to the scene would change the strips still
+to come, so the tools that change it refuse while a render runs
+(:func:`refuse_while_rendering`), and so does a second render.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import tempfile
+import time
 from array import array
 from typing import Annotated, Literal
 
@@ -26,21 +40,39 @@ import trio
 
 from app_client import ContentBlock, ToolContext, ToolError, image
 
-__all__ = ["last_render", "render_png", "window_png"]
+from .strips import next_strip_rows
 
-#: Rows per strip: small enough that a cancel is heard quickly, large enough to keep the
-#: per-render overhead low.
-STRIP_ROWS = 40
+__all__ = ["last_render", "refuse_while_rendering", "render_png", "rendering", "window_png"]
+
 _SETTINGS = ("engine", "resolution_x", "resolution_y", "resolution_percentage", "use_border",
              "use_crop_to_border", "border_min_x", "border_max_x", "border_min_y", "border_max_y")
 _ENGINES = {"workbench": "BLENDER_WORKBENCH", "eevee": "BLENDER_EEVEE"}
-#: How the last render went (main thread only), for the scene summary: strips, strips_done, cancelled.
+#: How the last render went (main thread only), for the scene summary: rows, rows_done,
+#: strips_done, cancelled.
 _last: dict[str, object] = {}
+
+
+#: The render in progress (main thread only), or None.
+_active: _Job | None = None
 
 
 def last_render() -> dict[str, object] | None:
     """How the last render went, or None before the first."""
     return dict(_last) or None
+
+
+def rendering() -> dict[str, int] | None:
+    """The render in progress, rows done of all, or None (main thread)."""
+    job = _active
+    return None if job is None else {"rows": job.height, "rows_done": job.rows_done}
+
+
+def refuse_while_rendering(what: str) -> None:
+    """Refuse ``what`` (a ToolError that says when to retry) while a render runs (main thread)."""
+    job = _active
+    if job is not None:
+        raise ToolError(f"Blender is rendering an image ({job.rows_done} of {job.height} rows done): {what} once "
+                        "the render has finished (scene_summary's `rendering` is null then), or cancel the render")
 
 
 async def render_png(
@@ -57,9 +89,12 @@ async def render_png(
     job = await ctx.run_on_gui_thread(_begin, width, height, engine)
     finished = False
     try:
-        for index in range(job.strips):
-            await ctx.run_on_gui_thread(_render_strip, job, index)
-            await ctx.report_progress(index + 1, job.strips, f"rendered {index + 1} of {job.strips} strips")
+        timings: list[tuple[int, float]] = []
+        while job.rows_done < job.height:
+            rows = next_strip_rows(timings, job.height - job.rows_done)
+            seconds = await ctx.run_on_gui_thread(_render_strip, job, rows)
+            timings.append((rows, seconds))
+            await ctx.report_progress(job.rows_done, job.height, f"rendered {job.rows_done} of {job.height} rows")
         data = await ctx.run_on_gui_thread(_png, job)
         finished = True
         return image(data, "image/png")
@@ -76,27 +111,33 @@ class _Job:
 
     def __init__(self, width: int, height: int, saved: dict[str, object]) -> None:
         self.width, self.height, self.saved = width, height, saved
-        self.strips = max(1, math.ceil(height / STRIP_ROWS))
+        self.rows_done = self.strips_done = 0
         self.folder = tempfile.mkdtemp(prefix="toolbridge-blender-")
         self.pixels = array("f", bytes(width * height * 4 * 4))
 
 
 def _begin(width: int, height: int, engine: str) -> _Job:
+    global _active
+    refuse_while_rendering("render again")
     scene = bpy.context.scene
     if scene.camera is None:
         raise ToolError("the scene has no active camera: add one (or set scene.camera) before rendering")
     render = scene.render
     job = _Job(width, height, {name: getattr(render, name) for name in _SETTINGS})
     _last.clear()
-    _last.update(strips=job.strips, strips_done=0, cancelled=False)
+    _last.update(rows=height, rows_done=0, strips_done=0, cancelled=False)
     render.engine = _ENGINES[engine]
     render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
     render.use_border = render.use_crop_to_border = True
     render.border_min_x, render.border_max_x = 0.0, 1.0
+    _active = job
     return job
 
 
 def _end(job: _Job, finished: bool) -> None:
+    global _active
+    if _active is job:
+        _active = None
     render = bpy.context.scene.render
     for name, value in job.saved.items():
         setattr(render, name, value)
@@ -105,12 +146,15 @@ def _end(job: _Job, finished: bool) -> None:
         _last["cancelled"] = True
 
 
-def _render_strip(job: _Job, index: int) -> None:
+def _render_strip(job: _Job, rows: int) -> float:
+    """Render the next ``rows`` rows into the job's pixels; the seconds the render took."""
     render = bpy.context.scene.render
-    first = index * job.height // job.strips
-    render.border_min_y, render.border_max_y = first / job.height, (index + 1) * job.height // job.strips / job.height
-    path = os.path.join(job.folder, f"strip{index}.png")
+    first = job.rows_done
+    render.border_min_y, render.border_max_y = first / job.height, (first + rows) / job.height
+    path = os.path.join(job.folder, f"strip{job.strips_done}.png")
+    started = time.perf_counter()
     bpy.ops.render.render()
+    seconds = time.perf_counter() - started
     bpy.data.images["Render Result"].save_render(path)
     strip = bpy.data.images.load(path)
     try:
@@ -121,11 +165,14 @@ def _render_strip(job: _Job, index: int) -> None:
         bpy.data.images.remove(strip)
     # Blender's rows run bottom to top, and so does the border: row 0 is the bottom row.
     columns = min(job.width, strip_width)
-    for row in range(min(strip_height, job.height - first)):
+    for row in range(min(strip_height, rows, job.height - first)):
         target = ((first + row) * job.width) * 4
         source = (row * strip_width) * 4
         job.pixels[target:target + columns * 4] = buffer[source:source + columns * 4]
-    _last["strips_done"] = index + 1
+    job.rows_done += rows
+    job.strips_done += 1
+    _last.update(rows_done=job.rows_done, strips_done=job.strips_done)
+    return seconds
 
 
 def _png(job: _Job) -> bytes:
