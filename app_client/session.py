@@ -399,7 +399,8 @@ class Session:
             elicit=self._elicit,
             trio_token=self._token,
         )
-        call = _Call(ctx, trio.CancelScope())
+        # The deadline given at construction: setting it later costs trio a context manager.
+        call = _Call(ctx, trio.CancelScope(deadline=ctx.deadline))
         self._calls[cid] = call
         assert self._nursery is not None
         self._nursery.start_soon(self._run_call, invocation, call, name=f"toolbridge call {cid}")
@@ -706,6 +707,8 @@ class Session:
 
     def _end_elicits(self, cid: int, why: str) -> None:
         """Call ``cid`` ended: its waiting elicits (a thread may block on one) fail."""
+        if not self._elicits:  # the common case: no copy of an empty dict per call
+            return
         for (owner, _), pending in list(self._elicits.items()):
             if owner == cid:
                 pending.settle(error=ElicitationError("call_not_running", why))
