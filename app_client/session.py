@@ -62,6 +62,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
+import outcome
 import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
@@ -115,6 +116,8 @@ __all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
 
 #: Missed heartbeat intervals after which a silent link counts as dead.
 HEARTBEAT_MISSES: Final = 3
+#: Call tasks kept parked for the next call at most.
+_MAX_IDLE_WORKERS: Final = 64
 #: Seconds a clean close waits to hand ``goodbye`` to the stream.
 GOODBYE_TIMEOUT: Final = 1.0
 #: At most one "log messages dropped" warning per this many seconds.
@@ -194,6 +197,8 @@ class Session:
         self._elicits: dict[tuple[int, int], _PendingElicit] = {}
         self._elicit_ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
+        #: Call tasks parked between calls (see _call_worker).
+        self._idle_workers: list[trio.lowlevel.Task] = []
         #: When the reader began waiting for the broker's next message (inf: not waiting).
         self._waiting_since = math.inf
         self._token = trio.lowlevel.current_trio_token()
@@ -419,8 +424,28 @@ class Session:
         # The deadline given at construction: setting it later costs trio a context manager.
         call = _Call(ctx, trio.CancelScope(deadline=ctx.deadline))
         self._calls[cid] = call
+        if self._idle_workers:
+            trio.lowlevel.reschedule(self._idle_workers.pop(), outcome.Value((invocation, call)))
+            return
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_call, invocation, call, name=f"toolbridge call {cid}")
+        self._nursery.start_soon(self._call_worker, invocation, call, name="toolbridge call")
+
+    async def _call_worker(self, invocation: ToolInvocation, call: _Call) -> None:
+        """Run calls one after another: a pool of parked tasks instead of a task per call."""
+        task = trio.lowlevel.current_task()
+        base = task.context.copy()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._idle_workers.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        while True:
+            await self._run_call(invocation, call)
+            if len(self._idle_workers) >= _MAX_IDLE_WORKERS:
+                return
+            task.context = base.copy()  # each call starts with the context variables a new task has
+            self._idle_workers.append(task)
+            invocation, call = await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def _run_call(self, invocation: ToolInvocation, call: _Call) -> None:
         cid = invocation.correlation_id
