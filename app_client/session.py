@@ -9,19 +9,22 @@ runs a nursery that owns every task of the connection:
 
 * **the reader** decodes each line and acts on it at once, never waiting for a handler:
   ``ping`` → ``pong`` (queued straight away, so heartbeats flow while handlers or the GUI
-  thread are busy); ``toolInvocation`` → a new call task; ``toolCancel`` → cancel that
+  thread are busy); ``toolInvocation`` → a call task; ``toolCancel`` → cancel that
   call; ``toolsUpdated`` / ``error`` → settle the oldest pending tool update. A bad line
   gets a non-fatal ``error`` reply with the wire's code (``unknown_type``, ...), and a
   message type an app never receives gets ``unexpected_message``; neither closes the link.
-  If nothing at all arrives for three heartbeat intervals the link is declared dead.
+  If the reader waits three heartbeat intervals for a message, the link is declared dead
+  (a watchdog task times the reader's waits: no cancel scope per message).
 * **the writer** is the only task that writes to the stream. Everyone else puts encoded
   lines in a bounded in-memory queue, so a cancelled sender can never leave half a line on
   the wire, and messages go out in the order they were queued. One exception, for an app
   answering one call at a time: the response of the only call in flight is written by its
   call task at once when the writer waits with nothing queued (``LineChannel.write_nowait``:
   a synchronous write, so never half a line, and never ahead of a queued one).
-* **call tasks**, one per invocation, run :func:`app_client.invoke.run_tool` inside a
-  cancel scope that ``toolCancel`` cancels, then queue the ``toolResponse``.
+* **call tasks** run one invocation at a time: :func:`app_client.invoke.run_tool` inside the
+  call's own cancel scope (``toolCancel`` cancels it; it carries the deadline), then queue the
+  ``toolResponse``. A call task parks after its call and takes the next one (spawning a task
+  per call cost twice as much); each call starts with fresh context variables, as in a new task.
 
 Protocol v2 requests (``resourceRead``, ``promptGet``, ``complete``) run as tasks like calls, each
 in a cancel scope a ``toolCancel`` cancels, and are answered once. Log messages (``log``,
