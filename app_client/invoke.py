@@ -140,7 +140,8 @@ async def run_tool(
     value: object = None
     if scope is None:
         scope = trio.CancelScope()
-    scope.deadline = ctx.deadline
+    if scope.deadline != ctx.deadline:  # a caller's scope usually has it already (cheaper)
+        scope.deadline = ctx.deadline
     try:
         with scope:
             try:

@@ -9,19 +9,22 @@ runs a nursery that owns every task of the connection:
 
 * **the reader** decodes each line and acts on it at once, never waiting for a handler:
   ``ping`` → ``pong`` (queued straight away, so heartbeats flow while handlers or the GUI
-  thread are busy); ``toolInvocation`` → a new call task; ``toolCancel`` → cancel that
+  thread are busy); ``toolInvocation`` → a call task; ``toolCancel`` → cancel that
   call; ``toolsUpdated`` / ``error`` → settle the oldest pending tool update. A bad line
   gets a non-fatal ``error`` reply with the wire's code (``unknown_type``, ...), and a
   message type an app never receives gets ``unexpected_message``; neither closes the link.
-  If nothing at all arrives for three heartbeat intervals the link is declared dead.
+  If the reader waits three heartbeat intervals for a message, the link is declared dead
+  (a watchdog task times the reader's waits: no cancel scope per message).
 * **the writer** is the only task that writes to the stream. Everyone else puts encoded
   lines in a bounded in-memory queue, so a cancelled sender can never leave half a line on
   the wire, and messages go out in the order they were queued. One exception, for an app
   answering one call at a time: the response of the only call in flight is written by its
   call task at once when the writer waits with nothing queued (``LineChannel.write_nowait``:
   a synchronous write, so never half a line, and never ahead of a queued one).
-* **call tasks**, one per invocation, run :func:`app_client.invoke.run_tool` inside a
-  cancel scope that ``toolCancel`` cancels, then queue the ``toolResponse``.
+* **call tasks** run one invocation at a time: :func:`app_client.invoke.run_tool` inside the
+  call's own cancel scope (``toolCancel`` cancels it; it carries the deadline), then queue the
+  ``toolResponse``. A call task parks after its call and takes the next one (spawning a task
+  per call cost twice as much); each call starts with fresh context variables, as in a new task.
 
 Protocol v2 requests (``resourceRead``, ``promptGet``, ``complete``) run as tasks like calls, each
 in a cancel scope a ``toolCancel`` cancels, and are answered once. Log messages (``log``,
@@ -62,6 +65,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import attrs
+import outcome
 import trio
 
 from .connection import OUTBOX_SIZE, MessageStream
@@ -115,6 +119,8 @@ __all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
 
 #: Missed heartbeat intervals after which a silent link counts as dead.
 HEARTBEAT_MISSES: Final = 3
+#: Call tasks kept parked for the next call at most.
+_MAX_IDLE_WORKERS: Final = 64
 #: Seconds a clean close waits to hand ``goodbye`` to the stream.
 GOODBYE_TIMEOUT: Final = 1.0
 #: At most one "log messages dropped" warning per this many seconds.
@@ -194,6 +200,10 @@ class Session:
         self._elicits: dict[tuple[int, int], _PendingElicit] = {}
         self._elicit_ids = itertools.count(1)
         self._nursery: trio.Nursery | None = None
+        #: Call tasks parked between calls (see _call_worker).
+        self._idle_workers: list[trio.lowlevel.Task] = []
+        #: When the reader began waiting for the broker's next message (inf: not waiting).
+        self._waiting_since = math.inf
         self._token = trio.lowlevel.current_trio_token()
         self._reason: str | None = None
         self._replaced = False
@@ -249,7 +259,9 @@ class Session:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self._write_loop)
-                nursery.start_soon(self._read_loop, idle_timeout)
+                nursery.start_soon(self._read_loop)
+                if idle_timeout != math.inf:
+                    nursery.start_soon(self._watch_idle, idle_timeout)
         finally:
             self._end("the app stopped")
         if self._replaced:
@@ -324,17 +336,15 @@ class Session:
         if channel.closed_reason is not None:
             self._end(channel.closed_reason)
 
-    async def _read_loop(self, idle_timeout: float) -> None:
+    async def _read_loop(self) -> None:
         try:
             while True:
-                # A line already buffered needs no timeout (and no cancel scope per message).
                 event: AppEvent | None = self._conn.next_event_nowait()
                 if event is None:
-                    with trio.move_on_after(idle_timeout):
-                        event = await self._conn.next_event()
-                    if event is None:
-                        self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
-                        return
+                    # _watch_idle times this wait (no cancel scope and deadline per message).
+                    self._waiting_since = trio.current_time()
+                    event = await self._conn.next_event()
+                    self._waiting_since = math.inf
                 if isinstance(event, BadLine):  # a bad line, or a message the protocol refuses
                     self._log.warning("invalid message from the broker", code=event.error.code,
                                       error=event.error.message)
@@ -343,6 +353,21 @@ class Session:
                 await self._dispatch(event)
         except ConnectionClosed as exc:
             self._end(str(exc))
+
+    async def _watch_idle(self, idle_timeout: float) -> None:
+        """End the link once the reader has waited ``idle_timeout`` for a message (missed
+        heartbeats). Only the reader's waits count (not its time dispatching); one wake-up per
+        ``idle_timeout`` or so, instead of a cancel scope with a deadline around every wait
+        (which cost a call answered one at a time ~10 % of the app's CPU)."""
+        while True:
+            since = self._waiting_since
+            if since == math.inf:  # the reader is busy: look again after a full timeout
+                await trio.sleep(idle_timeout)
+                continue
+            await trio.sleep_until(since + idle_timeout)
+            if self._waiting_since == since and trio.current_time() >= since + idle_timeout:
+                self._end(f"no message from the broker for {idle_timeout:g} s (missed heartbeats)")
+                return
 
     async def _dispatch(self, event: AppEvent) -> None:
         if isinstance(event, Ping):
@@ -399,10 +424,31 @@ class Session:
             elicit=self._elicit,
             trio_token=self._token,
         )
-        call = _Call(ctx, trio.CancelScope())
+        # The deadline given at construction: setting it later costs trio a context manager.
+        call = _Call(ctx, trio.CancelScope(deadline=ctx.deadline))
         self._calls[cid] = call
+        if self._idle_workers:
+            trio.lowlevel.reschedule(self._idle_workers.pop(), outcome.Value((invocation, call)))
+            return
         assert self._nursery is not None
-        self._nursery.start_soon(self._run_call, invocation, call, name=f"toolbridge call {cid}")
+        self._nursery.start_soon(self._call_worker, invocation, call, name="toolbridge call")
+
+    async def _call_worker(self, invocation: ToolInvocation, call: _Call) -> None:
+        """Run calls one after another: a pool of parked tasks instead of a task per call."""
+        task = trio.lowlevel.current_task()
+        base = task.context.copy()
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._idle_workers.remove(task)
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        while True:
+            await self._run_call(invocation, call)
+            if len(self._idle_workers) >= _MAX_IDLE_WORKERS:
+                return
+            task.context = base.copy()  # each call starts with the context variables a new task has
+            self._idle_workers.append(task)
+            invocation, call = await trio.lowlevel.wait_task_rescheduled(abort)
 
     async def _run_call(self, invocation: ToolInvocation, call: _Call) -> None:
         cid = invocation.correlation_id
@@ -706,6 +752,8 @@ class Session:
 
     def _end_elicits(self, cid: int, why: str) -> None:
         """Call ``cid`` ended: its waiting elicits (a thread may block on one) fail."""
+        if not self._elicits:  # the common case: no copy of an empty dict per call
+            return
         for (owner, _), pending in list(self._elicits.items()):
             if owner == cid:
                 pending.settle(error=ElicitationError("call_not_running", why))

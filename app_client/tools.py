@@ -317,7 +317,9 @@ class ToolDefinition:
         if sig is None:  # a remote tool: the broker validated against spec.input_schema
             return [dict(parameters), ctx], {}
         try:
-            values = msgspec.convert(dict(parameters), sig.arguments_type, dec_hook=_path_from_json)
+            # msgspec.convert reads a dict without changing it: no copy when it already is one.
+            plain = parameters if type(parameters) is dict else dict(parameters)
+            values = msgspec.convert(plain, sig.arguments_type, dec_hook=_path_from_json)
         except msgspec.ValidationError as exc:
             raise InvalidArguments(str(exc)) from None
         for name, path_class in sig.path_defaults.items():

@@ -8,6 +8,7 @@ one test goes over real TCP with discovery through a home directory.
 
 from __future__ import annotations
 
+import contextvars
 import json
 import random
 import threading
@@ -81,6 +82,34 @@ async def connect(broker: FakeBroker, app: App, **registered: int) -> FakeLink:
     await link.accept_registration(check_token=TOKEN, **registered)
     await app.wait_connected()
     return link
+
+
+_REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="unset")
+
+
+async def test_each_call_starts_with_fresh_context_variables() -> None:
+    """A handler that sets a context variable (structlog's bind_contextvars, say) does not leak
+    it into later calls, even though call tasks are reused between calls."""
+    broker = FakeBroker()
+    app = make_app(broker)
+    seen: list[str] = []
+
+    @app.tool
+    async def tag(value: str) -> str:
+        """Record what the variable held, then set it."""
+        seen.append(_REQUEST_ID.get())
+        _REQUEST_ID.set(value)
+        await trio.sleep(0)
+        return _REQUEST_ID.get()
+
+    async with running(app):
+        link = await connect(broker, app)
+        for n in range(3):  # one at a time: the same parked task takes each next call
+            assert await link.call("tag", {"value": f"call {n}"}) == ToolResult(data=f"call {n}")
+        first, second = await link.invoke("tag", {"value": "a"}), await link.invoke("tag", {"value": "b"})
+        answers = {(await link.response()).correlation_id for _ in range(2)}
+        assert answers == {first, second}
+    assert seen == ["unset"] * 5
 
 
 # --- registration and basic calls ----------------------------------------------------------
