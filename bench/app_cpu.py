@@ -103,9 +103,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--text", default="hello")
+    parser.add_argument("--json", action="store_true", help="one JSON line (the CI smoke test reads it)")
     args = parser.parse_args()
     runs = [run_once(args.app, args.calls, args.concurrency, args.text) for _ in range(args.repeats)]
     rates, cpus = [r for r, _ in runs], [c for _, c in runs]
+    if args.json:
+        print(json.dumps({
+            "scenario": "app_cpu", "machine": {"cores": os.cpu_count() or 1},
+            "params": {"app": args.app, "calls": args.calls, "concurrency": args.concurrency, "repeats": args.repeats},
+            "calls_per_s": statistics.median(rates), "app_cpu_us_per_call": statistics.median(cpus),
+            "runs": [{"calls_per_s": r, "app_cpu_us_per_call": c} for r, c in runs],
+        }))
+        return
     print(f"{args.app} @{args.concurrency}: calls/s {statistics.median(rates):,.0f} "
           f"(runs {', '.join(f'{r:,.0f}' for r in rates)}); app CPU µs/call {statistics.median(cpus):.1f} "
           f"(runs {', '.join(f'{c:.1f}' for c in cpus)})")

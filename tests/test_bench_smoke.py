@@ -26,6 +26,7 @@ SCENARIOS = {
     "large_result": ["--image-bytes", "262144", "--calls", "2", "--repeats", "1"],
     "cli_startup": ["--runs", "1"],
     "gc_pauses": ["--apps", "2", "--tools", "50", "--calls", "20", "--freeze-ms", "off,20"],
+    "app_cpu": ["--calls", "200", "--concurrency", "4", "--repeats", "1"],
 }
 
 
@@ -147,6 +148,13 @@ def test_gc_pauses() -> None:
     for run in result["runs"]:
         assert positive(run["calls_per_s"]) and positive(run["tracked"]) and non_negative(run["frozen"])
         assert non_negative(run["max_stall_ms"]) and non_negative(run["gen2"]["max_ms"])
+
+
+@pytest.mark.parametrize("app", ["app_client", "raw"])
+def test_app_cpu(app: str) -> None:
+    result = run_scenario("app_cpu", "--app", app)
+    assert result["params"]["app"] == app and len(result["runs"]) == 1
+    assert positive(result["calls_per_s"]) and non_negative(result["app_cpu_us_per_call"])
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
