@@ -406,13 +406,14 @@ class Router:
             return False
         call.done = True
         self.calls.close(call)
-        cid = call.wire_id  # the app was given the call: its id goes in the audit and the outcome
-        if cid is not None:
+        link = call.link
+        if link is not None:  # the app was given the call: its id goes in the audit and the outcome
+            cid = call.correlation_id
             if outcome.correlation_id != cid:  # an app's answer is built with it already
                 outcome = attrs.evolve(outcome, correlation_id=cid)
-            if stop_app and call.sent and call.link is not None:
+            if stop_app and call.sent:
                 reason = _CANCEL_REASONS.get(outcome.kind, "cancelled")
-                call.link.send_reliable_nowait(ToolCancel(cid, reason=reason))
+                link.send_reliable_nowait(ToolCancel(cid, reason=reason))
         instance = call.tool.instance
         if call.queued is not None:
             instance.admission.withdraw(call.queued)
@@ -462,35 +463,42 @@ class Router:
         """Log, call-log and observe one ended call; ``ran``: seconds it held an admission slot
         (None: all of it, a call that never queued)."""
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        queued_ms = 0.0 if ran is None else max(0.0, duration_ms - ran * 1000)
-        instance = tool.instance if tool is not None else None
-        event = outcome.kind.audit_event
+        app: str | None = None
+        instance_id: str | None = None
+        if tool is not None:
+            instance = tool.instance
+            app, instance_id = instance.app_name, instance.instance_id
+        kind = outcome.kind
+        agent = caller.agent  # a property that formats: read once for the line and the row
         fields = {
             "tool": name,
-            "app": instance.app_name if instance else None,
-            "instance": instance.instance_id if instance else None,
-            "agent": caller.agent,
+            "app": app,
+            "instance": instance_id,
+            "agent": agent,
             "session": caller.session,
             "correlation_id": outcome.correlation_id,
             "duration_ms": duration_ms,
-            "outcome": outcome.kind.value,  # the plain string, whichever renderer writes the line
+            "outcome": kind.value,  # the plain string, whichever renderer writes the line
         }
-        if outcome.kind is OutcomeKind.OK:
-            if not info_line(event, fields):  # the daemon's fast path for this hot line
-                log.info(event, **fields)
+        if kind is OutcomeKind.OK:
+            if not info_line(_OK_AUDIT_EVENT, fields):  # the daemon's fast path for this hot line
+                log.info(_OK_AUDIT_EVENT, **fields)
         else:
-            log.warning(event, error=outcome.log_message or outcome.message, **fields)
+            log.warning(kind.audit_event, error=outcome.log_message or outcome.message, **fields)
         if self._call_log is not None:
             self._call_log.record(
                 tool=name,
-                app=fields["app"],
-                instance=fields["instance"],
-                agent=caller.agent,
+                app=app,
+                instance=instance_id,
+                agent=agent,
                 session=caller.session,
                 arguments=arguments,
                 outcome=outcome,
                 duration_ms=duration_ms,
             )
+        if not self.observers:
+            return
+        queued_ms = 0.0 if ran is None else max(0.0, duration_ms - ran * 1000)
         for observe in self.observers:
             try:
                 observe(name, tool, caller, duration_ms, outcome, queued_ms)
@@ -532,6 +540,8 @@ def _app_reported_kind(error_kind: str | None) -> OutcomeKind:
         return OutcomeKind.APP_ERROR
     return kind if kind.app_reportable else OutcomeKind.APP_ERROR
 
+
+_OK_AUDIT_EVENT: Final = OutcomeKind.OK.audit_event
 
 #: ``toolCancel.reason`` by outcome (protocol.md lists the values); anything else: "cancelled".
 _CANCEL_REASONS: Final = {OutcomeKind.TIMEOUT: "timeout", OutcomeKind.SHUTDOWN: "shutdown"}

@@ -187,8 +187,10 @@ def install(server: McpServer) -> tuple[AgentHandler, HttpServer, dict[str, Admi
     ``BrokerCore.attach``), its HTTP server (for ``run_daemon`` to start) and the admin
     commands it serves (``agents``; also for ``BrokerCore.attach``)."""
 
-    async def agent_handler(conn: AgentConnection, hello: AgentConnect) -> None:
-        await serve_agent(server, conn, hello)
+    def agent_handler(conn: AgentConnection, hello: AgentConnect) -> Awaitable[None]:
+        # The coroutine itself, not awaited in a wrapper: a frame fewer for every step of the
+        # agent's reader to resume (one a message).
+        return serve_agent(server, conn, hello)
 
     async def http_server(
         host: str, port: int, *, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED
