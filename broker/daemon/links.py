@@ -509,7 +509,10 @@ async def _read_loop(link: AppLink, links: AppLinks) -> None:
             else:
                 # The read's last line (an app answering one call at a time sends one per
                 # read): the reply to the agent and the next invocation go out in this step.
-                with write_through(conn.read_drained):
+                if conn.read_drained:
+                    with write_through():
+                        _handle(link, links, event)
+                else:
                     _handle(link, links, event)
                 if isinstance(event, ToolResponse) and isinstance(event.result, PassthroughResult):
                     last_large = freed(event.result)

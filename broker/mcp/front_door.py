@@ -166,8 +166,12 @@ async def serve_agent(server: McpServer, conn: AgentConnection, hello: AgentConn
                 await outbox.send(exc.encode())
                 continue
             # The read's last request (an agent at concurrency 1): its invocation goes to the
-            # app in this step (app_client.channel.write_through).
-            with write_through(conn.read_drained):
+            # app in this step (app_client.channel.write_through). Not entered for the others
+            # (three calls a message saved where a read brings many).
+            if conn.read_drained:
+                with write_through():
+                    await session.handle(message, outbox)
+            else:
                 await session.handle(message, outbox)
     level = logging.DEBUG if session.client_name == CLI_CLIENT_NAME else logging.INFO
     log.log(level, "agent_disconnected", conn_id=conn.id, session=label)
