@@ -334,7 +334,11 @@ class Router:
         call.queued = None
         call.admitted_at = trio.current_time() if now is None else now
         self.changed.pulse()  # an admission slot was taken
-        self._try_send(call, call.admitted_at)
+        try:  # _try_send, inline (the hot path; a frame fewer per call)
+            self._send(call, call.admitted_at)
+        except Exception:
+            log.exception("internal_error", tool=call.name)
+            self._finish(call, _internal_error(call.wire_id))
 
     def _try_send(self, call: Call, now: float | None = None) -> None:
         try:
@@ -431,7 +435,10 @@ class Router:
         call.origin = None
         call.arguments = {}
         if origin is not None:
-            _deliver(origin, call, outcome)
+            try:  # _deliver, inline (the hot path)
+                origin.call_done(call, outcome)
+            except Exception:  # the caller's bug must not break the link reader that resolved the call
+                log.exception("call_outcome_delivery_failed", outcome=outcome.kind)
         self.changed.pulse()
         return True
 
@@ -571,10 +578,3 @@ class _Waiter:
     def call_done(self, call: Call, outcome: CallOutcome) -> None:
         self.outcome = outcome
         self.finished.set()
-
-
-def _deliver(origin: CallOrigin, call: Call, outcome: CallOutcome) -> None:
-    try:
-        origin.call_done(call, outcome)
-    except Exception:  # the caller's bug must not break the link reader that resolved the call
-        log.exception("call_outcome_delivery_failed", outcome=outcome.kind)
