@@ -12,6 +12,14 @@ answers the call itself, and (d) ``sdk_server.py stdio``, the official SDK's ``M
 Each repeat runs every target at every concurrency in turn; the table shows medians over the
 repeats, and the ratios are computed inside each repeat and then their median taken.
 Every run is bounded by ``--calls`` and by ``--max-seconds`` for issuing calls.
+
+``--breakdown`` then splits each toolbridge row's measured daemon CPU per call into what one
+call's own stages cost (``pipeline.py``'s part 1, the daemon's real objects timed one stage at
+a time in this process: resolve, validate, guards, the audit line with the call-log record, the
+call-log row's encoding in its thread, the wire and MCP codecs; not the metrics observer,
+which runs only with the HTTP port on, off in this bench) and the remainder: the event loop's
+wake-ups, the socket reads and writes, the framing, and the session's and router's
+bookkeeping between the stages.
 """
 
 from __future__ import annotations
@@ -63,6 +71,37 @@ def ratios(runs: dict[tuple[str, int], list[dict[str, Any]]], targets: list[str]
     return found
 
 
+#: pipeline.py's stages that a stdio call through the daemon pays, in the order it meets them.
+STAGES = ("mcp_parse_request", "resolve", "validate", "guards", "wire_encode_invocation", "wire_decode_response",
+          "mcp_encode_result", "audit_without_call_log", "call_log_row_encode")
+
+
+def breakdown(summary: dict[str, Any], targets: list[str], levels: list[int]) -> dict[str, float]:
+    """One call's stages (``pipeline.in_process``) and, per toolbridge row, the daemon's measured
+    CPU per call less their sum."""
+    import argparse as _argparse
+
+    import pipeline
+
+    options = _argparse.Namespace(iterations=5000, repeats=3, calls=2000, metrics="on")
+    with h.temp_home() as home:
+        part = trio.run(pipeline.in_process, options, home / "inproc")
+    stages = {name: part["stages_us"][name] for name in STAGES if name in part["stages_us"]}
+    # The call-log record itself (queueing the row) is audit less audit_without_call_log.
+    stages["call_log_record"] = max(0.0, part["stages_us"]["audit"] - part["stages_us"]["audit_without_call_log"])
+    total = sum(stages.values())
+    found = {**stages, "sum of the stages": total}
+    for t in targets:
+        if t not in ("app_client", "raw_app"):
+            continue
+        for c in levels:
+            daemon = summary[f"{t}@{c}"]["cpu_us_per_call"].get("daemon")
+            if daemon is not None:
+                found[f"{t}@{c}: daemon CPU per call"] = daemon
+                found[f"{t}@{c}: less the stages (loop, I/O, session, bookkeeping)"] = daemon - total
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=20000)
@@ -74,6 +113,8 @@ def main() -> None:
     parser.add_argument("--text", default="hello", help="the echo argument")
     parser.add_argument("--app-concurrency", type=int, default=64,
                         help="the app_client app's max_concurrency (1: a GUI app answering one call at a time)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time one call's stages in this process and print them against the daemon's CPU")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     levels = h.parse_list(args.concurrency)
@@ -138,6 +179,10 @@ def main() -> None:
     rrows = [[k, v["throughput_ratio"], v["p50_ratio"]] for k, v in result["ratios"].items()]
     if rrows:
         text += [h.table(["toolbridge / reference @ concurrency", "throughput ratio", "p50 ratio"], rrows)]
+    if args.breakdown:
+        result["breakdown"] = breakdown(summary, targets, levels)
+        text += ["", "one call's stages, timed alone in this process (pipeline.py part 1), against the daemon's CPU", "",
+                 h.table(["part", "µs per call"], [[k, v] for k, v in result["breakdown"].items()])]
     h.emit(result, args.json, "\n".join(text))
 
 

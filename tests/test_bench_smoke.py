@@ -79,6 +79,17 @@ def test_relay_stdio_with_an_app_answering_one_call_at_a_time() -> None:
         assert result["summary"][f"app_client@{level}"]["tool_errors"] == 0
 
 
+def test_relay_stdio_breakdown() -> None:
+    # Performance round 5: one call's stages beside the daemon's measured CPU per call.
+    result = run_scenario("relay_stdio", "--targets", "raw_app", "--concurrency", "1", "--breakdown")
+    parts = result["breakdown"]
+    for stage in ("mcp_parse_request", "validate", "guards", "audit_without_call_log", "call_log_row_encode"):
+        assert positive(parts[stage]), stage
+    assert positive(parts["sum of the stages"])
+    assert non_negative(parts["raw_app@1: daemon CPU per call"])  # a few clock ticks at this size
+    assert math.isfinite(parts["raw_app@1: less the stages (loop, I/O, session, bookkeeping)"])
+
+
 def test_relay_http() -> None:
     result = run_scenario("relay_http")
     for target in ("app_client", "raw_app", "raw_app_modern", "sdk"):

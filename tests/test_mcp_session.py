@@ -335,6 +335,32 @@ async def test_a_response_with_no_room_waits_for_room(core: BrokerCore) -> None:
     assert outbox.closes == 1 and session.in_flight == 0 and len(core.calls) == 0
 
 
+async def test_an_origin_that_raises_on_its_outcome_breaks_neither_the_call_nor_the_next(core: BrokerCore) -> None:
+    """The router tells an origin its outcome inside the app link's reader: a bug there is
+    logged, the call still ends once and releases its slot, and the next call goes out."""
+    link = linked_app(core)
+
+    class Broken:
+        told = 0
+
+        def call_progress(self, call: Call, progress: float, total: float | None, message: str | None) -> None:
+            pass
+
+        def call_done(self, call: Call, outcome: Any) -> None:
+            self.told += 1
+            raise RuntimeError("a bug in the caller")
+
+    origin = Broken()
+    call = core.router.start_call("Desk__Echo", {}, origin=origin, deadlines=None)
+    assert isinstance(call, Call) and call.sent
+    assert core.router.resolve(call, ToolResult(success=True, data="ok"))  # does not raise
+    assert call.done and origin.told == 1 and len(core.calls) == 0
+    assert not core.router.resolve(call, ToolResult(success=True, data="again"))  # once only
+    sent_before = len(link.conn.sent)
+    following = core.router.start_call("Desk__Echo", {}, origin=origin, deadlines=None)
+    assert isinstance(following, Call) and following.sent and len(link.conn.sent) == sent_before + 1
+
+
 async def test_one_record_per_call_owns_its_ids_and_every_table_holds_it(core: BrokerCore) -> None:
     """The session's request in flight, the correlation map's entry and the deadline heap's are
     one object, the router's Call, which owns the request id, the correlation id and the deadline."""

@@ -76,8 +76,13 @@ class ArgumentValidator(Protocol):
 class _Validator:
     check: Callable[[dict[str, Any]], list[str]]
     may_be_slow: bool
+    #: ``fast_validator``'s check for a simple schema (True: valid), tried first; else None.
+    fast: Callable[[dict[str, Any]], bool] | None = None
 
     def __call__(self, arguments: dict[str, Any]) -> list[str]:
+        fast = self.fast
+        if fast is not None and fast(arguments):  # the common case, without the full check's call
+            return []
         return self.check(arguments)
 
 
@@ -136,9 +141,7 @@ def compile_sized(tool_name: str, schema: dict[str, Any], max_bytes: int) -> tup
             "invalid_tool", f"tool {tool_name!r}: inputSchema cannot be compiled: {exc}"
         ) from None
 
-    def validate(arguments: dict[str, Any]) -> list[str]:
-        if fast is not None and fast(arguments):
-            return []
+    def validate(arguments: dict[str, Any]) -> list[str]:  # after _Validator tried ``fast``
         try:
             with matching(patterns):
                 errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.path))
@@ -150,7 +153,7 @@ def compile_sized(tool_name: str, schema: dict[str, Any], max_bytes: int) -> tup
             return [f"the tool's schema could not be applied: {type(exc).__name__}"]
         return [_describe(error) for error in errors[:_MAX_REPORTED_ERRORS]]
 
-    return _Validator(validate, may_be_slow=not patterns.linear), size
+    return _Validator(validate, may_be_slow=not patterns.linear, fast=fast), size
 
 
 def _describe(error: jsonschema.exceptions.ValidationError) -> ArgumentProblem:
