@@ -342,6 +342,48 @@ async def test_one_line_each_way_over_a_socket_is_one_task_step() -> None:
         await stream.aclose()
 
 
+async def test_a_peer_answering_one_line_at_a_time_costs_few_failed_reads() -> None:
+    """When lines come one at a time (the peer waits for us), trying a read before waiting
+    finds nothing every time: after one such miss the reader waits first for a few reads, so
+    20 lines cost at most a few failed reads instead of 20 (daemon, relay and app alike)."""
+    stream, peer = _socket_stream_pair()
+    channel = LineChannel(stream)
+    raw = channel._raw_in
+    assert raw is not None
+    misses = 0
+    recv = raw.recv
+
+    def counting_recv(size: int) -> bytes:
+        nonlocal misses
+        try:
+            return recv(size)
+        except BlockingIOError:
+            misses += 1
+            raise
+
+    raw.recv = counting_recv
+    try:
+        received: list[bytes] = []
+        async with trio.open_nursery() as nursery:
+
+            async def read() -> None:
+                for _ in range(20):
+                    received.append(await channel.receive_line())
+
+            nursery.start_soon(read)
+            for index in range(20):
+                await trio.testing.wait_all_tasks_blocked(0.001)  # the reader waits: nothing is there
+                peer.sendall(b'{"n":%d}\n' % index)
+                with trio.fail_after(5):
+                    while len(received) <= index:
+                        await trio.sleep(0)
+        assert received == [b'{"n":%d}' % index for index in range(20)]
+        assert misses <= 3, misses  # 20 before: one failed read per line
+    finally:
+        peer.close()
+        await stream.aclose()
+
+
 async def _started_task(nursery: trio.Nursery, fn: Callable[[], Awaitable[object]]) -> trio.lowlevel.Task:
     """Start ``fn`` in ``nursery`` and return its task."""
 
