@@ -43,8 +43,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_client.wire import ToolSpec  # noqa: E402
-from broker.core import names  # noqa: E402
 from broker.discovery import MAX_LIMIT, ToolIndex, query_words, tool_text  # noqa: E402
+from run import load_corpus  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CATALOGUES = (HERE / "catalogue_studio.json", HERE / "catalogue_home.json")
@@ -73,26 +73,7 @@ def load(path: Path) -> list[tuple[str, list[str], str]]:
 def tools(paths: tuple[Path, ...] | list[Path] = CATALOGUES) -> list[tuple[str, str, ToolSpec]]:
     """Every catalogue's tools in one list, named as the broker names them (labels unique
     across the files)."""
-    labels: set[str] = set()
-    taken: set[str] = set()
-    out = []
-    for path in paths:
-        for app in json.loads(Path(path).read_text())["apps"]:
-            label = names.make_label(app["name"], labels)
-            labels.add(label)
-            for raw in app["tools"]:
-                spec = ToolSpec(
-                    name=raw["name"],
-                    description=raw.get("description", ""),
-                    input_schema=raw.get("inputSchema", {"type": "object"}),
-                    title=raw.get("title"),
-                    annotations=raw.get("annotations"),
-                    output_schema=raw.get("outputSchema"),
-                )
-                agent_name = names.make_agent_name(label, spec.name, taken)
-                taken.add(agent_name)
-                out.append((agent_name, label, spec))
-    return out
+    return load_corpus(*paths)
 
 
 def evaluate(index: ToolIndex, queries: list[tuple[str, list[str], str]], misses: bool) -> dict[str, dict[str, float]]:

@@ -69,27 +69,29 @@ class Metrics:
     misses: list[tuple[str, str, list[str]]]  # (query, expected, top-5 found) when not first
 
 
-def load_corpus(path: Path = CORPUS) -> list[tuple[str, str, ToolSpec]]:
-    """The corpus as (agent_name, app_label, ToolSpec), named the way the broker names them."""
-    data = json.loads(path.read_text())
+def load_corpus(*paths: Path) -> list[tuple[str, str, ToolSpec]]:
+    """The tools of a catalogue file, or of several as one set (the corpus when none is
+    given), as (agent_name, app_label, ToolSpec), named the way the broker names them (labels
+    unique across the files)."""
     labels: set[str] = set()
     taken: set[str] = set()
     tools: list[tuple[str, str, ToolSpec]] = []
-    for app in data["apps"]:
-        label = names.make_label(app["name"], labels)
-        labels.add(label)
-        for raw in app["tools"]:
-            spec = ToolSpec(
-                name=raw["name"],
-                description=raw.get("description", ""),
-                input_schema=raw.get("inputSchema", {"type": "object"}),
-                title=raw.get("title"),
-                annotations=raw.get("annotations"),
-                output_schema=raw.get("outputSchema"),
-            )
-            agent_name = names.make_agent_name(label, spec.name, taken)
-            taken.add(agent_name)
-            tools.append((agent_name, label, spec))
+    for path in paths or (CORPUS,):
+        for app in json.loads(path.read_text())["apps"]:
+            label = names.make_label(app["name"], labels)
+            labels.add(label)
+            for raw in app["tools"]:
+                spec = ToolSpec(
+                    name=raw["name"],
+                    description=raw.get("description", ""),
+                    input_schema=raw.get("inputSchema", {"type": "object"}),
+                    title=raw.get("title"),
+                    annotations=raw.get("annotations"),
+                    output_schema=raw.get("outputSchema"),
+                )
+                agent_name = names.make_agent_name(label, spec.name, taken)
+                taken.add(agent_name)
+                tools.append((agent_name, label, spec))
     return tools
 
 
