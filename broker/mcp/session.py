@@ -446,12 +446,6 @@ class Session:
             result["instructions"] = CODE_INSTRUCTIONS
         return result
 
-
-
-
-
-
-
     # --- elicitation (``elicitation``; the app's side is ``broker.core.elicitation``) -----
 
     def start_task(self, fn: Callable[..., Awaitable[None]], *args: Any, name: str) -> None:
