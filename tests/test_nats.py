@@ -8,6 +8,7 @@ import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
@@ -149,7 +150,7 @@ def call_log(daemon: Daemon, prefix: str) -> list[tuple[str, str, str, str, str]
                           (prefix + "%",)).fetchall()
 
 
-async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp_path: Path) -> None:
+async def test_no_responders_fails_the_call_after_a_short_grace_and_withdraws_the_broker(tmp_path: Path) -> None:
     import nats
 
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
@@ -170,7 +171,7 @@ async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp
             finally:
                 await aio.run(nc.close())
         async with agent(a) as client:
-            with trio.fail_after(2):  # not the 30 s default deadline
+            with trio.fail_after(5):  # the grace (1.6 s), not the 30 s default deadline
                 result = await client.call_tool("ghost__Demo__run", {})
             assert result.is_error and "no responders" in text_of(result), text_of(result)
             assert (result.meta or {}).get("toolbridge/errorKind") == "app_disconnected"
@@ -182,8 +183,53 @@ async def test_no_responders_fails_the_call_at_once_and_withdraws_the_broker(tmp
         a.shutdown.set()
 
 
+async def test_a_call_that_finds_no_responders_is_made_again_while_its_broker_comes_back(tmp_path: Path) -> None:
+    """NATS says "no responders" when nobody subscribes at that instant: nobody received the
+    call, so it is published again for a short grace, as when its broker is moving between two
+    nodes of the cluster; it reaches the broker once that is back, and its tools stay."""
+    import nats
+
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
+        late = announcement("late", 60_000, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
+        async with open_asyncio_thread("test-nats") as aio:
+            nc = await aio.run(nats.connect(nodes[0].url))
+            try:
+                await wait_until(a.core, lambda: nats_of(a).connected)
+                await aio.run(nc.publish("toolbridge.tools.late", late))
+                await aio.run(nc.flush())
+                await wait_until(a.core, lambda: "late__Demo__run" in tool_names(a.core))
+                outcomes: list[Any] = []
+
+                async def call() -> None:
+                    outcomes.append(await a.core.router.call_tool("late__Demo__run", {}, timeout=30))
+
+                nursery.start_soon(call)
+                # Nobody on the call's subject yet (the broker between two nodes)...
+                await wait_until(a.core, lambda: any(entry.unheard for entry in nats_of(a)._outgoing.values()))
+                received: list[bytes] = []
+
+                async def answer(msg: Any) -> None:
+                    received.append(bytes(msg.data))
+                    await msg.respond(b'{"data": "ran once"}')
+
+                async def subscribe() -> None:
+                    await nc.subscribe("toolbridge.call.late.>", cb=answer)
+                    await nc.flush()
+
+                await aio.run(subscribe())  # ...and back: the call, published again, reaches it
+                await wait_until(a.core, lambda: bool(outcomes))
+            finally:
+                await aio.run(nc.close())
+        [outcome] = outcomes
+        assert outcome.kind == "ok" and outcome.result is not None and outcome.result.data == "ran once", outcome
+        assert len(received) == 1  # received once: a "no responders" call had reached nobody
+        assert "late__Demo__run" in tool_names(a.core)  # never withdrawn
+        a.shutdown.set()
+
+
 @pytest.mark.skipif(os.name != "posix", reason="SIGKILL")
-async def test_a_sigkilled_daemon_fails_calls_at_once_and_its_tools_leave(tmp_path: Path) -> None:
+async def test_a_sigkilled_daemon_fails_calls_soon_and_its_tools_leave(tmp_path: Path) -> None:
     async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
         a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
         c = await DaemonProcess(tmp_path / "C", 0, "--no-http", "--nats", nodes[1].url, "--broker-name", "C").start()
@@ -198,7 +244,7 @@ async def test_a_sigkilled_daemon_fails_calls_at_once_and_its_tools_leave(tmp_pa
                 # (In the moment before C's node has seen the socket close and told the cluster, a
                 # request could still be routed to C's node and wait for its deadline.)
                 await nodes[1].wait_clients_closed(closed + 1)
-                with trio.fail_after(2):  # at once, not after the 30 s deadline
+                with trio.fail_after(5):  # after the no-responders grace (1.6 s), not the 30 s deadline
                     failed = await client.call_tool("C__Demo__echo", {"text": "hi"})
                 assert failed.is_error and (failed.meta or {}).get("toolbridge/errorKind") == "app_disconnected"
                 assert "no responders" in text_of(failed), text_of(failed)
@@ -237,6 +283,10 @@ USERS = 'authorization {{ users = [ {{user: "a", password: "pa"}}{b} ] }}\n'
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGHUP"), reason="nats-server reloads its configuration on SIGHUP")
+# The revoked broker keeps trying to reconnect (its user may come back), and nats-py leaves the
+# stream writer of each refused attempt for the garbage collector; the call below now lasts the
+# no-responders grace (1.6 s), long enough for such a writer to be collected during the test.
+@pytest.mark.filterwarnings(r"ignore:Exception ignored in. <function StreamWriter.__del__:pytest.PytestUnraisableExceptionWarning")
 async def test_revoking_a_brokers_nats_user_cuts_it_off(tmp_path: Path) -> None:
     config = tmp_path / "nats.conf"
     config.write_text(USERS.format(b=', {user: "b", password: "pb"}'))
@@ -256,7 +306,7 @@ async def test_revoking_a_brokers_nats_user_cuts_it_off(tmp_path: Path) -> None:
         with trio.fail_after(10):
             await nodes[0].reloaded.wait()
         await wait_until(b.core, lambda: not nats_of(b).connected)
-        # B's tools leave A's list (B can no longer announce), and calls to them fail at once.
+        # B's tools leave A's list (B can no longer announce), and calls to them fail soon.
         async with agent(a) as client:
             with trio.fail_after(5):
                 result = await client.call_tool("B__Demo__echo", {"text": "x"})

@@ -16,6 +16,15 @@ of them, and one watcher (:meth:`CallPath._watch_outgoing`) that ends a call who
 said nothing for :data:`LIVENESS` seconds (killed, cut off, or stalled: ``app_disconnected``
 within ~2 s, and a cancel so a stalled owner does not run it later).
 
+**"No responders" is not yet "gone".** NATS answers a call with "no responders" when nobody
+subscribes to its subject at that instant, so nobody received it and it cannot have run. That
+is also what a broker moving to another node of the cluster looks like for a moment (between
+its old node's death and its subscriptions reaching the new one). So such a call is published
+again, after 50, 100, 200, 400 and 800 ms (:data:`NO_RESPONDERS_GRACE` in all, never past its
+deadline); only then does it fail (``app_disconnected``) and the broker's tools leave. Before,
+the first "no responders" withdrew them until the broker's next announcement, and a call in
+that instant failed though the broker was back a moment later.
+
 Why replies cannot be forged (issue 27): nats-py's request inboxes are a counter plus 16 random
 bits, and every broker could publish on ``_INBOX.>``, so a broker that saw one of its own
 calls' reply subjects could spray the neighbours of it and answer calls to a third broker. Now
@@ -53,6 +62,7 @@ import itertools
 import math
 import secrets
 import time
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
@@ -92,6 +102,10 @@ MAX_SERVING: Final = 512
 KEEPALIVE: Final = 0.5
 #: A caller ends a call whose owner said nothing for this long (``app_disconnected``).
 LIVENESS: Final = 2.0
+#: A call that found no responders is published again for this long (see the module docstring),
+#: first after :data:`NO_RESPONDERS_FIRST_RETRY`, each wait twice the one before.
+NO_RESPONDERS_GRACE: Final = 1.6
+NO_RESPONDERS_FIRST_RETRY: Final = 0.05
 #: How long a broker may answer a request delivered to it (``allow_responses.expires`` in
 #: ``broker_permissions``; the server forgets each grant after it): a call over NATS runs at
 #: most this long, less a margin for the trip back.
@@ -160,6 +174,12 @@ class _Outgoing:
     token: str
     #: ``time.monotonic()`` when the owner was last heard from about this call (or it was sent).
     heard: float
+    #: Publishes the call (again: a "no responders" means nobody received it).
+    publish: Callable[[], Coroutine[Any, Any, None]] | None = None
+    #: Its absolute deadline (``time.time()``), and its "no responders" so far.
+    deadline: float = math.inf
+    unheard: int = 0
+    unheard_since: float = 0.0
 
 
 class CallPath:
@@ -255,7 +275,7 @@ class CallPath:
                    H_DEADLINE: str(round((time.time() + budget) * 1000))}
         if invocation.progress:
             headers[H_PROGRESS] = "1"
-        entry = _Outgoing(port, cid, call_id, token, time.monotonic())
+        entry = _Outgoing(port, cid, call_id, token, time.monotonic(), deadline=time.time() + budget)
         self._outgoing[(port.id, cid)] = entry
         self._replies[token] = entry
         subject = call_subject(port.remote, invocation.tool)
@@ -272,7 +292,29 @@ class CallPath:
                                               f"the NATS connection to the broker {port.remote} is down ({name}); "
                                               "retry in a moment"))
 
+        entry.publish = publish
         self._aio_submit(publish())
+
+    def _publish_unheard_again(self, entry: _Outgoing) -> bool:
+        """Publish again, a little later, a call that found no responders, while its grace and
+        its deadline allow (see the module docstring); False when they do not."""
+        now = time.monotonic()
+        if not entry.unheard:
+            entry.unheard_since = now
+        wait = NO_RESPONDERS_FIRST_RETRY * 2 ** entry.unheard
+        if (self._nursery is None or entry.publish is None or now + wait - entry.unheard_since > NO_RESPONDERS_GRACE
+                or time.time() + wait >= entry.deadline):
+            return False
+        entry.unheard += 1
+        self._nursery.start_soon(self._publish_later, entry, wait)
+        return True
+
+    async def _publish_later(self, entry: _Outgoing, wait: float) -> None:
+        await trio.sleep(wait)
+        if self._replies.get(entry.token) is not entry or entry.publish is None:
+            return  # ended meanwhile: cancelled, its deadline, the broker dropped, this link down
+        entry.heard = time.monotonic()
+        self._aio_submit(entry.publish())
 
     def _on_reply(self, msg: Any, heard: float) -> None:
         entry = self._replies.get(msg.subject.rsplit(".", 1)[-1])
@@ -281,9 +323,12 @@ class CallPath:
         entry.heard = heard
         port, headers = entry.port, msg.headers or {}
         if headers.get(_STATUS) == _NO_RESPONDERS:
+            if self._publish_unheard_again(entry):
+                return
             self._end(entry, OutcomeKind.APP_DISCONNECTED,
-                      f"the broker {port.remote} is not reachable over NATS (no responders): it stopped or "
-                      "lost its connection; its tools were withdrawn. List the tools again.")
+                      f"the broker {port.remote} is not reachable over NATS (no responders for "
+                      f"{time.monotonic() - entry.unheard_since:.1f} s): it stopped or lost its connection; "
+                      "its tools were withdrawn. List the tools again.")
             self._drop_remote(port.remote, "no responders")
             return
         kind = headers.get(H_KIND)

@@ -38,8 +38,9 @@ like any call (validation, guards, admission, audit and call log with the remote
 app), and the router's ``toolInvocation`` to the port becomes a NATS request. The owning broker
 runs it through its own pipeline (``transport="nats"``), so both call logs have it.
 A broker is dropped — its tools leave, agents get list-changed — on its ``bye``, when it has
-not announced for :data:`EXPIRE_INTERVALS` of its intervals, and at once when a call to it
-finds **no responders** (the call fails then with ``app_disconnected``, not after its deadline).
+not announced for :data:`EXPIRE_INTERVALS` of its intervals, and when a call to it finds **no
+responders** for ``nats_calls.NO_RESPONDERS_GRACE`` (the call is published again meanwhile, then
+fails with ``app_disconnected``, not after its deadline).
 A ``toolCancel`` to the port publishes the cancel; the owner cancels its router call, which
 tells the app.
 
