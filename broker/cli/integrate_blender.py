@@ -38,7 +38,8 @@ __all__ = ["ADDON", "APP_CLIENT_DEPENDENCIES", "IntegrationError", "addon_source
 ADDON = "toolbridge_blender"
 #: What app_client needs at run time (pyproject.toml's dependencies that app_client imports;
 #: tests/test_blender_integration.py checks the two lists agree).
-APP_CLIENT_DEPENDENCIES = ("trio>=0.27", "msgspec>=0.19", "attrs>=23.1", "structlog>=24.1", "platformdirs>=4.0")
+APP_CLIENT_DEPENDENCIES = ("trio>=0.27", "msgspec>=0.19", "attrs>=23.1", "structlog>=24.1", "platformdirs>=4.0",
+                           "outcome>=1.2")
 _MARK = "TOOLBRIDGE-PROBE "
 _PROBE = f"""
 import json, sys, sysconfig, addon_utils, bpy
