@@ -167,21 +167,30 @@ async def test_document_changes_are_read_back_through_freecad(world: Setup) -> N
         assert "Doomed" in data(await client.call_tool("FreeCAD__undo", {}))["objects"]  # undo brought it back
         data(await client.call_tool("FreeCAD__delete_object", {"name": "Doomed"}))
 
-        shot = await client.call_tool("FreeCAD__screenshot_window", {"fit_all": True})
-        assert not shot.is_error, shot.content
-        check_screenshot(shot.content[0].data)
+        # The 3D view is drawn with OpenGL (llvmpipe) and reaches the screen a moment after
+        # fit_all's repaint: a picture taken in that moment shows the view before it was fitted
+        # (once in a clean-clone CI run). So: pictures until the fitted part shows, bounded.
+        with trio.fail_after(30):
+            while True:
+                shot = await client.call_tool("FreeCAD__screenshot_window", {"fit_all": True})
+                assert not shot.is_error, shot.content
+                if check_screenshot(shot.content[0].data):
+                    break
+                await trio.sleep(0.5)
 
 
-def check_screenshot(encoded: str) -> None:
-    """FreeCAD's whole window, and the red part visible in its 3D view (drawn with OpenGL)."""
+def check_screenshot(encoded: str) -> bool:
+    """FreeCAD's whole window (checked), and whether the red part fills enough of its 3D view."""
     from PIL import Image
 
     window = Image.open(io.BytesIO(base64.b64decode(encoded))).convert("RGB")
     assert window.size == (1280, 800)
     red = sum(1 for r, g, b in window.get_flattened_data() if r > 150 and g < 60 and b < 60)
-    assert red > 1280 * 800 // 50, "the red part is not in the screenshot"
+    if red <= 1280 * 800 // 50:
+        return False
     if os.environ.get("TOOLBRIDGE_SAVE_SCREENSHOTS"):
         window.resize((800, 500)).quantize(colors=128).save(SCREENSHOT, optimize=True)  # small for the repo
+    return True
 
 
 async def test_a_long_call_leaves_freecad_responsive_and_a_cancel_undoes_it(world: Setup) -> None:
