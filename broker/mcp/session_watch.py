@@ -63,26 +63,40 @@ class WatchSession(Protocol):
     def scope_digest(self) -> bytes | None: ...
 
 
+#: What a session's agent has heard of the tool list: the registry's version, and (in a
+#: one-app scope) the digest of the scope's own list.
+_Seen = tuple[int, bytes | None]
+
+
 async def watch_tools(session: WatchSession) -> None:
     """Handshake era: one ``list_changed`` on ``notify_outbox`` per burst of changes."""
     if session.discovery:
         return  # the meta-tool list never changes
     await session.initialized.wait()
-    seen = session.tools_seen
-    scope_seen = session.scope_seen
-    while True:
-        new = await session.server.coalesced_change(seen)
-        if new is None:
-            return
-        seen = new
-        if session.app is not None:  # a one-app scope: only when its own list changed
-            digest = session.scope_digest()
-            if digest == scope_seen:
-                continue
-            scope_seen = digest
+    seen = (session.tools_seen, session.scope_seen)
+    while (heard := await next_tool_list_change(session, seen)) is not None:
+        seen = heard
         outbox = session.notify_outbox
         if outbox is not None:
             outbox.send_nowait(LIST_CHANGED)
+
+
+
+async def next_tool_list_change(session: WatchSession, seen: _Seen) -> _Seen | None:
+    """Wait for the next burst of tool-list changes the agent should hear of — in a one-app
+    scope, only one that changed the scope's own list — and return what it has heard then;
+    None when the daemon is stopping."""
+    version, digest = seen
+    while True:
+        new = await session.server.coalesced_change(version)
+        if new is None:
+            return None
+        version = new
+        if session.app is None:
+            return version, digest
+        now = session.scope_digest()
+        if now != digest:
+            return version, now
 
 
 async def watch_resources(session: WatchSession) -> None:
@@ -136,9 +150,7 @@ async def listen(
     if uris:
         honored["resourceSubscriptions"] = sorted(uris)
     meta = {protocol.SUBSCRIPTION_ID_KEY: request.id}
-    server = session.server
-    seen = server.registry.version
-    scope_seen = session.scope_digest()
+    seen = (session.server.registry.version, session.scope_digest())
     await outbox.send(
         encode_notification("notifications/subscriptions/acknowledged", {"notifications": honored, "_meta": meta})
     )
@@ -149,20 +161,12 @@ async def listen(
             nursery.start_soon(listen_resources, session, outbox, meta, resources_changed, uris)
         if prompts_changed:
             nursery.start_soon(listen_prompts, session, outbox, meta)
-        while True:
-            new = await server.coalesced_change(seen)
-            if new is None:  # the daemon is stopping: end the subscription gracefully
-                nursery.cancel_scope.cancel()
-                return {"resultType": "complete", "_meta": meta}
-            seen = new
-            if session.app is not None:  # a one-app scope: only when its own list changed
-                digest = session.scope_digest()
-                if digest == scope_seen:
-                    continue
-                scope_seen = digest
+        while (heard := await next_tool_list_change(session, seen)) is not None:
+            seen = heard
             if tools_honored:
                 await outbox.send(changed)
-    raise AssertionError("unreachable")  # pragma: no cover
+        nursery.cancel_scope.cancel()  # the daemon is stopping: end the subscription gracefully
+    return {"resultType": "complete", "_meta": meta}
 
 
 async def listen_resources(session: WatchSession, outbox: Outbox, meta: dict[str, Any], list_changed: bool,
