@@ -117,6 +117,32 @@ async def wait_for_tool(client: Client, name: str, *, present: bool = True,
             await trio.sleep(0.2)
 
 
+@asynccontextmanager
+async def call_cancelled_on_leaving(client: Client, tool: str, arguments: dict[str, Any], *,
+                                    progress_at_least: float = 0) -> AsyncIterator[None]:
+    """Call ``tool`` in the background; enter once it has reported progress of at least
+    ``progress_at_least``, and cancel the call on leaving (the agent's cancel, as the SDK sends
+    it). A call that ends by itself instead fails the test."""
+    reported = trio.Event()
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        if progress >= progress_at_least:
+            reported.set()
+
+    async with trio.open_nursery() as nursery:
+        scope = trio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                await client.call_tool(tool, arguments, progress_callback=on_progress)
+                raise AssertionError(f"{tool} should have been cancelled")  # pragma: no cover
+
+        nursery.start_soon(run)
+        await reported.wait()
+        yield
+        scope.cancel()
+
+
 def data(result: Any) -> Any:
     assert not result.is_error, result.content
     return json.loads(result.content[0].text)

@@ -28,7 +28,8 @@ import pytest
 import trio
 from mcp import types
 
-from programkit import XVFB, ProgramWorld, agent, data, integrated, still_running, toolbridge, wait_for_tool
+from programkit import (XVFB, ProgramWorld, agent, call_cancelled_on_leaving, data, integrated, still_running,
+                        toolbridge, wait_for_tool)
 
 ROOT = Path(__file__).resolve().parent.parent
 FREECAD = shutil.which("freecad")
@@ -199,31 +200,13 @@ async def test_a_long_call_leaves_freecad_responsive_and_a_cancel_undoes_it(worl
     removes the copies made so far."""
     async with agent(world.home) as client:
         await wait_for_tool(client, "FreeCAD__make_grid", alive=still_running("FreeCAD", world.freecad))
-        progress: list[float] = []
-        some_copies = trio.Event()
-
-        async def on_progress(done: float, total: float | None, message: str | None) -> None:
-            progress.append(done)
-            if done >= 3:
-                some_copies.set()
-
-        async with trio.open_nursery() as nursery:
-            scope = trio.CancelScope()
-
-            async def grid() -> None:
-                with scope:
-                    await client.call_tool("FreeCAD__make_grid", {"name": "Drilled", "columns": 100, "rows": 100},
-                                           progress_callback=on_progress)
-                    raise AssertionError("the grid should have been cancelled")  # pragma: no cover
-
-            nursery.start_soon(grid)
-            await some_copies.wait()
+        async with call_cancelled_on_leaving(client, "FreeCAD__make_grid",
+                                             {"name": "Drilled", "columns": 100, "rows": 100}, progress_at_least=3):
             # Another call, answered while the grid is being made (its copies so far are there).
             meanwhile = data(await client.call_tool("FreeCAD__list_objects", {"type_contains": "Part::Feature"}))
             assert 3 <= len(meanwhile) < 100 * 100
             summary = data(await client.call_tool("FreeCAD__document_summary", {}))
             assert summary["last_grid"]["cancelled"] is False and summary["last_grid"]["done"] < 100 * 100
-            scope.cancel()
         # The cleanup runs on FreeCAD's GUI thread after the cancel; polled until it did.
         with trio.fail_after(60):
             while not (last := data(await client.call_tool("FreeCAD__document_summary", {}))["last_grid"])["cancelled"]:
