@@ -1,8 +1,12 @@
 """What the tests of apps in other languages (TypeScript, C#) share when an agent drives them:
-a process's output read as it comes, and the conformance fixture's tool calls with their
-expected answers (progress, image, structured result, app error, cancellation)."""
+the app as a process with its output read as it comes, and the conformance fixture's tool
+calls with their expected answers (progress, image, structured result, app error, cancellation)."""
 
 from __future__ import annotations
+
+import subprocess
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import trio
 from mcp import Client
@@ -26,6 +30,20 @@ class Output:
                 if not chunk:
                     raise AssertionError(f"the stream ended before {marker!r} x{count}:\n{self.text}")
                 self.text += chunk.decode("utf-8", "replace")
+
+
+@asynccontextmanager
+async def app_process(argv: list[str], env: dict[str, str]) -> AsyncIterator[tuple[trio.Process, Output, Output]]:
+    """The app as a process of its own: (the process, its stdout, its stderr). A test that
+    checks how the app ends ends it itself; one that fails leaves it to be killed here."""
+    app = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert app.stdout is not None and app.stderr is not None
+    try:
+        yield app, Output(app.stdout), Output(app.stderr)
+    finally:
+        if app.returncode is None:
+            app.kill()
+            await app.wait()
 
 
 async def call_the_fixture_tools(agent: Client, app_stderr: Output) -> None:

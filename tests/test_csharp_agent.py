@@ -9,7 +9,6 @@ port), which the app and the relay must both follow.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +17,10 @@ import trio
 from mcp import Client, StdioServerParameters
 from mcp import types as mcp_types
 
-from agentkit import Output, call_the_fixture_tools
+from agentkit import app_process, call_the_fixture_tools
 from csharp_testkit import FIXTURE_APP, build, cs_env, mono
 from mcp_testkit import relay_command, relay_env, start_daemon_task
+
 
 async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_restart(tmp_path: Path) -> None:
     build()
@@ -35,13 +35,8 @@ async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_rest
 
     async with trio.open_nursery() as nursery:
         first, first_scope, first_finished = await start_daemon_task(nursery, home)
-        app = await trio.lowlevel.open_process(
-            [mono(), str(FIXTURE_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=cs_env(TOOLBRIDGE_HOME=str(home), TOOLBRIDGE_CONFORMANCE_VERSION="2"),
-        )
-        assert app.stdout is not None and app.stderr is not None
-        stdout, stderr = Output(app.stdout), Output(app.stderr)
-        try:
+        env = cs_env(TOOLBRIDGE_HOME=str(home), TOOLBRIDGE_CONFORMANCE_VERSION="2")
+        async with app_process([mono(), str(FIXTURE_APP)], env) as (app, stdout, stderr):
             await stdout.wait_for("connected Conformance\n")
             async with Client(server, elicitation_callback=user) as agent:
                 names = {tool.name for tool in (await agent.list_tools()).tools}
@@ -78,8 +73,4 @@ async def test_an_agent_drives_the_csharp_app_through_stdio_across_a_daemon_rest
             app.terminate()  # SIGTERM: a clean shutdown (goodbye), then exit status 0
             with trio.fail_after(10):
                 assert await app.wait() == 0
-        finally:
-            if app.returncode is None:
-                app.kill()
-                await app.wait()
         second_scope.cancel()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import struct
-import subprocess
 import sys
 import zlib
 from pathlib import Path
@@ -20,7 +19,7 @@ from mcp import Client, StdioServerParameters
 from csharp_testkit import BIN, build, cs_env, mono
 from mcp_testkit import relay_command, relay_env, running_daemon
 from test_example_app import png_size
-from agentkit import Output
+from agentkit import app_process
 
 NOTES_APP = BIN / "NotesApp.exe"
 
@@ -74,13 +73,8 @@ async def test_an_agent_changes_the_winforms_window_and_the_screenshot_shows_it(
     build()
     home = tmp_path / "home"
     async with running_daemon(home, http_port=None):
-        app = await trio.lowlevel.open_process(
-            [mono(), str(NOTES_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=cs_env(TOOLBRIDGE_HOME=str(home), DISPLAY=display),
-        )
-        assert app.stdout is not None and app.stderr is not None
-        stdout = Output(app.stdout)
-        try:
+        env = cs_env(TOOLBRIDGE_HOME=str(home), DISPLAY=display)
+        async with app_process([mono(), str(NOTES_APP)], env) as (app, stdout, _):
             await stdout.wait_for("connected Notes\n")
             command = relay_command(home, "--no-start")
             async with Client(StdioServerParameters(command=command[0], args=command[1:], env=relay_env())) as agent:
@@ -131,7 +125,3 @@ async def test_an_agent_changes_the_winforms_window_and_the_screenshot_shows_it(
             app.terminate()  # SIGTERM: the window closes, goodbye, exit 0
             with trio.fail_after(15):
                 assert await app.wait() == 0
-        finally:
-            if app.returncode is None:
-                app.kill()
-                await app.wait()

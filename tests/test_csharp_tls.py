@@ -5,7 +5,6 @@ socket runtime.json names comes first (it is never TLS: protocol.md section 1)."
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import trio
@@ -14,7 +13,7 @@ import trustme
 from csharp_testkit import FIXTURE_APP, build, cs_env, mono
 from fedkit import start_daemon
 from test_tls import server_files
-from agentkit import Output
+from agentkit import app_process
 
 
 async def test_the_csharp_app_pins_the_daemons_certificate(tmp_path: Path) -> None:
@@ -25,16 +24,10 @@ async def test_the_csharp_app_pins_the_daemons_certificate(tmp_path: Path) -> No
         assert runtime["tls"] is True
         del runtime["socket"]  # TCP, so TLS
         (daemon.home / "runtime.json").write_text(json.dumps(runtime))
-        app = await trio.lowlevel.open_process(
-            [mono(), str(FIXTURE_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=cs_env(TOOLBRIDGE_HOME=str(daemon.home)),
-        )
-        assert app.stdout is not None
-        try:
-            await Output(app.stdout).wait_for("connected Conformance\n")
+        async with app_process([mono(), str(FIXTURE_APP)], cs_env(TOOLBRIDGE_HOME=str(daemon.home))) as (app, stdout, _):
+            await stdout.wait_for("connected Conformance\n")
             outcome = await daemon.core.router.call_tool("Conformance__echo", {"text": "over tls"})
             assert outcome.result is not None and outcome.result.data == "over tls"
-        finally:
             app.terminate()
             with trio.fail_after(10):
                 assert await app.wait() == 0
@@ -52,15 +45,9 @@ async def test_a_certificate_other_than_the_pinned_one_is_refused(tmp_path: Path
         runtime["tlsCert"] = str(stranger)  # the app would pin a certificate the daemon does not have
         del runtime["socket"]
         (daemon.home / "runtime.json").write_text(json.dumps(runtime))
-        app = await trio.lowlevel.open_process(
-            [mono(), str(FIXTURE_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=cs_env(TOOLBRIDGE_HOME=str(daemon.home)),
-        )
-        assert app.stderr is not None
-        try:
-            await Output(app.stderr).wait_for("connect_failed", timeout=30)
+        async with app_process([mono(), str(FIXTURE_APP)], cs_env(TOOLBRIDGE_HOME=str(daemon.home))) as (app, _, stderr):
+            await stderr.wait_for("connect_failed", timeout=30)
             assert daemon.core.registry.lookup("Conformance__echo") is None
-        finally:
             app.terminate()
             with trio.fail_after(10):
                 await app.wait()
@@ -77,16 +64,10 @@ async def test_the_unix_socket_in_runtime_json_comes_first(tmp_path: Path) -> No
             await closed.bind(("127.0.0.1", 0))
             runtime["port"] = closed.getsockname()[1]
         (daemon.home / "runtime.json").write_text(json.dumps(runtime))
-        app = await trio.lowlevel.open_process(
-            [mono(), str(FIXTURE_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=cs_env(TOOLBRIDGE_HOME=str(daemon.home)),
-        )
-        assert app.stdout is not None
-        try:
-            await Output(app.stdout).wait_for("connected Conformance\n")
+        async with app_process([mono(), str(FIXTURE_APP)], cs_env(TOOLBRIDGE_HOME=str(daemon.home))) as (app, stdout, _):
+            await stdout.wait_for("connected Conformance\n")
             outcome = await daemon.core.router.call_tool("Conformance__echo", {"text": "over the socket"})
             assert outcome.result is not None and outcome.result.data == "over the socket"
-        finally:
             app.terminate()
             with trio.fail_after(10):
                 assert await app.wait() == 0

@@ -8,16 +8,16 @@ the relay must both follow.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import trio
 from mcp import Client, StdioServerParameters
 from mcp import types as mcp_types
 
-from agentkit import Output, call_the_fixture_tools
+from agentkit import app_process, call_the_fixture_tools
 from mcp_testkit import relay_command, relay_env, start_daemon_task
 from ts_testkit import FIXTURE_APP, build, node, node_env
+
 
 async def test_an_agent_drives_the_typescript_app_through_stdio_across_a_daemon_restart(tmp_path: Path) -> None:
     build()
@@ -26,13 +26,8 @@ async def test_an_agent_drives_the_typescript_app_through_stdio_across_a_daemon_
     params = StdioServerParameters(command=command[0], args=command[1:], env=relay_env())
     async with trio.open_nursery() as nursery:
         first, first_scope, first_finished = await start_daemon_task(nursery, home)
-        app = await trio.lowlevel.open_process(
-            [node(), str(FIXTURE_APP)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=node_env(TOOLBRIDGE_HOME=str(home)),
-        )
-        assert app.stdout is not None and app.stderr is not None
-        stdout, stderr = Output(app.stdout), Output(app.stderr)
-        try:
+        env = node_env(TOOLBRIDGE_HOME=str(home))
+        async with app_process([node(), str(FIXTURE_APP)], env) as (app, stdout, stderr):
             await stdout.wait_for("connected Conformance\n")
             async with Client(params) as agent:
                 names = {tool.name for tool in (await agent.list_tools()).tools}
@@ -55,8 +50,4 @@ async def test_an_agent_drives_the_typescript_app_through_stdio_across_a_daemon_
             app.terminate()  # SIGTERM: a clean shutdown (goodbye), then exit status 0
             with trio.fail_after(10):
                 assert await app.wait() == 0
-        finally:
-            if app.returncode is None:
-                app.kill()
-                await app.wait()
         second_scope.cancel()
