@@ -182,19 +182,28 @@ async def _initialized(daemon: ScriptedDaemon, stdin: trio.abc.SendStream,
     return stream, lines
 
 
+#: How much of a large response the daemon has sent when a test acts mid-stream.
+HEAD = STREAM_AFTER + 1000
+
+
+async def _streaming(stdin: trio.abc.SendStream, stream: trio.SocketStream, lines: RawLines, out: RawLines) -> None:
+    """The agent calls (id 1); the daemon sends the head of a large answer, which the agent
+    already has while the rest of the line is still to come."""
+    await stdin.send_all(request(1, "tools/call", {"name": "x"}))
+    assert json.loads(await lines.line())["id"] == 1
+    await stream.send_all(big_response(1)[:HEAD])
+    await out.fill(HEAD)
+
+
 async def test_a_large_response_reaches_the_agent_before_its_line_ends(tmp_path: Path) -> None:
     """Round 4's relay received the whole line first: the agent got nothing while the daemon
     waited for it to have read the head (the test timed out there)."""
     async with scripted_relay(tmp_path) as (daemon, stdin, out, done):
         stream, lines = await _initialized(daemon, stdin, out)
-        await stdin.send_all(request(1, "tools/call", {"name": "x"}))
-        assert json.loads(await lines.line())["id"] == 1
+        await _streaming(stdin, stream, lines, out)  # the agent has the head; the daemon holds the rest
         response = big_response(1)
-        head = STREAM_AFTER + 1000
-        await stream.send_all(response[:head])
-        await out.fill(head)  # the agent has the head while the daemon still holds the rest
-        assert bytes(out.buffer) == response[:head]
-        await stream.send_all(response[head:])
+        assert bytes(out.buffer) == response[:HEAD]
+        await stream.send_all(response[HEAD:])
         assert await out.line() + b"\n" == response  # byte-exact
         await stdin.send_all(request(2, "tools/call", {"name": "y"}))
         assert json.loads(await lines.line())["id"] == 2
@@ -210,13 +219,9 @@ async def test_a_daemon_lost_mid_response_leaves_the_agents_stream_well_formed(t
     message), the request gets its error, and the next request goes to a new connection."""
     async with scripted_relay(tmp_path) as (daemon, stdin, out, done):
         stream, lines = await _initialized(daemon, stdin, out)
-        await stdin.send_all(request(1, "tools/call", {"name": "x"}))
-        assert json.loads(await lines.line())["id"] == 1
-        head = STREAM_AFTER + 1000
-        await stream.send_all(big_response(1)[:head])
-        await out.fill(head)
+        await _streaming(stdin, stream, lines, out)
         await stream.aclose()  # the daemon goes mid-line
-        assert await out.line() == big_response(1)[:head]
+        assert await out.line() == big_response(1)[:HEAD]
         error = await out.message()
         assert error["id"] == 1 and error["error"]["code"] == -32000
         assert "connection to the toolbridge daemon was lost" in error["error"]["message"]
@@ -237,16 +242,12 @@ async def test_a_cancel_mid_stream_leaves_other_calls_unaffected(tmp_path: Path)
     line is finished whole, the other answer follows it, each line parses."""
     async with scripted_relay(tmp_path) as (daemon, stdin, out, done):
         stream, lines = await _initialized(daemon, stdin, out)
-        await stdin.send_all(request(1, "tools/call", {"name": "x"}))
-        assert json.loads(await lines.line())["id"] == 1
-        head = STREAM_AFTER + 1000
-        await stream.send_all(big_response(1)[:head])
-        await out.fill(head)
+        await _streaming(stdin, stream, lines, out)
         await stdin.send_all(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
                                          "params": {"requestId": 1}}).encode() + b"\n" + request(2, "ping"))
         assert json.loads(await lines.line())["method"] == "notifications/cancelled"
         assert json.loads(await lines.line())["id"] == 2
-        await stream.send_all(big_response(1)[head:] + b'{"jsonrpc":"2.0","id":2,"result":{}}\n')
+        await stream.send_all(big_response(1)[HEAD:] + b'{"jsonrpc":"2.0","id":2,"result":{}}\n')
         assert await out.line() + b"\n" == big_response(1)
         assert await out.message() == {"jsonrpc": "2.0", "id": 2, "result": {}}
         await stdin.aclose()
