@@ -140,6 +140,25 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
 INTERVAL = 0.3
 
 
+@asynccontextmanager
+async def nats_client(url: str, **options: Any) -> AsyncIterator[tuple[Any, Any, list[str]]]:
+    """A bare nats-py client on its own thread: (asyncio thread, connection, errors it was sent)."""
+    import nats
+
+    from broker.federation.nats_bridge import open_asyncio_thread
+
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    async with open_asyncio_thread("test-nats-client") as aio:
+        nc = await aio.run(nats.connect(url, error_cb=on_error, allow_reconnect=False, **options))
+        try:
+            yield aio, nc, errors
+        finally:
+            await aio.run(nc.close())
+
 def nats_of(daemon: Daemon) -> NatsFederation:
     """The daemon's NATS federation (it was started with ``nats_url``)."""
     from broker.federation.nats_link import NatsFederation  # nats-py: imported by tests that have it

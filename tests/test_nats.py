@@ -21,13 +21,12 @@ pytest.importorskip("nats")
 from app_client.protocol import ToolSpec  # noqa: E402
 from broker.config.settings import Settings  # noqa: E402
 from broker.errors import ConfigError, StartupError  # noqa: E402
-from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
 from broker.federation.nats_catalog import Catalog  # noqa: E402
 from broker.federation.nats_link import check_broker_name, encode_announcement, nats_options  # noqa: E402
 from faultkit import DaemonProcess  # noqa: E402
 from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import HTTPX_STREAM_WARNINGS, ScriptedApp, http_client, mcp_url  # noqa: E402
-from natskit import INTERVAL, free_port, nats_cluster, nats_of, start_broker  # noqa: E402
+from natskit import INTERVAL, free_port, nats_client, nats_cluster, nats_of, start_broker  # noqa: E402
 
 pytestmark = [pytest.mark.filterwarnings(w) for w in HTTPX_STREAM_WARNINGS]
 
@@ -151,25 +150,19 @@ def call_log(daemon: Daemon, prefix: str) -> list[tuple[str, str, str, str, str]
 
 
 async def test_no_responders_fails_the_call_after_a_short_grace_and_withdraws_the_broker(tmp_path: Path) -> None:
-    import nats
-
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
         a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
         # A "broker" that announces a tool and is gone: nobody listens on its call subject.
         ghost = announcement("ghost", 60_000, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
-        async with open_asyncio_thread("test-nats") as aio:
-            nc = await aio.run(nats.connect(nodes[0].url))
-            try:
-                await wait_until(a.core, lambda: nats_of(a).connected)
-                # And one that announces once, fast, then falls silent (a crashed daemon).
-                mute = announcement("mute", 400, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
-                await aio.run(nc.publish("toolbridge.tools.ghost", ghost))
-                await aio.run(nc.publish("toolbridge.tools.mute", mute))
-                await aio.run(nc.flush())
-                await wait_until(a.core, lambda: "ghost__Demo__run" in tool_names(a.core))
-                await wait_until(a.core, lambda: "mute__Demo__run" in tool_names(a.core))
-            finally:
-                await aio.run(nc.close())
+        async with nats_client(nodes[0].url) as (aio, nc, _):
+            await wait_until(a.core, lambda: nats_of(a).connected)
+            # And one that announces once, fast, then falls silent (a crashed daemon).
+            mute = announcement("mute", 400, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
+            await aio.run(nc.publish("toolbridge.tools.ghost", ghost))
+            await aio.run(nc.publish("toolbridge.tools.mute", mute))
+            await aio.run(nc.flush())
+            await wait_until(a.core, lambda: "ghost__Demo__run" in tool_names(a.core))
+            await wait_until(a.core, lambda: "mute__Demo__run" in tool_names(a.core))
         async with agent(a) as client:
             with trio.fail_after(5):  # the grace (1.6 s), not the 30 s default deadline
                 result = await client.call_tool("ghost__Demo__run", {})
@@ -187,40 +180,34 @@ async def test_a_call_that_finds_no_responders_is_made_again_while_its_broker_co
     """NATS says "no responders" when nobody subscribes at that instant: nobody received the
     call, so it is published again for a short grace, as when its broker is moving between two
     nodes of the cluster; it reaches the broker once that is back, and its tools stay."""
-    import nats
-
     async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
         a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
         late = announcement("late", 60_000, [ToolSpec("Demo__run", "Runs", {"type": "object"})])
-        async with open_asyncio_thread("test-nats") as aio:
-            nc = await aio.run(nats.connect(nodes[0].url))
-            try:
-                await wait_until(a.core, lambda: nats_of(a).connected)
-                await aio.run(nc.publish("toolbridge.tools.late", late))
-                await aio.run(nc.flush())
-                await wait_until(a.core, lambda: "late__Demo__run" in tool_names(a.core))
-                outcomes: list[Any] = []
+        async with nats_client(nodes[0].url) as (aio, nc, _):
+            await wait_until(a.core, lambda: nats_of(a).connected)
+            await aio.run(nc.publish("toolbridge.tools.late", late))
+            await aio.run(nc.flush())
+            await wait_until(a.core, lambda: "late__Demo__run" in tool_names(a.core))
+            outcomes: list[Any] = []
 
-                async def call() -> None:
-                    outcomes.append(await a.core.router.call_tool("late__Demo__run", {}, timeout=30))
+            async def call() -> None:
+                outcomes.append(await a.core.router.call_tool("late__Demo__run", {}, timeout=30))
 
-                nursery.start_soon(call)
-                # Nobody on the call's subject yet (the broker between two nodes)...
-                await wait_until(a.core, lambda: any(entry.unheard for entry in nats_of(a)._outgoing.values()))
-                received: list[bytes] = []
+            nursery.start_soon(call)
+            # Nobody on the call's subject yet (the broker between two nodes)...
+            await wait_until(a.core, lambda: any(entry.unheard for entry in nats_of(a)._outgoing.values()))
+            received: list[bytes] = []
 
-                async def answer(msg: Any) -> None:
-                    received.append(bytes(msg.data))
-                    await msg.respond(b'{"data": "ran once"}')
+            async def answer(msg: Any) -> None:
+                received.append(bytes(msg.data))
+                await msg.respond(b'{"data": "ran once"}')
 
-                async def subscribe() -> None:
-                    await nc.subscribe("toolbridge.call.late.>", cb=answer)
-                    await nc.flush()
+            async def subscribe() -> None:
+                await nc.subscribe("toolbridge.call.late.>", cb=answer)
+                await nc.flush()
 
-                await aio.run(subscribe())  # ...and back: the call, published again, reaches it
-                await wait_until(a.core, lambda: bool(outcomes))
-            finally:
-                await aio.run(nc.close())
+            await aio.run(subscribe())  # ...and back: the call, published again, reaches it
+            await wait_until(a.core, lambda: bool(outcomes))
         [outcome] = outcomes
         assert outcome.kind == "ok" and outcome.result is not None and outcome.result.data == "ran once", outcome
         assert len(received) == 1  # received once: a "no responders" call had reached nobody

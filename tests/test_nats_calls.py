@@ -17,13 +17,12 @@ import trio
 pytest.importorskip("nats")
 
 from app_client.protocol import ToolProgress, ToolResponse, ToolResult, ToolSpec  # noqa: E402
-from broker.federation.nats_bridge import open_asyncio_thread  # noqa: E402
 from broker.federation.nats_catalog import Catalog  # noqa: E402
 from broker.federation.nats_link import broker_permissions, encode_announcement  # noqa: E402
 from faultkit import DaemonProcess  # noqa: E402
 from fedkit import start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import ScriptedApp  # noqa: E402
-from natskit import INTERVAL, nats_cluster, nats_of  # noqa: E402
+from natskit import INTERVAL, nats_client, nats_cluster, nats_of  # noqa: E402
 
 #: nats-py's NUID: 12 random characters, then a 10-digit base-62 sequence.
 NUID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -53,24 +52,6 @@ def users_config(path: Path, names: list[str]) -> Path:
     users.append({"user": "watch", "password": "pw-watch"})
     path.write_text(json.dumps({"authorization": {"users": users}}))
     return path
-
-
-@asynccontextmanager
-async def nats_client(url: str, **options: Any) -> AsyncIterator[tuple[Any, Any, list[str]]]:
-    """A bare nats-py client on its own thread: (asyncio thread, connection, errors it was sent)."""
-    import nats
-
-    errors: list[str] = []
-
-    async def on_error(exc: Exception) -> None:
-        errors.append(str(exc))
-
-    async with open_asyncio_thread("test-nats-client") as aio:
-        nc = await aio.run(nats.connect(url, error_cb=on_error, allow_reconnect=False, **options))
-        try:
-            yield aio, nc, errors
-        finally:
-            await aio.run(nc.close())
 
 
 @asynccontextmanager

@@ -8,7 +8,6 @@ failing and no tool leaving another broker's list.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import structlog

@@ -17,12 +17,12 @@ import trio
 pytest.importorskip("nats")
 
 from app_client.protocol import ToolSpec  # noqa: E402
-from broker.federation.nats_bridge import AsyncioThread, open_asyncio_thread  # noqa: E402
+from broker.federation.nats_bridge import AsyncioThread  # noqa: E402
 from broker.federation.nats_catalog import Catalog  # noqa: E402
 from broker.federation.nats_link import broker_permissions, encode_announcement  # noqa: E402
 from fedkit import tool_names, wait_until  # noqa: E402
 from mcp_testkit import DEMO_TOOLS, ScriptedApp  # noqa: E402
-from natskit import nats_cluster, nats_of, start_broker  # noqa: E402
+from natskit import nats_client, nats_cluster, nats_of, start_broker  # noqa: E402
 
 
 
@@ -62,19 +62,8 @@ class PlainClient:
 
 @asynccontextmanager
 async def plain_client(url: str) -> AsyncIterator[PlainClient]:
-    import nats
-
-    errors: list[str] = []
-
-    async def on_error(exc: Exception) -> None:
-        errors.append(str(exc))
-
-    async with open_asyncio_thread("test-plain-nats") as aio:
-        nc = await aio.run(nats.connect(url, error_cb=on_error, allow_reconnect=False))
-        try:
-            yield PlainClient(aio, nc, errors)
-        finally:
-            await aio.run(nc.close())
+    async with nats_client(url) as (aio, nc, errors):
+        yield PlainClient(aio, nc, errors)
 
 
 # --- the services API -----------------------------------------------------------------------
