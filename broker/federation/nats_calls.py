@@ -271,11 +271,12 @@ class CallPath:
         token = secrets.token_hex(16)  # 128 bits: the reply subject cannot be guessed
         budget = self._default_timeout if invocation.timeout_ms is None else invocation.timeout_ms / 1000
         budget = min(budget, MAX_REMOTE_BUDGET)
+        deadline = time.time() + budget
         headers = {H_CALL: call_id, H_FROM: self.name, H_TIMEOUT: str(max(1, round(budget * 1000))),
-                   H_DEADLINE: str(round((time.time() + budget) * 1000))}
+                   H_DEADLINE: str(round(deadline * 1000))}
         if invocation.progress:
             headers[H_PROGRESS] = "1"
-        entry = _Outgoing(port, cid, call_id, token, time.monotonic(), deadline=time.time() + budget)
+        entry = _Outgoing(port, cid, call_id, token, time.monotonic(), deadline=deadline)
         self._outgoing[(port.id, cid)] = entry
         self._replies[token] = entry
         subject = call_subject(port.remote, invocation.tool)
