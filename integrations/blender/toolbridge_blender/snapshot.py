@@ -47,18 +47,17 @@ __all__ = ["last_render", "refuse_while_rendering", "render_png", "rendering", "
 _SETTINGS = ("engine", "resolution_x", "resolution_y", "resolution_percentage", "use_border",
              "use_crop_to_border", "border_min_x", "border_max_x", "border_min_y", "border_max_y")
 _ENGINES = {"workbench": "BLENDER_WORKBENCH", "eevee": "BLENDER_EEVEE"}
-#: How the last render went (main thread only), for the scene summary: rows, rows_done,
-#: strips_done, cancelled.
-_last: dict[str, object] = {}
-
-
-#: The render in progress (main thread only), or None.
+#: The render in progress, and the last one begun (main thread only), or None.
 _active: _Job | None = None
+_last: _Job | None = None
 
 
 def last_render() -> dict[str, object] | None:
-    """How the last render went, or None before the first."""
-    return dict(_last) or None
+    """How the last render went (for the scene summary), or None before the first."""
+    job = _last
+    if job is None:
+        return None
+    return {"rows": job.height, "rows_done": job.rows_done, "strips_done": job.strips_done, "cancelled": job.cancelled}
 
 
 def rendering() -> dict[str, int] | None:
@@ -112,25 +111,24 @@ class _Job:
     def __init__(self, width: int, height: int, saved: dict[str, object]) -> None:
         self.width, self.height, self.saved = width, height, saved
         self.rows_done = self.strips_done = 0
+        self.cancelled = False
         self.folder = tempfile.mkdtemp(prefix="toolbridge-blender-")
         self.pixels = array("f", bytes(width * height * 4 * 4))
 
 
 def _begin(width: int, height: int, engine: str) -> _Job:
-    global _active
+    global _active, _last
     refuse_while_rendering("render again")
     scene = bpy.context.scene
     if scene.camera is None:
         raise ToolError("the scene has no active camera: add one (or set scene.camera) before rendering")
     render = scene.render
     job = _Job(width, height, {name: getattr(render, name) for name in _SETTINGS})
-    _last.clear()
-    _last.update(rows=height, rows_done=0, strips_done=0, cancelled=False)
     render.engine = _ENGINES[engine]
     render.resolution_x, render.resolution_y, render.resolution_percentage = width, height, 100
     render.use_border = render.use_crop_to_border = True
     render.border_min_x, render.border_max_x = 0.0, 1.0
-    _active = job
+    _active = _last = job
     return job
 
 
@@ -142,8 +140,9 @@ def _end(job: _Job, finished: bool) -> None:
     for name, value in job.saved.items():
         setattr(render, name, value)
     shutil.rmtree(job.folder, ignore_errors=True)
+    job.pixels = array("f")  # kept as the last render for the summary: without its pixels
     if not finished:
-        _last["cancelled"] = True
+        job.cancelled = True
 
 
 def _render_strip(job: _Job, rows: int) -> float:
@@ -171,7 +170,6 @@ def _render_strip(job: _Job, rows: int) -> float:
         job.pixels[target:target + columns * 4] = buffer[source:source + columns * 4]
     job.rows_done += rows
     job.strips_done += 1
-    _last.update(rows_done=job.rows_done, strips_done=job.strips_done)
     return seconds
 
 
