@@ -307,7 +307,7 @@ class LineReader:
         self.bytes_received += len(data)
         return data
 
-    async def _read_raw(self, raw: _RawIO, max_bytes: int = READ_SIZE) -> bytes:
+    async def _read_raw(self, raw: _RawIO, max_bytes: int) -> bytes:
         """One read straight on the handle: at once if something is there (then one scheduler
         pass, as trio's own read makes, so a flooding peer cannot starve the loop; a cancelled
         reader stops before it reads), else wait until the handle is readable (that wait is
