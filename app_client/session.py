@@ -115,12 +115,14 @@ from . import resources as _resources
 from .results import failure
 from .tools import ToolDefinition
 
-__all__ = ["INSTANCE_REPLACED", "OUTBOX_SIZE", "Session"]
+__all__ = ["CALL_TASK_NAME", "INSTANCE_REPLACED", "MAX_IDLE_CALL_TASKS", "OUTBOX_SIZE", "Session"]
 
 #: Missed heartbeat intervals after which a silent link counts as dead.
 HEARTBEAT_MISSES: Final = 3
-#: Call tasks kept parked for the next call at most.
-_MAX_IDLE_WORKERS: Final = 64
+#: Call tasks kept parked for the next call at most (per link).
+MAX_IDLE_CALL_TASKS: Final = 64
+#: The name of the tasks that run calls (parked ones included), for whoever counts tasks.
+CALL_TASK_NAME: Final = "toolbridge call"
 #: Seconds a clean close waits to hand ``goodbye`` to the stream.
 GOODBYE_TIMEOUT: Final = 1.0
 #: At most one "log messages dropped" warning per this many seconds.
@@ -431,7 +433,7 @@ class Session:
             trio.lowlevel.reschedule(self._idle_workers.pop(), outcome.Value((invocation, call)))
             return
         assert self._nursery is not None
-        self._nursery.start_soon(self._call_worker, invocation, call, name="toolbridge call")
+        self._nursery.start_soon(self._call_worker, invocation, call, name=CALL_TASK_NAME)
 
     async def _call_worker(self, invocation: ToolInvocation, call: _Call) -> None:
         """Run calls one after another: a pool of parked tasks instead of a task per call."""
@@ -444,7 +446,7 @@ class Session:
 
         while True:
             await self._run_call(invocation, call)
-            if len(self._idle_workers) >= _MAX_IDLE_WORKERS:
+            if len(self._idle_workers) >= MAX_IDLE_CALL_TASKS:
                 return
             task.context = base.copy()  # each call starts with the context variables a new task has
             self._idle_workers.append(task)
