@@ -222,7 +222,7 @@ def test_an_app_that_exits_at_once_fails_with_its_exit_code_and_stderr(tmp_path:
     assert done.returncode == 1
     lines = done.stdout.splitlines()
     assert lines[0] == (
-        "FAIL: echo: step 1: expected the app to connect within 5000 ms, got no connection "
+        "FAIL: echo: step 1: expected the app to connect within 30000 ms, got no connection "
         "(the app exited with code 3)"
     )
     assert lines[1] == "    app stderr: boom: no display"

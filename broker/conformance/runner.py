@@ -49,7 +49,7 @@ from ..config import home as home_files
 from ..errors import BrokerError
 from ..version import VERSION
 from .matching import Mismatch, fill, match, normalize
-from .vectors import DEFAULT_WITHIN_MS, Scenario
+from .vectors import DEFAULT_WITHIN_MS, START_UP_MS, Scenario
 
 __all__ = ["Result", "run_all", "run_scenario"]
 
@@ -126,6 +126,8 @@ class _Script:
         self.port = 0
         self.link: _Link | None = None
         self.process: trio.Process | None = None
+        #: Whether the app has connected once (its process has started up).
+        self._accepted = False
         self.stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         self._listen_scope: trio.CancelScope | None = None
         self._stderr_done = trio.Event()
@@ -353,12 +355,15 @@ class _Script:
         return stream
 
     async def _do_accept(self, _: Any, within: float, step: dict[str, Any]) -> None:
+        if not self._accepted:  # the first connection: the wait includes the process's start-up
+            within = max(within, START_UP_MS)
         stream = await self._next_connection(within)
         if stream is None:
             raise _Failed(f"expected the app to connect within {within:g} ms, got no connection")
         await self._close_link()
         send, receive = trio.open_memory_channel[object](_LINE_QUEUE)
         self.link = _Link(stream, receive)
+        self._accepted = True
         self.nursery.start_soon(self._read_link, stream, self.link, send)
 
     async def _do_expect(self, pattern: Any, within: float, step: dict[str, Any]) -> None:

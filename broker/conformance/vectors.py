@@ -18,10 +18,13 @@ import msgspec
 
 from ..errors import BrokerError
 
-__all__ = ["ACTIONS", "DEFAULT_WITHIN_MS", "Scenario", "VectorError", "load_scenarios", "vector_files"]
+__all__ = ["ACTIONS", "DEFAULT_WITHIN_MS", "START_UP_MS", "Scenario", "VectorError", "load_scenarios", "vector_files"]
 
 #: How long an ``expect`` or ``accept`` waits unless the step says ``withinMs``.
 DEFAULT_WITHIN_MS: Final = 5000
+#: The least a scenario's first ``accept`` waits: it includes starting the app's process, which
+#: takes seconds for some runtimes (Mono, Node.js, a host program) on a loaded machine.
+START_UP_MS: Final = 30000
 
 #: Every step action, with what it does (README.md documents the same list).
 ACTIONS: Final = {
