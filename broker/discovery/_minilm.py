@@ -1,0 +1,171 @@
+"""all-MiniLM-L6-v2, the embedding model of semantic search, run with numpy.
+
+Theory of operation
+-------------------
+The model is a 6-layer BERT encoder (hidden size 384, 12 heads) whose mean-pooled, L2-normalised
+last layer is the sentence vector (sentence-transformers' recipe for this model). Its weights are
+one ``model.safetensors`` file and its tokenizer one ``tokenizer.json``, both fetched once by
+``toolbridge models fetch`` (``_models``); nothing here touches the network.
+
+Why this model and this engine (BENCHMARKS.md, discovery round 7): on the 558 development queries
+it ranks better than multilingual-e5-small, the model before it (MRR 0.822 -> 0.858, recall@5
+0.937 -> 0.961, with the fusion refitted), and in numpy it costs less (~8 ms a query, ~12 ms a
+tool on one core of the 2-core VM, against ~15-20 and ~21 ms) on every platform numpy runs on.
+The safetensors format is a JSON header and raw little-endian arrays: read here with numpy alone
+(the embedding table is memory-mapped, so its 45 MB are paged in only where words occur); no
+pickle, so a weights file can hold no code. The tokenizer is Hugging Face's ``tokenizers`` (the
+exact WordPiece the model was trained with).
+
+A query is one forward pass over its tokens, without padding: short texts are cheap. Documents
+are encoded one by one for the same reason (a batch would pad each text to the longest).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import numpy as np
+    import numpy.typing as npt
+
+    Vector = npt.NDArray[np.float32]
+
+__all__ = ["MODEL_FILE", "TOKENIZER_FILE", "MiniLM", "read_safetensors"]
+
+#: The two files a model directory holds (``_models`` fetches and checks them).
+MODEL_FILE: Final = "model.safetensors"
+TOKENIZER_FILE: Final = "tokenizer.json"
+_LAYERS: Final = 6
+_HIDDEN: Final = 384
+_HEADS: Final = 12
+#: Longer texts are cut to this many tokens (tool texts are cut to 1,000 characters before).
+_MAX_TOKENS: Final = 256
+#: The largest safetensors header accepted (this model's is ~9 KB).
+_MAX_HEADER: Final = 1 << 20
+_DTYPES: Final = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
+
+
+def read_safetensors(path: Path) -> dict[str, Any]:
+    """The arrays of a safetensors file, memory-mapped read-only (ValueError if malformed)."""
+    import numpy as np
+
+    with path.open("rb") as file:
+        size_bytes = file.read(8)
+        if len(size_bytes) != 8:
+            raise ValueError(f"{path} is not a safetensors file (too short)")
+        size = int.from_bytes(size_bytes, "little")
+        if not 0 < size <= _MAX_HEADER:
+            raise ValueError(f"{path} is not a safetensors file (header size {size})")
+        header = json.loads(file.read(size))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
+    arrays: dict[str, Any] = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(entry["dtype"])
+        if dtype is None:
+            raise ValueError(f"{path}: tensor {name!r} has an unsupported type {entry['dtype']}")
+        start, end = entry["data_offsets"]
+        shape = tuple(entry["shape"])
+        if not 0 <= start <= end <= len(data) or end - start != math.prod(shape) * np.dtype(dtype).itemsize:
+            raise ValueError(f"{path}: tensor {name!r} does not fit the file")
+        arrays[name] = data[start:end].view(dtype).reshape(shape)
+    return arrays
+
+
+def _layer_norm(x: Any, gain: Any, bias: Any) -> Any:
+    import numpy as np
+
+    centred = x - x.mean(-1, keepdims=True)
+    variance = (centred * centred).mean(-1, keepdims=True)
+    return centred / np.sqrt(variance + np.float32(1e-12)) * gain + bias
+
+
+class MiniLM:
+    """The encoder: ``query(text)`` and ``documents(texts)`` give L2-normalised float32 rows."""
+
+    def __init__(self, directory: Path, model_id: str) -> None:
+        import numpy as np
+        from tokenizers import Tokenizer
+
+        #: Which weights these are: the disk cache's vectors are valid for exactly these.
+        self.model_id = model_id
+        weights = {name.removeprefix("bert."): array for name, array in read_safetensors(directory / MODEL_FILE).items()}
+
+        def get(name: str) -> Any:
+            try:
+                return weights[name]
+            except KeyError:
+                raise ValueError(f"{directory / MODEL_FILE} has no tensor {name!r}: not all-MiniLM-L6-v2") from None
+
+        self._words = get("embeddings.word_embeddings.weight")  # memory-mapped: paged in per word
+        self._positions = np.array(get("embeddings.position_embeddings.weight"), dtype=np.float32)
+        self._token_type = np.array(get("embeddings.token_type_embeddings.weight")[0], dtype=np.float32)
+        self._norm = (np.array(get("embeddings.LayerNorm.weight")), np.array(get("embeddings.LayerNorm.bias")))
+        if self._words.shape[1] != _HIDDEN:
+            raise ValueError(f"{directory / MODEL_FILE}: hidden size {self._words.shape[1]}, not {_HIDDEN}")
+        head = _HIDDEN // _HEADS
+        self._layers = []
+        for i in range(_LAYERS):
+            p = f"encoder.layer.{i}."
+
+            def dense(name: str) -> tuple[Any, Any]:
+                # (in, out), contiguous: x @ w is one BLAS call
+                return (np.ascontiguousarray(get(p + name + ".weight").T, dtype=np.float32),
+                        np.array(get(p + name + ".bias"), dtype=np.float32))
+
+            q, k, v = (dense(f"attention.self.{part}") for part in ("query", "key", "value"))
+            # The three projections as one matrix, the 1/sqrt(head size) folded into the query's.
+            scale = np.float32(1 / math.sqrt(head))
+            qkv = np.concatenate([q[0] * scale, k[0], v[0]], axis=1)
+            qkv_bias = np.concatenate([q[1] * scale, k[1], v[1]])
+            self._layers.append((
+                qkv, qkv_bias, *dense("attention.output.dense"),
+                np.array(get(p + "attention.output.LayerNorm.weight")), np.array(get(p + "attention.output.LayerNorm.bias")),
+                *dense("intermediate.dense"), *dense("output.dense"),
+                np.array(get(p + "output.LayerNorm.weight")), np.array(get(p + "output.LayerNorm.bias")),
+            ))
+        tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
+        tokenizer.no_padding()  # the file asks for padding to 128: one text at a time needs none
+        tokenizer.enable_truncation(_MAX_TOKENS)
+        self._tokenizer = tokenizer
+
+    def _encode(self, ids: Sequence[int]) -> Vector:
+        import numpy as np
+
+        count = len(ids)
+        x = _layer_norm(self._words[np.asarray(ids)] + self._positions[:count] + self._token_type, *self._norm)
+        half, gelu_a, gelu_b, one = np.float32(0.5), np.float32(0.7978845608028654), np.float32(0.044715), np.float32(1)
+        head = _HIDDEN // _HEADS
+        for (qkv, qkv_bias, out_w, out_b, norm1_g, norm1_b, mid_w, mid_b, down_w, down_b,
+             norm2_g, norm2_b) in self._layers:
+            h = x @ qkv + qkv_bias
+            q = h[:, :_HIDDEN].reshape(count, _HEADS, head).transpose(1, 0, 2)
+            k = h[:, _HIDDEN:2 * _HIDDEN].reshape(count, _HEADS, head).transpose(1, 2, 0)
+            v = h[:, 2 * _HIDDEN:].reshape(count, _HEADS, head).transpose(1, 0, 2)
+            attention = q @ k
+            attention = np.exp(attention - attention.max(-1, keepdims=True))
+            attention /= attention.sum(-1, keepdims=True)
+            context = (attention @ v).transpose(1, 0, 2).reshape(count, _HIDDEN)
+            x = _layer_norm(x + context @ out_w + out_b, norm1_g, norm1_b)
+            u = x @ mid_w + mid_b
+            u = half * u * (one + np.tanh(gelu_a * (u + gelu_b * u * u * u)))  # GELU, tanh form
+            x = _layer_norm(x + u @ down_w + down_b, norm2_g, norm2_b)
+        pooled = x.mean(0)
+        vector: Vector = (pooled / np.linalg.norm(pooled)).astype(np.float32)
+        return vector
+
+    def query(self, text: str) -> Vector:
+        return self._encode(self._tokenizer.encode(text).ids)
+
+    def documents(self, texts: Sequence[str]) -> Vector:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, _HIDDEN), dtype=np.float32)
+        return np.vstack([self._encode(encoding.ids) for encoding in self._tokenizer.encode_batch(list(texts))])
