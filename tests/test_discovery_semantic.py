@@ -96,6 +96,18 @@ def test_rerank_blends_bm25_with_similarity() -> None:
     assert reranker.rerank("x", []) == []
 
 
+def test_a_query_with_a_typo_is_embedded_as_corrected() -> None:
+    embedder = fake()
+    index = ToolIndex(reranker=SemanticReranker(embedder))
+    index.replace_all(MUSIC)
+    prepared = index.prepare("show the lyrcs of this song", 5)
+    assert prepared.match == "corrected" and prepared.embed_text == "show the lyrics of this song"
+    assert prepared.finish()[0].agent_name == "Tempo__ShowLyrics"
+    assert embedder.queries_seen == ["show the lyrics of this song"]
+    # a query without a typo is embedded as typed
+    assert index.prepare("Show the Lyrics", 5).embed_text is None
+
+
 def test_fuse_by_rank_and_by_blend() -> None:
     from broker.discovery._semantic import fuse
 

@@ -116,6 +116,9 @@ class PreparedSearch:
     match: str = "words"
     #: The share of the query's words no tool knows (see ``_calibration``).
     unknown: float = 0.0
+    #: The text the query is embedded as: the query with its typos corrected ("exprot the
+    #: drawing" as "export the drawing": a misspelt word is noise to the model); None: as typed.
+    embed_text: str | None = None
     #: Set by :meth:`finish`: no tool clearly fits the query (see ``_calibration``).
     no_clear_fit: bool = False
     #: Set by :meth:`finish`: the calibrated probability that some tool answers the query.
@@ -133,7 +136,7 @@ class PreparedSearch:
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
             detail = self.reranker.hybrid_detail(
-                self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
+                self.embed_text or self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
                 self._pool_lookup() if self.pool is not None else None, query_vector,
             )
             order = [(name, blended) for name, blended, _ in detail]

@@ -64,6 +64,7 @@ the index changed since the last search, so the semantic step may run in another
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Final, Protocol
@@ -134,6 +135,8 @@ class _RegistryLike(Protocol):
 
 
 #: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
+#: A run of letters: a word the typo correction may have replaced (see :func:`_corrected_text`).
+_LETTERS: Final = re.compile(r"[^\W\d_]+")
 _TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
 #: Whether any tool matches one word (a word FTS5's stemmer knows is not a typo).
 _ANY_TOOL: Final = "SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1"
@@ -179,6 +182,15 @@ def _substitute(words: list[str], corrections: Mapping[str, list[str]], *, every
     if every:
         return list(dict.fromkeys(c for w in words for c in corrections.get(w, [w])))
     return [corrections[w][0] if w in corrections else w for w in words]
+
+
+def _corrected_text(text: str, corrections: Mapping[str, list[str]]) -> str | None:
+    """``text`` with each corrected word replaced by its first correction (None: none was);
+    what the semantic side embeds (fitted on the development sets: typo queries' recall@1
+    0.875 -> 0.938, the other classes unchanged)."""
+    if not corrections:
+        return None
+    return _LETTERS.sub(lambda m: corrections.get(m.group(0).lower(), [m.group(0)])[0], text)
 
 
 def _text(tool: IndexedTool) -> str:
@@ -422,11 +434,12 @@ class ToolIndex:
         if self.reranker.dense <= 0:
             if not bm25_hits:
                 return PreparedSearch(query, hits, limit, match=match, unknown=unknown)
-            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match, unknown=unknown)
+            return PreparedSearch(query, hits, limit, self.reranker, texts, match=match, unknown=unknown,
+                                  embed_text=_corrected_text(text, corrections))
         if self._snapshot is None:
             self._snapshot = dict(self._fields)
         return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match,
-                              unknown=unknown)
+                              unknown=unknown, embed_text=_corrected_text(text, corrections))
 
     def _unknown_share(self, words: list[str], corrections: Mapping[str, list[str]]) -> float:
         """The share of the query's words that no tool has in any form and that are no typo

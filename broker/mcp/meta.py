@@ -230,8 +230,10 @@ class MetaTools:
         if reranker is not None and not vectors and not failed and self.query_budget is not None:
             # the vector is late: BM25's order now (the same as without the extra)
             return self._answer(prepared, prepared.rate(prepared.hits[: prepared.limit]), session)
-        prepared, hits = await trio.to_thread.run_sync(self._finish, prepared, vectors[0] if vectors else None,
-                                                       limiter=self._limiter)
+        # A query with a typo corrected is embedded as corrected (finish does it): the vector
+        # made alongside BM25, of the query as typed, is not used then.
+        vector = vectors[0] if vectors and prepared.embed_text is None else None
+        prepared, hits = await trio.to_thread.run_sync(self._finish, prepared, vector, limiter=self._limiter)
         if hits is None:
             # "auto" found the extra but its model does not load: BM25 from now on.
             log.warning("semantic_search_off", reason="the semantic model did not load")
