@@ -167,3 +167,8 @@ def test_doctor_says_when_the_model_is_not_fetched(tmp_path: Path) -> None:
     assert missing["level"] == "warn" and missing["fix"] == "toolbridge models fetch"
     assert "search_tools matches words only" in missing["detail"]
     assert semantic_finding(real_model_dir().parent)["level"] == "ok"
+
+
+def test_one_loaded_model_serves_every_reranker() -> None:
+    # the queries' instance and the documents' share the ~45 MB of layers
+    assert load_embedder() is load_embedder()

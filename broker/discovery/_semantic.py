@@ -52,13 +52,13 @@ One lock serialises the documents model's use, another the queries'.
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import math
 import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
@@ -69,8 +69,6 @@ from ._text import MAX_QUERY_CHARS, split_words
 from ._vector_cache import VectorCache
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     import numpy as np
     import numpy.typing as npt
 
@@ -173,6 +171,13 @@ def _missing_message(detail: str) -> str:
             f"{detail}")
 
 
+#: The loaded model, per folder: one copy serves every reranker and thread of the process
+#: (its forward pass only reads the weights, and the tokenizer is safe to share), so the
+#: queries' own instance costs no second ~45 MB of layers.
+_LOADED: dict[Path, Embedder] = {}
+_LOADING = threading.Lock()
+
+
 def load_embedder() -> Embedder:
     """The model from the models directory; :class:`SemanticUnavailable` if it cannot load."""
     missing = [name for name in _MODULES if importlib.util.find_spec(name) is None]
@@ -183,12 +188,17 @@ def load_embedder() -> Embedder:
     if not model_files_present(directory):
         raise SemanticUnavailable(_missing_message(
             f"run `toolbridge models fetch` once (no {MODEL_NAME} model in {directory})"))
-    try:
-        return MiniLM(directory, model_identity())
-    except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
-        raise SemanticUnavailable(_missing_message(
-            f"the model in {directory} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
-        )) from exc
+    with _LOADING:
+        loaded = _LOADED.get(directory)
+        if loaded is not None:
+            return loaded
+        try:
+            loaded = _LOADED[directory] = MiniLM(directory, model_identity())
+        except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
+            raise SemanticUnavailable(_missing_message(
+                f"the model in {directory} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
+            )) from exc
+        return loaded
 
 
 def _lower_priority() -> None:
