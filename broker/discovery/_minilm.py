@@ -168,4 +168,6 @@ class MiniLM:
 
         if not texts:
             return np.zeros((0, _HIDDEN), dtype=np.float32)
-        return np.vstack([self._encode(encoding.ids) for encoding in self._tokenizer.encode_batch(list(texts))])
+        # encode, not encode_batch: the batch form runs the tokenizer's own thread pool beside
+        # the daemon's threads, for texts this short no faster
+        return np.vstack([self._encode(self._tokenizer.encode(text).ids) for text in texts])
