@@ -30,6 +30,7 @@ import zipfile
 from pathlib import Path
 from typing import Final
 
+from ..errors import BrokerError
 from ._minilm import MODEL_FILE, TOKENIZER_FILE
 
 __all__ = [
@@ -66,7 +67,7 @@ _SOURCE_NOTE: Final = (
 )
 
 
-class ModelFetchError(RuntimeError):
+class ModelFetchError(BrokerError):
     """The model could not be fetched; the message says why and what to do."""
 
 
