@@ -315,8 +315,9 @@ def _extras_check(found: list[Finding]) -> None:
             if extra == "semantic":
                 _semantic_model_check(found)
         else:
+            then = ", then `toolbridge models fetch`" if extra == "semantic" else ""  # its model, once
             found.append(Finding("ok", f"extra {extra}", f"not installed (optional, for {purpose}); to add it: "
-                                 f"{install_hint(extra)}"))
+                                 f"{install_hint(extra)}{then}"))
 
 
 def _semantic_model_check(found: list[Finding]) -> None:
