@@ -38,7 +38,7 @@ DISTRIBUTION: Final = "toolbridge"
 #: The optional extras users install, what each is for, and the modules that show it is there.
 EXTRAS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "code": ("code mode (Deno)", ("deno",)),
-    "semantic": ("semantic tool search", ("numpy", "tokenizers")),
+    "semantic": ("semantic tool search", ("numpy", "tokenizers", "threadpoolctl")),
     "nats": ("federation over NATS", ("nats",)),
     "agent": ("broker.agent, agents in Python (the MCP SDK)", ("mcp",)),
 }

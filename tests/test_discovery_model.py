@@ -172,3 +172,11 @@ def test_doctor_says_when_the_model_is_not_fetched(tmp_path: Path) -> None:
 def test_one_loaded_model_serves_every_reranker() -> None:
     # the queries' instance and the documents' share the ~45 MB of layers
     assert load_embedder() is load_embedder()
+
+
+def test_loading_the_model_keeps_blas_to_one_thread() -> None:
+    from threadpoolctl import threadpool_info
+
+    load_embedder()
+    blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
+    assert blas and all(pool["num_threads"] == 1 for pool in blas)

@@ -114,7 +114,7 @@ async def test_the_wheel_gives_a_working_toolbridge_command(tmp_path: Path) -> N
     assert extras["extra code"].endswith(f"to add it: {python} -m pip install 'deno>=2.1'")
     # the semantic extra's packages, then its model's files (a package dependency cannot bring them)
     assert extras["extra semantic"].endswith(
-        f"to add it: {python} -m pip install 'numpy>=1.24' 'tokenizers>=0.15', then `toolbridge models fetch`")
+        f"to add it: {python} -m pip install 'numpy>=1.24' 'tokenizers>=0.15' 'threadpoolctl>=3.1', then `toolbridge models fetch`")
 
     home = tmp_path / "home"
     (outside / "app.py").write_text(APP)

@@ -122,7 +122,7 @@ RRF_K: Final = 10.0
 #: the extra); hybrid when the extra is installed, else BM25 only (the default).
 RERANK_MODES: Final = ("off", "semantic", "auto")
 #: The packages the extra brings (numpy runs the model, tokenizers splits text into its tokens).
-_MODULES: Final = ("numpy", "tokenizers")
+_MODULES: Final = ("numpy", "tokenizers", "threadpoolctl")
 #: Tool texts are cut to this many characters before embedding.
 _MAX_TOOL_TEXT: Final = 1000
 #: The background thread embeds this many tools per turn (searches embed queries with a model
