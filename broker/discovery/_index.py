@@ -134,9 +134,9 @@ class _RegistryLike(Protocol):
     def tools(self) -> Sequence[_RegisteredToolLike]: ...
 
 
-#: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
 #: A run of letters: a word the typo correction may have replaced (see :func:`_corrected_text`).
 _LETTERS: Final = re.compile(r"[^\W\d_]+")
+#: Each tool matching a query, with its BM25 score under the column weights (see _bm25).
 _TOOL_SCORES: Final = "SELECT agent_name, bm25(tools, 0.0, ?, ?, ?, ?, ?, ?) FROM tools WHERE tools MATCH ?"
 #: Whether any tool matches one word (a word FTS5's stemmer knows is not a typo).
 _ANY_TOOL: Final = "SELECT 1 FROM tools WHERE tools MATCH ? LIMIT 1"
