@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
-from ..extras import install_hint
+from ..extras import EXTRAS, extra_installed, install_hint
 from ._minilm import MiniLM
 from ._models import MODEL_NAME, model_dir, model_files_present, model_identity
 from ._text import MAX_QUERY_CHARS, split_words
@@ -121,8 +121,6 @@ RRF_K: Final = 10.0
 #: Values of the ``discovery_rerank`` setting: BM25 only; hybrid (refused at start-up without
 #: the extra); hybrid when the extra is installed, else BM25 only (the default).
 RERANK_MODES: Final = ("off", "semantic", "auto")
-#: The packages the extra brings (numpy runs the model, tokenizers splits text into its tokens).
-_MODULES: Final = ("numpy", "tokenizers", "threadpoolctl")
 #: Tool texts are cut to this many characters before embedding.
 _MAX_TOOL_TEXT: Final = 1000
 #: The background thread embeds this many tools per turn (searches embed queries with a model
@@ -163,7 +161,7 @@ def model_id(embedder: Embedder) -> str | None:
 
 def semantic_available() -> bool:
     """Whether the extra's packages are installed and the model was fetched (nothing is imported)."""
-    return all(importlib.util.find_spec(name) is not None for name in _MODULES) and model_files_present()
+    return extra_installed("semantic") and model_files_present()
 
 
 def _missing_message(detail: str) -> str:
@@ -180,7 +178,7 @@ _LOADING = threading.Lock()
 
 def load_embedder() -> Embedder:
     """The model from the models directory; :class:`SemanticUnavailable` if it cannot load."""
-    missing = [name for name in _MODULES if importlib.util.find_spec(name) is None]
+    missing = [name for name in EXTRAS["semantic"][1] if importlib.util.find_spec(name) is None]
     if missing:
         raise SemanticUnavailable(_missing_message(
             f"{install_hint('semantic')}, then `toolbridge models fetch` (not installed: {', '.join(missing)})"))
