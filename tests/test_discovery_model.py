@@ -180,3 +180,12 @@ def test_loading_the_model_keeps_blas_to_one_thread() -> None:
     load_embedder()
     blas = [pool for pool in threadpool_info() if pool["user_api"] == "blas"]
     assert blas and all(pool["num_threads"] == 1 for pool in blas)
+
+
+@pytest.mark.parametrize("header", [b'{"x": {"dtype": "F32"}}', b'[1, 2]', b'{"x": {"dtype": "F32", "shape": 3, "data_offsets": [0, 4]}}', b'{"x": ',
+                                    b'{"x": {"dtype": "F32", "shape": [-1, -4], "data_offsets": [0, 16]}}'])
+def test_a_malformed_safetensors_header_is_a_value_error(tmp_path: Path, header: bytes) -> None:
+    path = tmp_path / MODEL_FILE
+    path.write_bytes(len(header).to_bytes(8, "little") + header + b"\0" * 16)
+    with pytest.raises(ValueError, match="not a safetensors file|does not fit"):
+        read_safetensors(path)

@@ -65,18 +65,27 @@ def read_safetensors(path: Path) -> dict[str, Any]:
         size = int.from_bytes(size_bytes, "little")
         if not 0 < size <= _MAX_HEADER:
             raise ValueError(f"{path} is not a safetensors file (header size {size})")
-        header = json.loads(file.read(size))
+        try:
+            header = json.loads(file.read(size))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path} is not a safetensors file (its header: {exc})") from None
+    if not isinstance(header, dict):
+        raise ValueError(f"{path} is not a safetensors file (its header is no JSON object)")
     data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
     arrays: dict[str, Any] = {}
     for name, entry in header.items():
         if name == "__metadata__":
             continue
-        dtype = _DTYPES.get(entry["dtype"])
+        try:  # a header from anywhere: each entry's fields checked before use
+            dtype = _DTYPES.get(entry["dtype"])
+            start, end = (int(offset) for offset in entry["data_offsets"])
+            shape = tuple(int(n) for n in entry["shape"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"{path} is not a safetensors file (tensor {name!r} is malformed)") from None
         if dtype is None:
             raise ValueError(f"{path}: tensor {name!r} has an unsupported type {entry['dtype']}")
-        start, end = entry["data_offsets"]
-        shape = tuple(entry["shape"])
-        if not 0 <= start <= end <= len(data) or end - start != math.prod(shape) * np.dtype(dtype).itemsize:
+        if (not 0 <= start <= end <= len(data) or min(shape, default=0) < 0
+                or end - start != math.prod(shape) * np.dtype(dtype).itemsize):
             raise ValueError(f"{path}: tensor {name!r} does not fit the file")
         arrays[name] = data[start:end].view(dtype).reshape(shape)
     return arrays
