@@ -82,16 +82,25 @@ def catalog(tools: list[RegisteredTool], apps: list[str], grant: Grant) -> dict[
     ]}
 
 
-def parse_call(body: bytes | None) -> tuple[str, dict[str, Any]] | str:
-    """``(name, arguments)`` from a call request's body, or what is wrong with it."""
+def _json_object(body: bytes | None, shape: str) -> dict[str, Any] | str:
+    """The request body's JSON object, or what is wrong with the body (``shape``: the object wanted)."""
     if body is None:
         return f"the request is missing or over {MAX_CALL_BODY} bytes"
     try:
         request = json.loads(body)
     except ValueError:
         return "the request is not JSON"
-    if not isinstance(request, dict) or not isinstance(request.get("name"), str):
-        return 'the request needs {"name": <tool>, "arguments": {...}}'
+    return request if isinstance(request, dict) else f"the request needs {shape}"
+
+
+def parse_call(body: bytes | None) -> tuple[str, dict[str, Any]] | str:
+    """``(name, arguments)`` from a call request's body, or what is wrong with it."""
+    shape = '{"name": <tool>, "arguments": {...}}'
+    request = _json_object(body, shape)
+    if isinstance(request, str):
+        return request
+    if not isinstance(request.get("name"), str):
+        return f"the request needs {shape}"
     arguments = request.get("arguments", {})
     if not isinstance(arguments, dict):
         return "arguments must be a JSON object"
@@ -172,15 +181,13 @@ def _result(outcome: CallOutcome, name: str) -> Any:
 
 def parse_mcp(body: bytes | None) -> tuple[str, str, dict[str, Any]] | str:
     """``(app label, method, params)`` from an MCP request's body, or what is wrong with it."""
-    if body is None:
-        return f"the request is missing or over {MAX_CALL_BODY} bytes"
-    try:
-        request = json.loads(body)
-    except ValueError:
-        return "the request is not JSON"
-    if not isinstance(request, dict) or not isinstance(request.get("app"), str) \
-            or request.get("method") not in MCP_METHODS or not isinstance(request.get("params", {}), dict):
-        return f'the request needs {{"app": <label>, "method": one of {sorted(MCP_METHODS)}, "params": {{...}}}}'
+    shape = f'{{"app": <label>, "method": one of {sorted(MCP_METHODS)}, "params": {{...}}}}'
+    request = _json_object(body, shape)
+    if isinstance(request, str):
+        return request
+    if not isinstance(request.get("app"), str) or request.get("method") not in MCP_METHODS \
+            or not isinstance(request.get("params", {}), dict):
+        return f"the request needs {shape}"
     return request["app"], request["method"], request.get("params", {})
 
 
