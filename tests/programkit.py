@@ -41,7 +41,12 @@ class ProgramWorld:
         self.home = base / "home"
         self.home.mkdir()
         (self.home / "config.toml").write_text("port = 0\nhttp_port = 0\n")  # never the user's ports
-        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home), **env}
+        # The program's temporary files (Blender's autosave every two minutes, FreeCAD's start
+        # page thumbnails, the office's pipes) stay in the test's folder, not the machine's /tmp.
+        self.tmp = base / "tmp"
+        self.tmp.mkdir()
+        temp = {name: str(self.tmp) for name in ("TMPDIR", "TMP", "TEMP")}
+        self.env = {**program_env(), "TOOLBRIDGE_HOME": str(self.home), **temp, **env}
         self.display = ""
         self.display_pipe = -1
         self.xvfb: subprocess.Popen[bytes] | None = None
