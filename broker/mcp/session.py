@@ -428,18 +428,16 @@ class Session:
             version=self.protocol_version, client=self.client_name, client_version=self.client_version,
             discovery=self.discovery, app=self.app,
         )
-        result = self.server.initialize_result(self.protocol_version, discovery=self.discovery)
-        if self.app is not None:
-            result["instructions"] = scope_instructions(self.app)
-        if self.code:
-            result["instructions"] = CODE_INSTRUCTIONS
-        return result
+        return self._with_instructions(self.server.initialize_result(self.protocol_version, discovery=self.discovery))
 
     def _ping(self, request: Request, context: RequestContext) -> dict[str, Any]:
         return {}
 
     def _discover(self, request: Request, context: RequestContext) -> dict[str, Any]:
-        result = self.server.discover_result(discovery=self.discovery)
+        return self._with_instructions(self.server.discover_result(discovery=self.discovery))
+
+    def _with_instructions(self, result: dict[str, Any]) -> dict[str, Any]:
+        """``initialize``'s or ``server/discover``'s result, with a scope's or code mode's own instructions."""
         if self.app is not None:
             result["instructions"] = scope_instructions(self.app)
         if self.code:
@@ -480,53 +478,11 @@ class Session:
         """The one-app scope's list digest (None outside a scope): what list_changed follows."""
         return None if self.app is None else self.server.app_scopes.view(self.app).digest
 
-
-
-
-
-    # --- resources (apps' protocol v2; see broker.core.resources) ------------------------
-
-
-
-
-
-
-
-
-
-
-
-    # --- prompts (apps' protocol v2) ----------------------------------------------------
-
-
-
-
-
-    # --- completions and log messages (apps' protocol v2, section 12) --------------------
-
-
-
-
-
-
+    # --- log messages (apps' protocol v2, section 12; ``session_logging``) --------------
 
     def hear_app_log(self, record: AppLogRecord) -> None:
         """An app-wide log message (registered by ``logging/setLevel``: a bound method, held weakly)."""
         session_logging.app_log(self, record)
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
     def caller(self, context: RequestContext) -> CallerInfo:
         caller = self._last_caller
