@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import socket
 import subprocess
@@ -43,7 +44,6 @@ class Node:
     cluster_port: int
     process: trio.Process | None = None
     ready: trio.Event = attrs.Factory(trio.Event)
-    routes: int = 0
     routed: trio.Event = attrs.Factory(trio.Event)
     reloads: int = 0
     reloaded: trio.Event = attrs.Factory(trio.Event)
@@ -68,6 +68,10 @@ class Node:
             self.process.kill()
 
 
+#: The -D line of a route whose other end is known: its server id.
+_REMOTE_ROUTE = re.compile(rb'Registering remote route "([A-Z0-9]+)"')
+
+
 @asynccontextmanager
 async def nats_cluster(size: int, config: Path | None = None, ports: list[int] | None = None) -> AsyncIterator[list[Node]]:
     """``size`` nats-server processes in one cluster (full mesh of routes); each node's
@@ -88,6 +92,7 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
             argv += ["--cluster_name", "tb", "--cluster", f"nats://127.0.0.1:{node.cluster_port}", "--routes", routes]
         process = await trio.lowlevel.open_process(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         node.process = process
+        remotes: set[bytes] = set()
         try:
             assert process.stderr is not None
             buffer = b""
@@ -107,12 +112,15 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
                     if b"Reloaded server configuration" in line:
                         node.reloads += 1
                         node.reloaded.set()
-                    if b"Route connection created" in line:
-                        node.routes += 1
-                        if node.routes >= size - 1:
+                    # A route is up once the other server is registered by its id (-D logs it).
+                    # Counting "Route connection created" lines was wrong: nats-server 2.10+
+                    # pools several connections per route and closes duplicates, so the count
+                    # said nothing about how many other servers were reached.
+                    registered = _REMOTE_ROUTE.search(line)
+                    if registered is not None:
+                        remotes.add(registered.group(1))
+                        if len(remotes) >= size - 1:
                             node.routed.set()
-                    elif b"Route connection closed" in line or b"Router connection closed" in line:
-                        node.routes -= 1
         finally:
             node.kill()
             with trio.CancelScope(shield=True):
@@ -125,7 +133,9 @@ async def nats_cluster(size: int, config: Path | None = None, ports: list[int] |
         for node in nodes:
             nursery.start_soon(run, node)
         try:
-            with trio.fail_after(20):
+            # generous: a route to a node not listening yet is retried after a second or more,
+            # and a loaded CI machine starts three servers slowly
+            with trio.fail_after(60):
                 for node in nodes:
                     await node.ready.wait()
                     if size > 1:
