@@ -65,8 +65,9 @@ def meta_tools() -> list[dict[str, Any]]:
                 "few words; returns the best matching tools with their name, app, description, "
                 "inputSchema and confidence (high, medium, low: how likely this tool is the right "
                 "one; check the description of a low one). noClearFit true means no connected "
-                "app's tool clearly does this: rephrase once at most, else tell the user that no "
-                f"app offers it. Then run a tool with {CALL_TOOL}."
+                "app's tool clearly does this: read the descriptions and rephrase once at most; if "
+                "none does it, tell the user that no app offers it. Then run a tool with "
+                f"{CALL_TOOL}."
             ),
             "inputSchema": {
                 "type": "object",
