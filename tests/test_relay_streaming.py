@@ -284,3 +284,43 @@ async def test_the_reader_streams_only_results_and_bounds_whole_lines() -> None:
     assert pieces[0].first and pieces[-1].last
     assert b"".join(p.data for p in pieces) == result
     assert not reader.streaming
+
+
+async def _replayed(daemon: ScriptedDaemon) -> tuple[trio.SocketStream, RawLines]:
+    """The relay's next connection, with the session's initialize replayed and answered."""
+    stream, lines = await daemon.connections.receive()
+    replay = json.loads(await lines.line())
+    assert replay["method"] == "initialize"
+    await stream.send_all(b'{"jsonrpc":"2.0","id":' + json.dumps(replay["id"]).encode() + b',"result":{}}\n')
+    return stream, lines
+
+
+async def test_a_list_lost_with_the_daemon_is_sent_again_on_the_next_connection(tmp_path: Path) -> None:
+    """tools/list changes nothing, so the agent gets its answer, not an error, when the daemon
+    restarts before answering; a tools/call lost at the same moment still gets its error (it
+    may have run), and a list lost twice gets one too (repeated once at most)."""
+    async with scripted_relay(tmp_path) as (daemon, stdin, out, done):
+        stream, lines = await _initialized(daemon, stdin, out)
+        await stdin.send_all(request(5, "tools/list") + request(6, "tools/call", {"name": "x"}))
+        assert json.loads(await lines.line())["id"] == 5
+        assert json.loads(await lines.line())["id"] == 6
+        await stream.aclose()  # the daemon goes before answering either
+        error = await out.message()
+        assert error["id"] == 6 and "may or may not have run" in error["error"]["message"]
+        stream2, lines2 = await _replayed(daemon)
+        again = json.loads(await lines2.line())
+        assert again == {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}}
+        await stream2.send_all(b'{"jsonrpc":"2.0","id":5,"result":{"tools":[]}}\n')
+        assert await out.message() == {"jsonrpc": "2.0", "id": 5, "result": {"tools": []}}
+        # Lost twice: the second time it fails like any other request.
+        await stdin.send_all(request(7, "prompts/list"))
+        assert json.loads(await lines2.line())["id"] == 7
+        await stream2.aclose()
+        stream3, lines3 = await _replayed(daemon)
+        assert json.loads(await lines3.line())["id"] == 7
+        await stream3.aclose()
+        error = await out.message()
+        assert error["id"] == 7 and "was lost before it answered prompts/list" in error["error"]["message"]
+        await stdin.aclose()
+        with trio.fail_after(10):
+            await done.wait()  # nothing is owed any more

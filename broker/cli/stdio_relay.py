@@ -82,6 +82,11 @@ LOG_FILE: Final = "daemon.log"
 SERVER_ERROR: Final = -32000
 _REINIT_PREFIX: Final = "toolbridge-relay-reinit-"
 _NO_ANSWER_METHODS: Final = frozenset({"subscriptions/listen"})
+#: Requests that change nothing anywhere: lost with the daemon's connection, they are sent once
+#: more on the next one (the session replayed first) instead of failing. A call, a read or a
+#: completion reaches an app and is never repeated: it may have run.
+_SAFE_TO_REPEAT: Final = frozenset({"ping", "tools/list", "resources/list", "resources/templates/list",
+                                    "prompts/list", "server/discover"})
 #: After stdin's EOF, how often to check that someone still reads stdout.
 _READER_POLL_SECONDS: Final = 0.2
 _decoder: Final = msgspec.json.Decoder()
@@ -204,6 +209,8 @@ class Relay:
         self._stdout: LineWriter | None = None
         #: Requests the daemon has not answered: id key -> method.
         self._pending: dict[tuple[bool, Any], str] = {}
+        #: The lines of those that are safe to send once more if the connection is lost.
+        self._repeatable: dict[tuple[bool, Any], bytes] = {}
         #: How many of them will be answered (``subscriptions/listen`` streams never end).
         self._answers_owed = 0
         self._owed = trio.Event()  # set whenever nothing but listen streams is pending
@@ -311,6 +318,8 @@ class Relay:
                 request_id = message["id"]
                 key = _key(request_id)
                 self._add_pending(key, method)
+                if method in _SAFE_TO_REPEAT:
+                    self._repeatable[key] = line
             elif method == "notifications/cancelled":
                 params = message.get("params")
                 cancelled = params.get("requestId") if isinstance(params, dict) else None
@@ -479,9 +488,17 @@ class Relay:
         lost = list(self._pending.items())
         self._pending.clear()
         self._answers_owed = 0
+        repeat = [(key, method, self._repeatable[key]) for key, method in lost if key in self._repeatable]
+        self._repeatable.clear()  # each is repeated once at most
+        for key, method, _ in repeat:
+            self._add_pending(key, method)  # still owed: the next connection answers it
         self._update_owed()
-        log.warning("daemon_connection_lost", link=link.id, unanswered=len(lost))
-        for (_, request_id), method in lost:
+        log.warning("daemon_connection_lost", link=link.id, unanswered=len(lost), repeated=len(repeat))
+        if repeat:
+            assert self._links is not None
+            self._links.start_soon(self._send_again, repeat)
+        repeated = {key for key, _, _ in repeat}
+        for (_, request_id), method in [(key, method) for key, method in lost if key not in repeated]:
             await self._emit_error(
                 request_id,
                 SERVER_ERROR,
@@ -489,6 +506,18 @@ class Relay:
                 "(the daemon stopped or restarted); the request may or may not have run. "
                 "toolbridge stdio reconnects on the next request.",
             )
+
+    async def _send_again(self, requests: list[tuple[tuple[bool, Any], str, bytes]]) -> None:
+        """Send requests safe to repeat on a new connection (see :data:`_SAFE_TO_REPEAT`)."""
+        try:
+            link = await self._ensure_link()  # replays the session's initialize first
+        except DaemonUnavailable as exc:
+            for key, _, _ in requests:
+                if key in self._pending:  # (not cancelled meanwhile)
+                    self._drop_pending(key)
+                    await self._emit_error(key[1], SERVER_ERROR, str(exc))
+            return
+        await self._send(link, [line for key, _, line in requests if key in self._pending])
 
     async def _emit_error(self, request_id: Any, code: int, message: str) -> None:
         error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
@@ -503,6 +532,7 @@ class Relay:
         self._update_owed()
 
     def _drop_pending(self, key: tuple[bool, Any]) -> None:
+        self._repeatable.pop(key, None)
         method = self._pending.pop(key, None)
         if method is not None and method not in _NO_ANSWER_METHODS:
             self._answers_owed -= 1
