@@ -182,6 +182,15 @@ async def _initialized(daemon: ScriptedDaemon, stdin: trio.abc.SendStream,
     return stream, lines
 
 
+async def _replayed(daemon: ScriptedDaemon) -> tuple[trio.SocketStream, RawLines]:
+    """The relay's next connection, with the session's initialize replayed and answered."""
+    stream, lines = await daemon.connections.receive()
+    replay = json.loads(await lines.line())
+    assert replay["method"] == "initialize"
+    await stream.send_all(b'{"jsonrpc":"2.0","id":' + json.dumps(replay["id"]).encode() + b',"result":{}}\n')
+    return stream, lines
+
+
 #: How much of a large response the daemon has sent when a test acts mid-stream.
 HEAD = STREAM_AFTER + 1000
 
@@ -227,10 +236,7 @@ async def test_a_daemon_lost_mid_response_leaves_the_agents_stream_well_formed(t
         assert "connection to the toolbridge daemon was lost" in error["error"]["message"]
         # The next request: a new connection, the session replayed, the call answered.
         await stdin.send_all(request(2, "tools/call", {"name": "y"}))
-        stream2, lines2 = await daemon.connections.receive()
-        replay = json.loads(await lines2.line())
-        assert replay["method"] == "initialize"
-        await stream2.send_all(b'{"jsonrpc":"2.0","id":' + json.dumps(replay["id"]).encode() + b',"result":{}}\n')
+        stream2, lines2 = await _replayed(daemon)
         call = json.loads(await lines2.line())
         assert call["id"] == 2
         await stream2.send_all(big_response(2))
@@ -284,15 +290,6 @@ async def test_the_reader_streams_only_results_and_bounds_whole_lines() -> None:
     assert pieces[0].first and pieces[-1].last
     assert b"".join(p.data for p in pieces) == result
     assert not reader.streaming
-
-
-async def _replayed(daemon: ScriptedDaemon) -> tuple[trio.SocketStream, RawLines]:
-    """The relay's next connection, with the session's initialize replayed and answered."""
-    stream, lines = await daemon.connections.receive()
-    replay = json.loads(await lines.line())
-    assert replay["method"] == "initialize"
-    await stream.send_all(b'{"jsonrpc":"2.0","id":' + json.dumps(replay["id"]).encode() + b',"result":{}}\n')
-    return stream, lines
 
 
 async def test_a_list_lost_with_the_daemon_is_sent_again_on_the_next_connection(tmp_path: Path) -> None:

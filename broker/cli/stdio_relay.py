@@ -489,6 +489,7 @@ class Relay:
         self._pending.clear()
         self._answers_owed = 0
         repeat = [(key, method, self._repeatable[key]) for key, method in lost if key in self._repeatable]
+        failed = [(key, method) for key, method in lost if key not in self._repeatable]
         self._repeatable.clear()  # each is repeated once at most
         for key, method, _ in repeat:
             self._add_pending(key, method)  # still owed: the next connection answers it
@@ -497,8 +498,7 @@ class Relay:
         if repeat:
             assert self._links is not None
             self._links.start_soon(self._send_again, repeat)
-        repeated = {key for key, _, _ in repeat}
-        for (_, request_id), method in [(key, method) for key, method in lost if key not in repeated]:
+        for (_, request_id), method in failed:
             await self._emit_error(
                 request_id,
                 SERVER_ERROR,
@@ -517,7 +517,9 @@ class Relay:
                     self._drop_pending(key)
                     await self._emit_error(key[1], SERVER_ERROR, str(exc))
             return
-        await self._send(link, [line for key, _, line in requests if key in self._pending])
+        lines = [line for key, _, line in requests if key in self._pending]
+        if lines:  # (all cancelled meanwhile: nothing to send)
+            await self._send(link, lines)
 
     async def _emit_error(self, request_id: Any, code: int, message: str) -> None:
         error = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}

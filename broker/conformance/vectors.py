@@ -47,7 +47,7 @@ ACTIONS: Final = {
     "expectClose": "the app must close the connection within withinMs",
     "noConnection": "the app must not connect again for this many ms (exiting is fine)",
     "terminate": "ask the app to quit: SIGTERM (Windows: close its stdin)",
-    "expectExit": "the app process must exit within withinMs (at least 30000) with this exit code",
+    "expectExit": f"the app process must exit within withinMs (at least {EXIT_MS}) with this exit code",
 }
 
 class VectorError(BrokerError, ValueError):
