@@ -14,6 +14,7 @@ via per new many much after before again still while both between without within
 
 
 def words(text):
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", text)  # split CamelCase app names: StarDome -> Star Dome
     return [w for w in re.findall(r"[a-z0-9]+", text.lower().replace("_", " ")) if len(w) > 2 and w not in STOP]
 
 
@@ -27,6 +28,16 @@ def stem(w):
 
 def stems(text):
     return {stem(w) for w in words(text)}
+
+
+def overlap(qtext, ttext):
+    """Crude stems shared, plus words of one side that start with a stem (4+ letters) of the other (stargazing/Star)."""
+    qw, tw = words(qtext), words(ttext)
+    qs, ts = {stem(w) for w in qw}, {stem(w) for w in tw}
+    shared = qs & ts
+    shared |= {s for s in ts if len(s) >= 4 and any(w.startswith(s) for w in qw)}
+    shared |= {s for s in qs if len(s) >= 4 and any(w.startswith(s) for w in tw)}
+    return shared
 
 
 def main():
@@ -59,7 +70,7 @@ def main():
         qs = stems(text)
         if kind == "paraphrase":
             for app, name, desc, params in known:
-                shared = qs & (stems(app) | stems(name) | stems(desc) | stems(params))
+                shared = overlap(text, " ".join((app, name, desc, params)))
                 if shared:
                     warnings.append(f"paraphrase shares {sorted(shared)} with {app}__{name}: {text}")
         if kind == "param":

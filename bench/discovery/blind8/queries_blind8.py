@@ -120,7 +120,7 @@ for q, *x in [
     ("the file is way too heavy, cut down the polygons", "SM.decimate_mesh"),
     ("the statue looks grainy, make it look polished", "SM.smooth_mesh"),
     ("how far off is the printed bracket from what the engineer intended", "SM.compare_to_cad"),
-    ("I remembered that one easily", "CR.grade_card"),
+    ("I remembered that one without any trouble", "CR.grade_card"),
     ("new Q&A for my Spanish pile: perro means dog", "CR.add_card"),
     ("push my progress up to my phone", "CR.sync_collection"),
     ("let my classmates grab my biology set", "CR.share_deck"),
@@ -138,7 +138,7 @@ for q, *x in [
     ("what's worth pointing my scope at after dark this Friday", "SD.plan_observing_session"),
     ("pretend I'm out in a remote desert far from any city glow", "SD.set_light_pollution"),
     ("how far away is Betelgeuse", "SD.show_object_info"),
-    ("I'm stargazing from Madrid", "SD.set_location"),
+    ("I'm watching the heavens from Madrid tonight", "SD.set_location"),
     ("how is Aunt Rosa kin to me?", "RT.calculate_relationship"),
     ("grandpa was christened in 1902 in Cork", "RT.add_event"),
 ]:
