@@ -130,6 +130,20 @@ def test_the_encoder_gives_the_models_sentence_similarities() -> None:
     assert abs(float(embedder.query("A man is eating food.") @ rows[0]) - 1.0) < 1e-5
 
 
+def test_documents_embedded_in_batches_are_embedded_as_alone() -> None:
+    # texts of many lengths (one batch pads them to the longest, another holds a single text):
+    # each vector is the one the text gets alone, so the padding is masked out exactly
+    embedder = load_embedder()
+    texts = ["undo", "export the drawing as pdf", "A man is eating a piece of bread.",
+             "set the tempo: Change the project's tempo in beats per minute, from 20 to 999, at the playhead "
+             "or for the whole song, keeping the audio clips' timing (Set tempo)",
+             "crop", "mute the track", "send an invoice reminder to every client whose invoice is late",
+             "rotate the layer by 90 degrees", "b"]
+    rows = embedder.documents(texts)
+    for text, row in zip(texts, rows, strict=True):
+        assert float(embedder.query(text) @ row) > 1 - 1e-5, text
+
+
 def run_cli(*args: str, models_dir: Path) -> subprocess.CompletedProcess[str]:
     import os
 

@@ -10,14 +10,19 @@ one ``model.safetensors`` file and its tokenizer one ``tokenizer.json``, both fe
 Why this model and this engine (BENCHMARKS.md, discovery round 7): on the 558 development queries
 it ranks better than multilingual-e5-small, the model before it (MRR 0.822 -> 0.858, recall@5
 0.937 -> 0.961, with the fusion refitted), and in numpy it costs less (~8 ms a query, ~12 ms a
-tool on one core of the 2-core VM, against ~15-20 and ~21 ms) on every platform numpy runs on.
+tool on one core of the 2-core VM, against ~15-20 and ~21 ms; ~4 ms a tool since round 9's
+batches) on every platform numpy runs on. A stronger second model, bge-small-en-v1.5, joined to
+it was tried in round 9 and not kept: no better on a new blind set, at twice the cost.
 The safetensors format is a JSON header and raw little-endian arrays: read here with numpy alone
 (the embedding table is memory-mapped, so its 45 MB are paged in only where words occur); no
 pickle, so a weights file can hold no code. The tokenizer is Hugging Face's ``tokenizers`` (the
 exact WordPiece the model was trained with).
 
 A query is one forward pass over its tokens, without padding: short texts are cheap. Documents
-are encoded one by one for the same reason (a batch would pad each text to the longest).
+are encoded :data:`_DOCUMENT_BATCH` at a time, sorted by length so that a batch pads little (the
+padding masked out of attention and of the mean): a short text's pass is bound by reading the
+~43 MB of layers from memory, which a batch reads once for all its texts, so a tool costs ~4 ms
+instead of ~9 (BENCHMARKS.md, discovery round 9; batches of 4-32 score alike, 8 is the least).
 Loading the model limits numpy's BLAS to one thread for the whole process (``threadpoolctl``):
 by default OpenBLAS spreads each product over every core, at normal priority, so the background
 embedding (nice 19) would take the second core from the daemon's own threads; one thread also
@@ -49,6 +54,8 @@ _HIDDEN: Final = 384
 _HEADS: Final = 12
 #: Longer texts are cut to this many tokens (tool texts are cut to 1,000 characters before).
 _MAX_TOKENS: Final = 256
+#: Documents are encoded this many at a time (see the module docstring).
+_DOCUMENT_BATCH: Final = 8
 #: The largest safetensors header accepted (this model's is ~9 KB).
 _MAX_HEADER: Final = 1 << 20
 _DTYPES: Final = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
@@ -150,33 +157,46 @@ class MiniLM:
         tokenizer.enable_truncation(_MAX_TOKENS)
         self._tokenizer = tokenizer
 
-    def _encode(self, ids: Sequence[int]) -> Vector:
+    def _encode(self, batch: Sequence[Sequence[int]]) -> Vector:
+        """The vectors of a batch of token id lists, padded to the longest (padding masked)."""
         import numpy as np
 
-        count = len(ids)
-        x = _layer_norm(self._words[np.asarray(ids)] + self._positions[:count] + self._token_type, *self._norm)
+        size, count = len(batch), max(len(ids) for ids in batch)
+        ids = np.zeros((size, count), dtype=np.int64)
+        for row, tokens in enumerate(batch):
+            ids[row, :len(tokens)] = tokens
+        x = _layer_norm(self._words[ids] + self._positions[:count] + self._token_type, *self._norm)
+        x = x.reshape(size * count, _HIDDEN)
+        lengths = np.array([len(tokens) for tokens in batch])
+        padded = np.arange(count)[None, :] >= lengths[:, None]  # (size, count)
+        # a padded key gets no attention: -inf before the softmax (none when nothing is padded)
+        key_mask = np.where(padded, np.float32(-np.inf), np.float32(0))[:, None, None, :] if padded.any() else None
         half, gelu_a, gelu_b, one = np.float32(0.5), np.float32(0.7978845608028654), np.float32(0.044715), np.float32(1)
         head = _HIDDEN // _HEADS
         for (qkv, qkv_bias, out_w, out_b, norm1_g, norm1_b, mid_w, mid_b, down_w, down_b,
              norm2_g, norm2_b) in self._layers:
             h = x @ qkv + qkv_bias
-            q = h[:, :_HIDDEN].reshape(count, _HEADS, head).transpose(1, 0, 2)
-            k = h[:, _HIDDEN:2 * _HIDDEN].reshape(count, _HEADS, head).transpose(1, 2, 0)
-            v = h[:, 2 * _HIDDEN:].reshape(count, _HEADS, head).transpose(1, 0, 2)
+            q = h[:, :_HIDDEN].reshape(size, count, _HEADS, head).transpose(0, 2, 1, 3)
+            k = h[:, _HIDDEN:2 * _HIDDEN].reshape(size, count, _HEADS, head).transpose(0, 2, 3, 1)
+            v = h[:, 2 * _HIDDEN:].reshape(size, count, _HEADS, head).transpose(0, 2, 1, 3)
             attention = q @ k
+            if key_mask is not None:
+                attention += key_mask
             attention = np.exp(attention - attention.max(-1, keepdims=True))
             attention /= attention.sum(-1, keepdims=True)
-            context = (attention @ v).transpose(1, 0, 2).reshape(count, _HIDDEN)
+            context = (attention @ v).transpose(0, 2, 1, 3).reshape(size * count, _HIDDEN)
             x = _layer_norm(x + context @ out_w + out_b, norm1_g, norm1_b)
             u = x @ mid_w + mid_b
             u = half * u * (one + np.tanh(gelu_a * (u + gelu_b * u * u * u)))  # GELU, tanh form
             x = _layer_norm(x + u @ down_w + down_b, norm2_g, norm2_b)
-        pooled = x.mean(0)
-        vector: Vector = (pooled / np.linalg.norm(pooled)).astype(np.float32)
-        return vector
+        # the mean over each text's own tokens (its sum: the normalisation below drops the scale)
+        pooled = np.where(padded[:, :, None], np.float32(0), x.reshape(size, count, _HIDDEN)).sum(1)
+        vectors: Vector = (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
+        return vectors
 
     def query(self, text: str) -> Vector:
-        return self._encode(self._tokenizer.encode(text).ids)
+        vector: Vector = self._encode([self._tokenizer.encode(text).ids])[0]
+        return vector
 
     def documents(self, texts: Sequence[str]) -> Vector:
         import numpy as np
@@ -185,4 +205,12 @@ class MiniLM:
             return np.zeros((0, _HIDDEN), dtype=np.float32)
         # encode, not encode_batch: the batch form runs the tokenizer's own thread pool beside
         # the daemon's threads, for texts this short no faster
-        return np.vstack([self._encode(self._tokenizer.encode(text).ids) for text in texts])
+        tokens = [self._tokenizer.encode(text).ids for text in texts]
+        # Batches of texts of about one length (sorted by it): each layer's weights are read
+        # from memory once per batch instead of once per text, with little padding.
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+        vectors = np.empty((len(tokens), _HIDDEN), dtype=np.float32)
+        for start in range(0, len(order), _DOCUMENT_BATCH):
+            chunk = order[start:start + _DOCUMENT_BATCH]
+            vectors[chunk] = self._encode([tokens[i] for i in chunk])
+        return vectors

@@ -33,7 +33,8 @@ The model is all-MiniLM-L6-v2, run with numpy (``_minilm``; the optional extra
 fixes it, when the extra is missing or the model was not fetched.
 
 Costs (2-core VM, bench/discovery/run.py --rerank semantic): loading takes ~0.1 s (the word
-table is memory-mapped), then a query embeds in ~8 ms and a tool in ~12 ms (one thread).
+table is memory-mapped), then a query embeds in ~8 ms and a tool in ~4-7 ms (one thread;
+``MiniLM.documents`` embeds eight texts at a time).
 Tool vectors are cached per tool (by agent-facing name and text), dropped when
 the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
 identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
