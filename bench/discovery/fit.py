@@ -12,8 +12,10 @@ development queries; the chosen one is ``FUSION``, ``RRF_K`` and ``SEMANTIC_WEIG
 
 Development sets only: the round-5 dev set over the new catalogues and the earlier sets
 (queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
-corpus.json, all of which guided earlier rounds. queries_holdout4.json and
-queries_round5_holdout.json are never read here.
+corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6 and
+blind7 over their own catalogues (spent: their misses guided round 8, so they are development
+data now). queries_holdout4.json, queries_round5_holdout.json and any newer blind set are never
+read here.
 """
 
 from __future__ import annotations
@@ -34,8 +36,19 @@ from broker.discovery._semantic import Pool, fuse, with_app  # noqa: E402
 
 #: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
 NONE_DEV = Path(__file__).resolve().parent / "queries_round6_none_dev.json"
+#: Blind sets spent on earlier rounds (development data since round 9): catalogues, queries.
+SPENT_BLIND = [([round5.HERE / "blind6/catalogue_lab.json", round5.HERE / "blind6/catalogue_office.json"],
+                round5.HERE / "blind6/queries_blind6.json"),
+               ([round5.HERE / "blind7/catalogue_media.json", round5.HERE / "blind7/catalogue_ops.json"],
+                round5.HERE / "blind7/queries_blind7.json")]
+
+
+def spent_blind() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
+    """(tools, queries) of each spent blind set."""
+    return [(round5.tools(catalogues), [(q, e) for q, e, _ in round5.load(queries)])
+            for catalogues, queries in SPENT_BLIND]
 GRID_RRF = [(k, w) for k in (1.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0) for w in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)]
-GRID_BLEND = [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0]
+GRID_BLEND = [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 #: BM25 weights of the parameter column (names, descriptions, enum values of the schema).
 GRID_PARAMS = [0.5, 1.0, 2.0, 3.0, 4.0]
 
@@ -122,6 +135,8 @@ def main() -> int:
         print(f"| {weight:g} | {r1:.3f} | {mrr:.3f} |")
     print()
     records = record(load_corpus(CORPUS), old, embedder) + record(round5.tools(), new, embedder)
+    for tools, queries in spent_blind():
+        records += record(tools, queries, embedder)
     results = []
     for k, w in GRID_RRF:
         results.append((score(records, "rrf", w, k), f"rrf k={k:g} weight={w:g}"))
@@ -172,7 +187,7 @@ def calibrate(embedder: Any) -> None:
     new = [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]
     for mode in ("semantic", "lexical"):
         hit_x, hit_y, answer_x, answer_y = [], [], [], []
-        for corpus, queries in ((load_corpus(CORPUS), old), (round5.tools(), new)):
+        for corpus, queries in [(load_corpus(CORPUS), old), (round5.tools(), new), *spent_blind()]:
             reranker = SemanticReranker(embedder) if mode == "semantic" else None
             index = ToolIndex(reranker=reranker)
             index.replace_all(corpus)

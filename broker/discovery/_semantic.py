@@ -26,8 +26,9 @@ dead (O(1), on the trio thread), and dead rows are compacted away, into a new ar
 outnumber the live ones. A search copies the row count and the row names under the short
 cache lock and reads the rows outside it: rows it read are never written again.
 
-The model is all-MiniLM-L6-v2, run with numpy (``_minilm``; the optional extra
-``toolbridge[semantic]`` brings numpy and the tokenizer). Its two files are fetched once with
+The embedding is two small English encoders joined (``_bert.JoinedEncoder``: their cosines
+averaged), all-MiniLM-L6-v2 and bge-small-en-v1.5, run with numpy (``_bert``; the optional extra
+``toolbridge[semantic]`` brings numpy and the tokenizer). Their files are fetched once with
 ``toolbridge models fetch`` (``_models``); the daemon never downloads anything.
 :func:`load_embedder` raises :class:`SemanticUnavailable`, whose message says which command
 fixes it, when the extra is missing or the model was not fetched.
@@ -63,8 +64,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
 from ..extras import EXTRAS, extra_installed, install_hint
-from ._minilm import MiniLM
-from ._models import MODEL_NAME, model_dir, model_files_present, model_identity
+from ._bert import TOKENIZER_FILE, BertEncoder, JoinedEncoder, read_safetensors
+from ._models import MODELS, model_dir, models_missing
+from ._onnx import read_quantized_bert
 from ._text import MAX_QUERY_CHARS, split_words
 from ._vector_cache import VectorCache
 
@@ -99,15 +101,17 @@ CANDIDATES: Final = 30
 #: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
 DENSE: Final = 20
 #: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py:
-#: 1.5 for all-MiniLM-L6-v2, round 7; it was 0.75 for multilingual-e5-small).
-SEMANTIC_WEIGHT: Final = 1.5
+#: 3 for the two models joined, round 9, the middle of a plateau from 2 to 4 within 0.003 MRR on
+#: 802 development queries; it was 1.5 for all-MiniLM-L6-v2 alone, 0.75 for multilingual-e5-small).
+SEMANTIC_WEIGHT: Final = 3.0
 #: Weight of the query's similarity to the candidate's *app* (the normalised sum of the app's
 #: tool vectors), min-max scaled over the candidates and added to the fused score (0: off).
 #: The embedding side's counterpart of the BM25 app prior: "louder vocals" is about the DAW
 #: even when another app's tool shares a word. Fitted with the blend by bench/discovery/fit.py
 #: (round 6: MRR 0.813 -> 0.822 on 558 development queries at 0.5; 0.3-1.0 score alike; refitted
-#: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1).
-APP_WEIGHT: Final = 0.5
+#: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1;
+#: round 9, the two models joined: 1.0, with 0.5-1.0 within 0.003).
+APP_WEIGHT: Final = 1.0
 #: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
 #: imported: this layer does not depend on the core).
 _APP_SEPARATOR: Final = "__"
@@ -161,7 +165,7 @@ def model_id(embedder: Embedder) -> str | None:
 
 def semantic_available() -> bool:
     """Whether the extra's packages are installed and the model was fetched (nothing is imported)."""
-    return extra_installed("semantic") and model_files_present()
+    return extra_installed("semantic") and not models_missing()
 
 
 def _missing_message(detail: str) -> str:
@@ -177,25 +181,34 @@ _LOADING = threading.Lock()
 
 
 def load_embedder() -> Embedder:
-    """The model from the models directory; :class:`SemanticUnavailable` if it cannot load."""
-    missing = [name for name in EXTRAS["semantic"][1] if importlib.util.find_spec(name) is None]
+    """The models from the models directory, joined; :class:`SemanticUnavailable` if they cannot load."""
+    packages = [name for name in EXTRAS["semantic"][1] if importlib.util.find_spec(name) is None]
+    if packages:
+        raise SemanticUnavailable(_missing_message(
+            f"{install_hint('semantic')}, then `toolbridge models fetch` (not installed: {', '.join(packages)})"))
+    missing = models_missing()
     if missing:
         raise SemanticUnavailable(_missing_message(
-            f"{install_hint('semantic')}, then `toolbridge models fetch` (not installed: {', '.join(missing)})"))
-    directory = model_dir()
-    if not model_files_present(directory):
-        raise SemanticUnavailable(_missing_message(
-            f"run `toolbridge models fetch` once (no {MODEL_NAME} model in {directory})"))
+            "run `toolbridge models fetch` once (not in " + ", ".join(str(model_dir(m)) for m in missing) + ")"))
+    directory = model_dir().parent
     with _LOADING:
         loaded = _LOADED.get(directory)
         if loaded is not None:
             return loaded
-        try:
-            loaded = _LOADED[directory] = MiniLM(directory, model_identity())
-        except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
-            raise SemanticUnavailable(_missing_message(
-                f"the model in {directory} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
-            )) from exc
+        encoders = []
+        for model in MODELS:
+            folder = model_dir(model)
+            weights_file = folder / model.weights
+            try:
+                weights = (read_quantized_bert(weights_file) if weights_file.suffix == ".onnx"
+                           else read_safetensors(weights_file))
+                encoders.append(BertEncoder(weights, folder / TOKENIZER_FILE, model.identity,
+                                            pooling=model.pooling, source=weights_file))
+            except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
+                raise SemanticUnavailable(_missing_message(
+                    f"the model in {folder} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
+                )) from exc
+        loaded = _LOADED[directory] = JoinedEncoder(encoders)
         return loaded
 
 

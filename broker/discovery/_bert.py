@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -39,16 +40,18 @@ if TYPE_CHECKING:
 
     Vector = npt.NDArray[np.float32]
 
-__all__ = ["MODEL_FILE", "TOKENIZER_FILE", "MiniLM", "read_safetensors"]
+__all__ = ["TOKENIZER_FILE", "BertEncoder", "read_safetensors"]
 
-#: The two files a model directory holds (``_models`` fetches and checks them).
-MODEL_FILE: Final = "model.safetensors"
+#: The tokenizer's file in a model directory (``_models`` fetches and checks it).
 TOKENIZER_FILE: Final = "tokenizer.json"
-_LAYERS: Final = 6
+#: Encoders of these depths are expected (all-MiniLM-L6-v2: 6; bge-small-en-v1.5: 12).
+_LAYERS: Final = (6, 12)
 _HIDDEN: Final = 384
 _HEADS: Final = 12
 #: Longer texts are cut to this many tokens (tool texts are cut to 1,000 characters before).
 _MAX_TOKENS: Final = 256
+#: Documents are encoded this many at a time (see ``documents``).
+_DOCUMENT_BATCH: Final = 8
 #: The largest safetensors header accepted (this model's is ~9 KB).
 _MAX_HEADER: Final = 1 << 20
 _DTYPES: Final = {"F32": "<f4", "F16": "<f2", "I64": "<i8"}
@@ -99,10 +102,16 @@ def _layer_norm(x: Any, gain: Any, bias: Any) -> Any:
     return centred / np.sqrt(variance + np.float32(1e-12)) * gain + bias
 
 
-class MiniLM:
-    """The encoder: ``query(text)`` and ``documents(texts)`` give L2-normalised float32 rows."""
+class BertEncoder:
+    """A BERT encoder: ``query(text)`` and ``documents(texts)`` give L2-normalised float32 rows.
 
-    def __init__(self, directory: Path, model_id: str) -> None:
+    ``weights`` are named as in the PyTorch model (a ``bert.`` prefix is dropped); the layer
+    count is read from them. ``pooling`` is ``"mean"`` (all-MiniLM-L6-v2) or ``"cls"`` (the
+    first token's vector: bge-small-en-v1.5). ``source`` names the file in messages.
+    """
+
+    def __init__(self, weights: dict[str, Any], tokenizer_file: Path, model_id: str, *,
+                 pooling: str, source: Path) -> None:
         import numpy as np
         from threadpoolctl import threadpool_limits
         from tokenizers import Tokenizer
@@ -110,23 +119,28 @@ class MiniLM:
         threadpool_limits(limits=1, user_api="blas")  # see the module docstring
         #: Which weights these are: the disk cache's vectors are valid for exactly these.
         self.model_id = model_id
-        weights = {name.removeprefix("bert."): array for name, array in read_safetensors(directory / MODEL_FILE).items()}
+        self._cls = pooling == "cls"
+        weights = {name.removeprefix("bert."): array for name, array in weights.items()}
 
         def get(name: str) -> Any:
             try:
                 return weights[name]
             except KeyError:
-                raise ValueError(f"{directory / MODEL_FILE} has no tensor {name!r}: not all-MiniLM-L6-v2") from None
+                raise ValueError(f"{source} has no tensor {name!r}: not the expected BERT encoder") from None
 
-        self._words = get("embeddings.word_embeddings.weight")  # memory-mapped: paged in per word
+        self._words = get("embeddings.word_embeddings.weight")  # paged in (or dequantized) per word
         self._positions = np.array(get("embeddings.position_embeddings.weight"), dtype=np.float32)
         self._token_type = np.array(get("embeddings.token_type_embeddings.weight")[0], dtype=np.float32)
         self._norm = (np.array(get("embeddings.LayerNorm.weight")), np.array(get("embeddings.LayerNorm.bias")))
         if self._words.shape[1] != _HIDDEN:
-            raise ValueError(f"{directory / MODEL_FILE}: hidden size {self._words.shape[1]}, not {_HIDDEN}")
+            raise ValueError(f"{source}: hidden size {self._words.shape[1]}, not {_HIDDEN}")
+        layers = sum(1 for name in weights if name.startswith("encoder.layer.") and name.endswith(".output.dense.bias")
+                     and ".attention." not in name)
+        if layers not in _LAYERS:
+            raise ValueError(f"{source}: {layers} layers, not one of {_LAYERS}")
         head = _HIDDEN // _HEADS
         self._layers = []
-        for i in range(_LAYERS):
+        for i in range(layers):
             p = f"encoder.layer.{i}."
 
             def dense(name: str) -> tuple[Any, Any]:
@@ -145,38 +159,53 @@ class MiniLM:
                 *dense("intermediate.dense"), *dense("output.dense"),
                 np.array(get(p + "output.LayerNorm.weight")), np.array(get(p + "output.LayerNorm.bias")),
             ))
-        tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
-        tokenizer.no_padding()  # the file asks for padding to 128: one text at a time needs none
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.no_padding()  # the file may ask for padding: one text at a time needs none
         tokenizer.enable_truncation(_MAX_TOKENS)
         self._tokenizer = tokenizer
 
-    def _encode(self, ids: Sequence[int]) -> Vector:
+    def _encode(self, batch: Sequence[Sequence[int]]) -> Vector:
+        """The vectors of a batch of token id lists, padded to the longest (padding masked)."""
         import numpy as np
 
-        count = len(ids)
-        x = _layer_norm(self._words[np.asarray(ids)] + self._positions[:count] + self._token_type, *self._norm)
+        size, count = len(batch), max(len(ids) for ids in batch)
+        ids = np.zeros((size, count), dtype=np.int64)
+        for row, tokens in enumerate(batch):
+            ids[row, :len(tokens)] = tokens
+        x = _layer_norm(self._words[ids] + self._positions[:count] + self._token_type, *self._norm)
+        x = x.reshape(size * count, _HIDDEN)
+        lengths = np.array([len(tokens) for tokens in batch])
+        padded = np.arange(count)[None, :] >= lengths[:, None]  # (size, count)
+        # a padded key gets no attention: -inf before the softmax (none when nothing is padded)
+        key_mask = np.where(padded, np.float32(-np.inf), np.float32(0))[:, None, None, :] if padded.any() else None
         half, gelu_a, gelu_b, one = np.float32(0.5), np.float32(0.7978845608028654), np.float32(0.044715), np.float32(1)
         head = _HIDDEN // _HEADS
         for (qkv, qkv_bias, out_w, out_b, norm1_g, norm1_b, mid_w, mid_b, down_w, down_b,
              norm2_g, norm2_b) in self._layers:
             h = x @ qkv + qkv_bias
-            q = h[:, :_HIDDEN].reshape(count, _HEADS, head).transpose(1, 0, 2)
-            k = h[:, _HIDDEN:2 * _HIDDEN].reshape(count, _HEADS, head).transpose(1, 2, 0)
-            v = h[:, 2 * _HIDDEN:].reshape(count, _HEADS, head).transpose(1, 0, 2)
+            q = h[:, :_HIDDEN].reshape(size, count, _HEADS, head).transpose(0, 2, 1, 3)
+            k = h[:, _HIDDEN:2 * _HIDDEN].reshape(size, count, _HEADS, head).transpose(0, 2, 3, 1)
+            v = h[:, 2 * _HIDDEN:].reshape(size, count, _HEADS, head).transpose(0, 2, 1, 3)
             attention = q @ k
+            if key_mask is not None:
+                attention += key_mask
             attention = np.exp(attention - attention.max(-1, keepdims=True))
             attention /= attention.sum(-1, keepdims=True)
-            context = (attention @ v).transpose(1, 0, 2).reshape(count, _HIDDEN)
+            context = (attention @ v).transpose(0, 2, 1, 3).reshape(size * count, _HIDDEN)
             x = _layer_norm(x + context @ out_w + out_b, norm1_g, norm1_b)
             u = x @ mid_w + mid_b
             u = half * u * (one + np.tanh(gelu_a * (u + gelu_b * u * u * u)))  # GELU, tanh form
             x = _layer_norm(x + u @ down_w + down_b, norm2_g, norm2_b)
-        pooled = x.mean(0)
-        vector: Vector = (pooled / np.linalg.norm(pooled)).astype(np.float32)
-        return vector
+        x = x.reshape(size, count, _HIDDEN)
+        if self._cls:
+            pooled = x[:, 0]
+        else:  # the mean over each text's own tokens
+            pooled = np.where(padded[:, :, None], np.float32(0), x).sum(1) / lengths[:, None].astype(np.float32)
+        vectors: Vector = (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
+        return vectors
 
     def query(self, text: str) -> Vector:
-        return self._encode(self._tokenizer.encode(text).ids)
+        return self._encode([self._tokenizer.encode(text).ids])[0]
 
     def documents(self, texts: Sequence[str]) -> Vector:
         import numpy as np
@@ -185,4 +214,63 @@ class MiniLM:
             return np.zeros((0, _HIDDEN), dtype=np.float32)
         # encode, not encode_batch: the batch form runs the tokenizer's own thread pool beside
         # the daemon's threads, for texts this short no faster
-        return np.vstack([self._encode(self._tokenizer.encode(text).ids) for text in texts])
+        tokens = [self._tokenizer.encode(text).ids for text in texts]
+        # Batches of texts of about one length (sorted by it): each layer's weights are read
+        # from memory once per batch instead of once per text, with little padding.
+        order = sorted(range(len(tokens)), key=lambda i: len(tokens[i]))
+        vectors = np.empty((len(tokens), _HIDDEN), dtype=np.float32)
+        for start in range(0, len(order), _DOCUMENT_BATCH):
+            chunk = order[start:start + _DOCUMENT_BATCH]
+            vectors[chunk] = self._encode([tokens[i] for i in chunk])
+        return vectors
+
+
+class JoinedEncoder:
+    """Several encoders as one: each one's vector scaled by ``1/sqrt(n)`` and concatenated, so the
+    dot product of two joined vectors is the mean of the encoders' cosines (still L2-normalised).
+
+    Why (BENCHMARKS.md, discovery round 9): all-MiniLM-L6-v2 and bge-small-en-v1.5 err on
+    different queries; their mean cosine ranks better than either alone, at the cost of both.
+    """
+
+    def __init__(self, encoders: Sequence[BertEncoder]) -> None:
+        self.encoders = tuple(encoders)
+        self.model_id = "+".join(encoder.model_id for encoder in self.encoders)
+
+    def _join(self, vectors: list[Vector]) -> Vector:
+        import numpy as np
+
+        joined: Vector = np.concatenate(vectors, axis=-1) * np.float32(1 / math.sqrt(len(vectors)))
+        return joined
+
+    def query(self, text: str) -> Vector:
+        """The query's joined vector; the encoders after the first run in threads of their own
+        meanwhile (numpy releases the GIL in its products: ~17 ms instead of ~24 on the 2-core
+        VM), each joined before this returns."""
+        first, *others = self.encoders
+        results: list[Vector | BaseException | None] = [None] * len(others)
+
+        def encode(slot: int, encoder: BertEncoder) -> None:
+            try:
+                results[slot] = encoder.query(text)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+                results[slot] = exc
+
+        threads = [threading.Thread(target=encode, args=(slot, encoder), name="toolbridge-embed-query", daemon=True)
+                   for slot, encoder in enumerate(others)]
+        for thread in threads:
+            thread.start()
+        try:
+            vectors = [first.query(text)]
+        finally:
+            for thread in threads:
+                thread.join()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            assert result is not None
+            vectors.append(result)
+        return self._join(vectors)
+
+    def documents(self, texts: Sequence[str]) -> Vector:
+        return self._join([encoder.documents(texts) for encoder in self.encoders])
