@@ -112,6 +112,8 @@ SEMANTIC_WEIGHT: Final = 3.0
 #: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1;
 #: round 9, the two models joined: 1.0, with 0.5-1.0 within 0.003).
 APP_WEIGHT: Final = 1.0
+#: How much the BM25 winner's margin damps the embedding terms (0: not at all).
+MARGIN_DAMPING: Final = 0.5
 #: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
 #: imported: this layer does not depend on the core).
 _APP_SEPARATOR: Final = "__"
@@ -501,9 +503,14 @@ class SemanticReranker:
         names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
         if not names:
             return []
-        fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
+        # A clear BM25 winner (far ahead of the second) is trusted more: both embedding terms are
+        # damped by its margin (round 9: parameter-only words, which the embedding never sees).
+        positive = sorted((b for b in bm25 if b > 0), reverse=True)
+        damp = 1.0 - MARGIN_DAMPING * (positive[0] - (positive[1] if len(positive) > 1 else 0.0)) / positive[0] \
+            if positive else 1.0
+        fused = fuse(bm25, cosines, self.fusion, self.weight * damp, self.rrf_k)
         if self.app_weight > 0:
-            fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight)
+            fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight * damp)
         order = sorted(range(len(names)), key=lambda i: -fused[i])
         return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
 
