@@ -385,7 +385,7 @@ def test_the_extra_is_installed() -> None:
 def test_real_model_reranks_a_small_corpus() -> None:
     embedder = load_embedder()
     vectors = embedder.documents(["seek: Jump to a position in the current track.", "crop image: Crop it."])
-    assert vectors.shape == (2, 384)
+    assert vectors.shape == (2, 2 * 384)  # the two models joined
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-3)
     idx = ToolIndex(reranker=SemanticReranker(embedder))
     idx.replace_all(MUSIC)

@@ -6,15 +6,17 @@ Embeds every tool of both corpora once, records each development query's candida
 best and the closest by embedding, with their BM25 scores and cosines, exactly as
 ``SemanticReranker.gather`` produces them), then scores every fusion setting of a fixed grid
 offline: reciprocal-rank fusion with k and the embedding weight, and the earlier blend with
-its weight and the weight of the query-to-app similarity (``APP_WEIGHT``, round 6). Prints the grid's best settings by MRR (then recall@1) over the answerable
-development queries; the chosen one is ``FUSION``, ``RRF_K`` and ``SEMANTIC_WEIGHT`` in
+its weight, the weight of the query-to-app similarity (``APP_WEIGHT``, round 6) and the
+strength of the BM25 margin's damping (``MARGIN_DAMPING``, round 9). Prints the grid's best
+settings by MRR (then recall@1) over the answerable development queries; the chosen one is
+``FUSION``, ``RRF_K``, ``SEMANTIC_WEIGHT``, ``APP_WEIGHT`` and ``MARGIN_DAMPING`` in
 ``broker/discovery/_semantic.py``.
 
 Development sets only: the round-5 dev set over the new catalogues and the earlier sets
 (queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
-corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6,
-blind7 and blind8 over their own catalogues (spent: each was measured once as a blind set and
-then guided a decision, so they are development data now). queries_holdout4.json,
+corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6 to
+blind9 over their own catalogues (spent: each was measured once as a blind set and then
+guided a decision, so they are development data now). queries_holdout4.json,
 queries_round5_holdout.json and any newer blind set are never read here.
 """
 
@@ -32,7 +34,7 @@ import round5  # noqa: E402
 from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged  # noqa: E402
 
 from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder, tool_text  # noqa: E402
-from broker.discovery._semantic import Pool, fuse, with_app  # noqa: E402
+from broker.discovery._semantic import Pool, damping, fuse, with_app  # noqa: E402
 
 #: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
 NONE_DEV = Path(__file__).resolve().parent / "queries_round6_none_dev.json"
@@ -42,7 +44,9 @@ SPENT_BLIND = [([round5.HERE / "blind6/catalogue_lab.json", round5.HERE / "blind
                ([round5.HERE / "blind7/catalogue_media.json", round5.HERE / "blind7/catalogue_ops.json"],
                 round5.HERE / "blind7/queries_blind7.json"),
                ([round5.HERE / "blind8/catalogue_make.json", round5.HERE / "blind8/catalogue_learn.json"],
-                round5.HERE / "blind8/queries_blind8.json")]
+                round5.HERE / "blind8/queries_blind8.json"),
+               ([round5.HERE / "blind9/catalogue_field.json", round5.HERE / "blind9/catalogue_desk.json"],
+                round5.HERE / "blind9/queries_blind9.json")]
 
 
 def spent_blind() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
@@ -56,6 +60,8 @@ GRID_PARAMS = [0.5, 1.0, 2.0, 3.0, 4.0]
 
 #: Weights of the query-to-app similarity term (``APP_WEIGHT``, round 6), with each blend weight.
 GRID_APP = [0.0, 0.25, 0.5, 0.75, 1.0]
+#: Strengths of the BM25 winner's margin damping the embedding terms (``MARGIN_DAMPING``, round 9).
+GRID_DAMPING = [0.0, 0.25, 0.5, 0.75]
 
 #: One query's record: expected names (empty: none answers), the candidates, their BM25
 #: scores, cosines and their apps' similarities to the query.
@@ -90,7 +96,8 @@ def record(corpus: list[Any], queries: list[tuple[str, list[str]]], embedder: An
     return out
 
 
-def score(records: list[Record], fusion: str, weight: float, k: float, app: float = 0.0) -> tuple[float, float, float]:
+def score(records: list[Record], fusion: str, weight: float, k: float, app: float = 0.0,
+          damp: float = 0.0) -> tuple[float, float, float]:
     r1 = r5 = mrr = 0.0
     n = 0
     for expected, names, bm25, cosines, apps in records:
@@ -99,7 +106,10 @@ def score(records: list[Record], fusion: str, weight: float, k: float, app: floa
         n += 1
         if not names:
             continue
-        fused = with_app(fuse(bm25, cosines, fusion, weight, k), apps, app) if app else fuse(bm25, cosines, fusion, weight, k)
+        factor = damping(bm25, damp)
+        fused = fuse(bm25, cosines, fusion, weight * factor, k)
+        if app:
+            fused = with_app(fused, apps, app * factor)
         order = [names[i] for i in sorted(range(len(names)), key=lambda i: -fused[i])]
         rank = min((order.index(e) + 1 for e in expected if e in order), default=0)
         r1 += rank == 1
@@ -144,7 +154,9 @@ def main() -> int:
         results.append((score(records, "rrf", w, k), f"rrf k={k:g} weight={w:g}"))
     for w in GRID_BLEND:
         for app in GRID_APP:
-            results.append((score(records, "blend", w, 0.0, app), f"blend weight={w:g}" + (f" app={app:g}" if app else "")))
+            for damp in GRID_DAMPING:
+                results.append((score(records, "blend", w, 0.0, app, damp), f"blend weight={w:g}"
+                                + (f" app={app:g}" if app else "") + (f" damping={damp:g}" if damp else "")))
     results.sort(key=lambda r: (-r[0][2], -r[0][0], r[1]))
     print(f"{sum(1 for r in records if r[0])} answerable development queries; best settings by MRR:\n")
     print("| fusion | recall@1 | recall@5 | MRR |")

@@ -321,14 +321,15 @@ def _extras_check(found: list[Finding]) -> None:
 
 
 def _semantic_model_check(found: list[Finding]) -> None:
-    """The semantic extra without its model's files searches by words only: say how to fetch them."""
-    from ..discovery._models import MODEL_NAME, model_dir, model_files_present
+    """The semantic extra without its models' files searches by words only: say how to fetch them."""
+    from ..discovery._models import MODELS, model_dir, models_missing
 
-    if model_files_present():
-        found.append(Finding("ok", "semantic model", f"{MODEL_NAME} in {model_dir()}"))
+    missing = models_missing()
+    if not missing:
+        found.append(Finding("ok", "semantic models", ", ".join(m.name for m in MODELS) + f" in {model_dir().parent}"))
     else:
-        found.append(Finding("warn", "semantic model", f"not fetched: search_tools matches words only "
-                             f"(no {MODEL_NAME} in {model_dir()})", "toolbridge models fetch"))
+        found.append(Finding("warn", "semantic models", "not fetched: search_tools matches words only (no "
+                             + ", ".join(f"{m.name} in {model_dir(m)}" for m in missing) + ")", "toolbridge models fetch"))
 
 
 def run_checks(home: Path, source: str) -> list[Finding]:

