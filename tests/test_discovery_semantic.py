@@ -85,15 +85,33 @@ def test_tool_text_is_name_words_description_and_title() -> None:
 
 
 def test_rerank_blends_bm25_with_similarity() -> None:
-    reranker = SemanticReranker(fake(), weight=1.0)  # the default weight is fitted (0.75): pin one here
+    # the default weights are fitted: pin them here (the damping has a test of its own)
+    reranker = SemanticReranker(fake(), weight=1.0, margin_damping=0.0)
     candidates = [("A__Other", "other: a thing", 10.0), ("A__Seek", "seek: go", 8.0), ("A__Far", "far: x", 1.0)]
     order = reranker.rerank("a position", candidates)
     # bm25/best + cos01: Other 1.0 + 0, Seek 0.8 + 1, Far 0.1 + 0 (both "*": same cosine)
     assert [i for i, _ in order] == [1, 0, 2]
     assert [round(score, 6) for _, score in order] == [1.8, 1.0, 0.1]
     # without the similarity the BM25 order stands
-    assert [i for i, _ in SemanticReranker(fake(), weight=0.0).rerank("a position", candidates)] == [0, 1, 2]
+    assert [i for i, _ in SemanticReranker(fake(), weight=0.0, margin_damping=0.0).rerank("a position", candidates)] == [0, 1, 2]
     assert reranker.rerank("x", []) == []
+
+
+def test_a_clear_bm25_winner_keeps_more_of_its_lead() -> None:
+    from broker.discovery._semantic import MARGIN_DAMPING, damping
+
+    assert MARGIN_DAMPING == 0.5
+    assert damping([10.0, 2.0, 0.0]) == pytest.approx(1 - 0.5 * 0.8)  # 8 ahead of 10
+    assert damping([10.0]) == pytest.approx(0.5)  # the only BM25 match: its whole score ahead
+    assert damping([0.0, 0.0]) == damping([]) == 1.0  # no word matched: the embedding alone
+    # A tool found by a word of its parameters only ("bpm"), far ahead in BM25, against one whose
+    # text is closer to the query: blend 1.0 + 0 against 0.2 + 1 undamped, 0.2 + 0.6 damped.
+    candidates = [("A__SetTempo", "set tempo: change the speed", 10.0), ("A__Seek", "seek: go", 2.0)]
+    reranker = SemanticReranker(fake(), weight=1.0, app_weight=0.0)
+    assert [i for i, _ in reranker.rerank("120 bpm from this position", candidates)] == [0, 1]
+    # a close race stays the embedding's to decide: 10 against 9.5 is damped by 2.5 % only
+    close = [("A__SetTempo", "set tempo: change the speed", 10.0), ("A__Seek", "seek: go", 9.5)]
+    assert [i for i, _ in reranker.rerank("120 bpm from this position", close)] == [1, 0]
 
 
 def test_a_query_with_a_typo_is_embedded_as_corrected() -> None:
@@ -185,8 +203,9 @@ def zorp() -> FakeEmbedder:
 
 
 def hybrid_index(embedder: FakeEmbedder, **options: Any) -> tuple[ToolIndex, SemanticReranker]:
-    options.setdefault("weight", 1.0)  # the default weight is fitted (0.75): these tests pin 1.0
-    options.setdefault("app_weight", 0.0)  # the app term (fitted, 0.5) has tests of its own
+    options.setdefault("weight", 1.0)  # the default weight is fitted: these tests pin 1.0
+    options.setdefault("app_weight", 0.0)  # the app term and the damping (fitted) have tests of their own
+    options.setdefault("margin_damping", 0.0)
     reranker = SemanticReranker(embedder, **options)
     idx = ToolIndex(reranker=reranker)
     idx.replace_all(MUSIC)

@@ -249,7 +249,8 @@ class SemanticReranker:
     def __init__(self, embedder: Embedder | None = None, *, weight: float = SEMANTIC_WEIGHT,
                  candidates: int = CANDIDATES, dense: int = DENSE, background: bool = False,
                  fusion: str = FUSION, rrf_k: float = RRF_K, cache_path: Path | None = None,
-                 query_embedder: Embedder | None = None, app_weight: float = APP_WEIGHT) -> None:
+                 query_embedder: Embedder | None = None, app_weight: float = APP_WEIGHT,
+                 margin_damping: float = MARGIN_DAMPING) -> None:
         self._embedder = embedder
         #: Queries get a model instance of their own (when this reranker loads the model), so a
         #: search never waits for the background thread's batch; an embedder given by the
@@ -269,6 +270,8 @@ class SemanticReranker:
         self.weight = weight
         #: Weight of the query's similarity to a candidate's app (see :data:`APP_WEIGHT`).
         self.app_weight = app_weight
+        #: How much a clear BM25 winner damps the embedding terms (see :func:`damping`).
+        self.margin_damping = margin_damping
         #: How many of BM25's best hits are candidates.
         self.candidates = candidates
         #: How many of the tools closest by embedding are candidates too (0: re-rank BM25's only).
@@ -510,7 +513,7 @@ class SemanticReranker:
         names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
         if not names:
             return []
-        damp = damping(bm25)
+        damp = damping(bm25, self.margin_damping)
         fused = fuse(bm25, cosines, self.fusion, self.weight * damp, self.rrf_k)
         if self.app_weight > 0:
             fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight * damp)
