@@ -39,7 +39,7 @@ DISTRIBUTION: Final = "toolbridge"
 EXTRAS: Final[dict[str, tuple[str, tuple[str, ...]]]] = {
     "code": ("code mode (Deno)", ("deno",)),
     # numpy runs the model, tokenizers splits text into its tokens, threadpoolctl keeps BLAS to
-    # one thread (broker/discovery/_minilm.py); its weights are fetched apart (`models fetch`)
+    # one thread (broker/discovery/_bert.py); the weights are fetched apart (`models fetch`)
     "semantic": ("semantic tool search", ("numpy", "tokenizers", "threadpoolctl")),
     "nats": ("federation over NATS", ("nats",)),
     "agent": ("broker.agent, agents in Python (the MCP SDK)", ("mcp",)),

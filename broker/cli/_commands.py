@@ -39,7 +39,7 @@ COMMANDS: Final[tuple[Command, ...]] = (
     Command("open", "open the daemon's live status page in the browser", "open_command"),
     Command("conformance", "check an app client against the protocol's conformance kit", "conformance_command"),
     Command("nats-permissions", "print the NATS permissions a broker's user needs (--nats)", "nats_command"),
-    Command("models", "show or fetch the model of semantic tool search (toolbridge[semantic])", "models_command"),
+    Command("models", "show or fetch the models of semantic tool search (toolbridge[semantic])", "models_command"),
     Command("integrate", "install toolbridge's add-on into a desktop program (blender, freecad, libreoffice)", "integrate_command"),
 )
 

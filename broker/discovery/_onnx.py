@@ -2,11 +2,11 @@
 
 Theory of operation
 -------------------
-bge-small-en-v1.5, the second model of semantic search (``_models``), is published on PyPI only
-as an ONNX graph quantized by onnxruntime (``quantize_dynamic``): each dense layer's weight is an
+bge-small-en-v1.5, the second model of semantic search, comes from a PyPI wheel (``_models``) as
+an ONNX graph quantized by onnxruntime (``quantize_dynamic``): each dense layer's weight is an
 int8 matrix with a scale and a zero point, the embedding tables uint8 the same way, the biases
-and layer norms float32. Running the graph would need onnxruntime (~15 MB of native code per
-platform); the encoder in ``_bert`` needs only the weights, so they are read here and turned
+and layer norms float32. Running the graph would need onnxruntime, a native package per
+platform; the encoder in ``_bert`` needs only the weights, so they are read here and turned
 back into floats, ``(q - zero_point) * scale``, which is what the graph's own ops compute.
 
 An ONNX file is one protocol-buffers message. Only four message types are walked (the model,

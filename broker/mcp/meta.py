@@ -236,7 +236,7 @@ class MetaTools:
         prepared, hits = await trio.to_thread.run_sync(self._finish, prepared, vector, limiter=self._limiter)
         if hits is None:
             # "auto" found the extra but its model does not load: BM25 from now on.
-            log.warning("semantic_search_off", reason="the semantic model did not load")
+            log.warning("semantic_search_off", reason="the semantic models did not load")
             hits = prepared.rate(prepared.hits[: prepared.limit])
         return self._answer(prepared, hits, session)
 
