@@ -77,6 +77,18 @@ def _fields(data: Any, start: int, end: int) -> Any:
             raise ValueError(f"malformed protocol buffer (wire type {wire})")
 
 
+def _numbers(data: Any, wire: int, value: Any) -> list[int]:
+    """A repeated integer field's values: one varint, or a packed run of them (wire type 2)."""
+    if wire != 2:
+        return [value] if wire == 0 else []
+    at, end = value
+    out = []
+    while at < end:
+        item, at = _varint(data, at, end)
+        out.append(item)
+    return out
+
+
 def _text(data: Any, span: tuple[int, int]) -> str:
     return bytes(data[span[0]:span[1]]).decode("utf-8", "replace")
 
@@ -89,13 +101,7 @@ def _tensor(data: Any, span: tuple[int, int]) -> tuple[str, Any]:
     floats: Any = None
     for number, wire, value in _fields(data, *span):
         if number == _TENSOR_DIMS:
-            if wire == 2:  # packed
-                at, end = value
-                while at < end:
-                    dim, at = _varint(data, at, end)
-                    dims.append(dim)
-            else:
-                dims.append(value)
+            dims += _numbers(data, wire, value)
         elif number == _TENSOR_TYPE and wire == 0:
             kind = value
         elif number == _TENSOR_NAME and wire == 2:
@@ -105,13 +111,7 @@ def _tensor(data: Any, span: tuple[int, int]) -> tuple[str, Any]:
         elif number == _TENSOR_FLOATS:
             floats = np.frombuffer(bytes(data[value[0]:value[1]]) if wire == 2 else value, dtype="<f4")
         elif number == _TENSOR_INT32S:
-            if wire == 2:
-                at, end = value
-                while at < end:
-                    item, at = _varint(data, at, end)
-                    numbers.append(item)
-            else:
-                numbers.append(value)
+            numbers += _numbers(data, wire, value)
     dtype = _DTYPES.get(kind)
     if dtype is None:
         raise ValueError(f"tensor {name!r} has an unsupported ONNX type {kind}")

@@ -40,16 +40,17 @@ def overlap(qtext, ttext):
     return shared
 
 
-def main():
+def main(here=HERE, catalogues=("catalogue_make.json", "catalogue_learn.json"), query_file="queries_blind8.json"):
+    """Check a blind set's files in ``here`` (blind9's check calls this with its own names)."""
     tools = {}
-    for cat in ("catalogue_make.json", "catalogue_learn.json"):
-        with open(os.path.join(HERE, cat), encoding="utf-8") as f:
+    for cat in catalogues:
+        with open(os.path.join(here, cat), encoding="utf-8") as f:
             for app in json.load(f)["apps"]:
                 for t in app["tools"]:
                     params = " ".join(k + " " + p.get("description", "") + " " + " ".join(map(str, p.get("enum", [])))
                                       for k, p in t["inputSchema"].get("properties", {}).items())
                     tools[f"{app['name']}__{t['name']}"] = (app["name"], t["name"], t["description"], params)
-    with open(os.path.join(HERE, "queries_blind8.json"), encoding="utf-8") as f:
+    with open(os.path.join(here, query_file), encoding="utf-8") as f:
         queries = json.load(f)
     errors, warnings = [], []
     seen = set()
