@@ -13,6 +13,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -172,6 +173,30 @@ def test_the_quantized_weights_are_read_back_as_floats() -> None:
     # the word table stays in 8 bits: a row is turned into floats when it is looked up
     words = weights["embeddings.word_embeddings.weight"]
     assert words.shape == (30522, 384) and words[[101, 2054]].dtype.name == "float32"
+
+
+def test_the_onnx_file_is_not_kept_open_once_read(tmp_path: Path) -> None:
+    # every array is a copy: the file is unmapped (on Windows it could not be deleted or fetched
+    # again while the daemon runs) and its pages leave the process
+    import mmap
+
+    copy = tmp_path / BGE.weights
+    shutil.copy(real_model_dir(BGE) / BGE.weights, copy)
+    weights = read_quantized_bert(copy)
+
+    def backed_by_the_file(array: Any) -> bool:
+        while array is not None:
+            if isinstance(array, mmap.mmap):
+                return True
+            array = getattr(array, "base", None) if not isinstance(array, memoryview) else array.obj
+        return False
+
+    arrays = [getattr(w, "_quantized", w) for w in weights.values()]
+    assert not any(backed_by_the_file(a) for a in arrays)
+    maps = Path("/proc/self/maps")
+    if maps.exists():  # Linux: no mapping of it is left either
+        assert str(copy) not in maps.read_text()
+    copy.unlink()
 
 
 def test_the_encoders_give_the_models_sentence_similarities() -> None:

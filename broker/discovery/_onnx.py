@@ -164,6 +164,14 @@ def read_quantized_bert(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path} is not an 8-bit BERT encoder (no tensor {exc})") from None
     except ValueError as exc:
         raise ValueError(f"{path}: {exc}") from None
+    finally:
+        # Every array returned is a copy, so the file is unmapped now: its pages leave the
+        # process, and on Windows the file is not held open (it can be deleted and fetched
+        # again while the daemon runs). A failed read may still hold views in its traceback.
+        try:
+            data.close()
+        except BufferError:
+            pass
 
 
 def _read(data: Any, np: Any) -> dict[str, Any]:
@@ -197,7 +205,7 @@ def _read(data: Any, np: Any) -> dict[str, Any]:
     for name, array in tensors.items():
         if not name.endswith(_QUANTIZED):
             if array.dtype == np.float32 and not name.endswith("_scale"):
-                weights[name] = array
+                weights[name] = array.copy()
             continue
         base = name.removesuffix(_QUANTIZED)
         scale, zero = tensors[base + "_scale"], tensors[base + "_zero_point"]
@@ -205,7 +213,7 @@ def _read(data: Any, np: Any) -> dict[str, Any]:
             weights[matmul_weight[name]] = ((array.astype(np.float32) - zero.astype(np.float32)) * scale).T
         elif base.startswith("embeddings."):
             if base == "embeddings.word_embeddings.weight":
-                weights[base] = DequantizedRows(array, scale, zero)
+                weights[base] = DequantizedRows(array.copy(), scale, zero)
             else:
                 weights[base] = (array.astype(np.float32) - zero.astype(np.float32)) * scale
     return weights
