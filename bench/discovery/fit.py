@@ -34,7 +34,7 @@ import round5  # noqa: E402
 from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged  # noqa: E402
 
 from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder, tool_text  # noqa: E402
-from broker.discovery._semantic import Pool, damping, fuse, with_app  # noqa: E402
+from broker.discovery._semantic import Pool, fused_scores  # noqa: E402
 
 #: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
 NONE_DEV = Path(__file__).resolve().parent / "queries_round6_none_dev.json"
@@ -106,10 +106,8 @@ def score(records: list[Record], fusion: str, weight: float, k: float, app: floa
         n += 1
         if not names:
             continue
-        factor = damping(bm25, damp)
-        fused = fuse(bm25, cosines, fusion, weight * factor, k)
-        if app:
-            fused = with_app(fused, apps, app * factor)
+        fused = fused_scores(bm25, cosines, apps, fusion=fusion, weight=weight, rrf_k=k, app_weight=app,
+                             margin_damping=damp)
         order = [names[i] for i in sorted(range(len(names)), key=lambda i: -fused[i])]
         rank = min((order.index(e) + 1 for e in expected if e in order), default=0)
         r1 += rank == 1

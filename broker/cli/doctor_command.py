@@ -322,11 +322,11 @@ def _extras_check(found: list[Finding]) -> None:
 
 def _semantic_model_check(found: list[Finding]) -> None:
     """The semantic extra without its models' files searches by words only: say how to fetch them."""
-    from ..discovery._models import MODELS, model_dir, models_missing
+    from ..discovery._models import MODELS, model_dir, models_missing, models_root
 
     missing = models_missing()
     if not missing:
-        found.append(Finding("ok", "semantic models", ", ".join(m.name for m in MODELS) + f" in {model_dir().parent}"))
+        found.append(Finding("ok", "semantic models", ", ".join(m.name for m in MODELS) + f" in {models_root()}"))
     else:
         found.append(Finding("warn", "semantic models", "not fetched: search_tools matches words only (no "
                              + ", ".join(f"{m.name} in {model_dir(m)}" for m in missing) + ")", "toolbridge models fetch"))

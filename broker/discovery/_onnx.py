@@ -131,6 +131,13 @@ def _tensor(data: Any, span: tuple[int, int]) -> tuple[str, Any]:
     return name, array.reshape(dims)
 
 
+def _dequantized(quantized: Any, scale: Any, zero_point: Any) -> Any:
+    """What the graph's own ops compute from an 8-bit tensor: ``(q - zero_point) * scale``, float32."""
+    import numpy as np
+
+    return (quantized.astype(np.float32) - np.asarray(zero_point, np.float32)) * np.asarray(scale, np.float32)
+
+
 class DequantizedRows:
     """An embedding table kept in 8 bits: rows become float32 only when looked up."""
 
@@ -143,9 +150,7 @@ class DequantizedRows:
         self.shape: tuple[int, ...] = quantized.shape
 
     def __getitem__(self, rows: Any) -> Any:
-        import numpy as np
-
-        return (self._quantized[rows].astype(np.float32) - self._zero) * self._scale
+        return _dequantized(self._quantized[rows], self._scale, self._zero)
 
 
 def read_quantized_bert(path: Path) -> dict[str, Any]:
@@ -210,10 +215,10 @@ def _read(data: Any, np: Any) -> dict[str, Any]:
         base = name.removesuffix(_QUANTIZED)
         scale, zero = tensors[base + "_scale"], tensors[base + "_zero_point"]
         if name in matmul_weight:  # (in, out) in the graph: (out, in) like PyTorch's
-            weights[matmul_weight[name]] = ((array.astype(np.float32) - zero.astype(np.float32)) * scale).T
+            weights[matmul_weight[name]] = _dequantized(array, scale, zero).T
         elif base.startswith("embeddings."):
             if base == "embeddings.word_embeddings.weight":
                 weights[base] = DequantizedRows(array.copy(), scale, zero)
             else:
-                weights[base] = (array.astype(np.float32) - zero.astype(np.float32)) * scale
+                weights[base] = _dequantized(array, scale, zero)
     return weights

@@ -31,7 +31,7 @@ averaged), all-MiniLM-L6-v2 and bge-small-en-v1.5, run with numpy (``_bert``; th
 ``toolbridge[semantic]`` brings numpy and the tokenizer). Their files are fetched once with
 ``toolbridge models fetch`` (``_models``); the daemon never downloads anything.
 :func:`load_embedder` raises :class:`SemanticUnavailable`, whose message says which command
-fixes it, when the extra is missing or the model was not fetched.
+fixes it, when the extra is missing or a model was not fetched.
 
 Costs (2-core VM): loading takes ~0.2 s, then a query embeds in ~17 ms (the two models at once,
 see ``_bert``) and a tool in ~12 ms (one thread; eight texts at a time); while searching at
@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from ..errors import ConfigError
 from ..extras import EXTRAS, extra_installed, install_hint
 from ._bert import TOKENIZER_FILE, BertEncoder, JoinedEncoder, read_safetensors
-from ._models import MODELS, model_dir, models_missing
+from ._models import MODELS, model_dir, models_missing, models_root
 from ._onnx import read_quantized_bert
 from ._text import MAX_QUERY_CHARS, split_words
 from ._vector_cache import VectorCache
@@ -86,6 +86,7 @@ __all__ = [
     "RRF_K",
     "damping",
     "fuse",
+    "fused_scores",
     "with_app",
     "APP_WEIGHT",
     "RERANK_MODES",
@@ -172,7 +173,7 @@ def model_id(embedder: Embedder) -> str | None:
 
 
 def semantic_available() -> bool:
-    """Whether the extra's packages are installed and the model was fetched (nothing is imported)."""
+    """Whether the extra's packages are installed and the models were fetched (nothing is imported)."""
     return extra_installed("semantic") and not models_missing()
 
 
@@ -198,7 +199,7 @@ def load_embedder() -> Embedder:
     if missing:
         raise SemanticUnavailable(_missing_message(
             "run `toolbridge models fetch` once (not in " + ", ".join(str(model_dir(m)) for m in missing) + ")"))
-    directory = model_dir().parent
+    directory = models_root()
     with _LOADING:
         loaded = _LOADED.get(directory)
         if loaded is not None:
@@ -504,8 +505,7 @@ class SemanticReranker:
         scores (may be empty). With ``pool`` (see :data:`Pool`) and ``dense > 0``, the
         :attr:`dense` cached tools most similar to the query that ``pool`` accepts are
         candidates too, with the BM25 score ``pool`` gives (0 if none). The fused score is
-        :func:`fuse`'s plus the app term (:func:`with_app`), both embedding terms scaled by
-        :func:`damping`; ties keep BM25's order, then similarity order. The cosine is the raw
+        :func:`fused_scores`'; ties keep BM25's order, then similarity order. The cosine is the raw
         similarity of query and tool (what "nothing fits" is calibrated on, see ``_calibration``).
         """
         if query_vector is None:
@@ -513,10 +513,9 @@ class SemanticReranker:
         names, bm25, cosines = self.gather(query, candidates, pool, query_vector)
         if not names:
             return []
-        damp = damping(bm25, self.margin_damping)
-        fused = fuse(bm25, cosines, self.fusion, self.weight * damp, self.rrf_k)
-        if self.app_weight > 0:
-            fused = with_app(fused, self.app_similarities(names, query_vector), self.app_weight * damp)
+        apps = self.app_similarities(names, query_vector) if self.app_weight > 0 else None
+        fused = fused_scores(bm25, cosines, apps, fusion=self.fusion, weight=self.weight, rrf_k=self.rrf_k,
+                             app_weight=self.app_weight, margin_damping=self.margin_damping)
         order = sorted(range(len(names)), key=lambda i: -fused[i])
         return [(names[i], fused[i], None if math.isnan(cosines[i]) else cosines[i]) for i in order]
 
@@ -599,6 +598,19 @@ def with_app(fused: Sequence[float], app_similarities: Sequence[float], weight: 
         return list(fused)
     return [f + weight * ((low if math.isnan(a) else a) - low) / spread
             for f, a in zip(fused, app_similarities, strict=True)]
+
+
+def fused_scores(bm25: Sequence[float], cosines: Sequence[float], app_similarities: Sequence[float] | None, *,
+                 fusion: str, weight: float, rrf_k: float, app_weight: float, margin_damping: float) -> list[float]:
+    """Each candidate's final score in a search (and in ``bench/discovery/fit.py``'s grid, so the
+    fit scores exactly what the search does): :func:`fuse`'s, plus the app term
+    (:func:`with_app`) when ``app_similarities`` are given, both embedding terms scaled by
+    :func:`damping`."""
+    damp = damping(bm25, margin_damping)
+    fused = fuse(bm25, cosines, fusion, weight * damp, rrf_k)
+    if app_similarities is not None and app_weight > 0:
+        fused = with_app(fused, app_similarities, app_weight * damp)
+    return fused
 
 
 def damping(bm25: Sequence[float], strength: float = MARGIN_DAMPING) -> float:
