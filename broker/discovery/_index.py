@@ -63,6 +63,7 @@ the index changed since the last search, so the semantic step may run in another
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 import sqlite3
@@ -80,6 +81,7 @@ from ._semantic import SemanticReranker, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
 from ._thesaurus import rewrite, synonyms
 from ._thesaurus import words as thesaurus_words
+from ._word_scores import WordScores
 
 __all__ = ["Weights", "DEFAULT_WEIGHTS", "IndexedTool", "SearchHit", "PreparedSearch", "ToolIndex", "DEFAULT_LIMIT",
            "MAX_LIMIT", "MATCH_KINDS", "CONFIDENCE_LEVELS"]
@@ -220,6 +222,8 @@ class ToolIndex:
             "CREATE VIRTUAL TABLE apps USING fts5(label UNINDEXED, body, "
             "tokenize = 'porter unicode61 remove_diacritics 2')"
         )
+        #: Each query word's scores, kept between searches; cleared when any row changes.
+        self._word_scores = WordScores(self._db)
         #: Each app label's tools' text (agent name -> text), the body of its row in ``apps``.
         self._app_texts: dict[str, dict[str, str]] = {}
         self._app_rowids: dict[str, int] = {}
@@ -306,6 +310,8 @@ class ToolIndex:
 
     def _rewrite_app_rows(self) -> None:
         """Rewrite the ``apps`` row of every app whose tools changed (by rowid: no scans)."""
+        if self._stale_apps:  # the apps' BM25 scores change with any row
+            self._word_scores.clear()
         for label in self._stale_apps:
             rowid = self._app_rowids.pop(label, None)
             if rowid is not None:
@@ -343,6 +349,7 @@ class ToolIndex:
         rowid = self._rowids.pop(agent_name, None)
         if rowid is not None:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
+            self._word_scores.clear()
         old = self._tools.pop(agent_name, None)
         if old is not None:
             self._vocabulary.discard(_vocabulary_words(_row(old)))
@@ -365,6 +372,7 @@ class ToolIndex:
         )
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
+        self._word_scores.clear()
         self._tools[tool.agent_name] = tool
         self._vocabulary.add(_vocabulary_words(row))
         self._stale_apps.add(tool.app)
@@ -452,7 +460,11 @@ class ToolIndex:
 
     def _hits(self, scores: Mapping[str, float], wanted: int, app: str | None) -> list[SearchHit]:
         """The best ``wanted`` of ``scores`` (of ``app``, if given) as hits, ties by name."""
-        ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
+        def order(item: tuple[str, float]) -> tuple[float, str]:
+            return -item[1], item[0]
+
+        # the first ``wanted`` without sorting every match (thousands at 10,000 tools)
+        ranked = sorted(scores.items(), key=order) if app is not None else heapq.nsmallest(wanted, scores.items(), key=order)
         hits: list[SearchHit] = []
         for name, score in ranked:
             tool = self._tools[name]
@@ -616,8 +628,10 @@ class ToolIndex:
         best = max(prior.values(), default=0.0)
         if best <= 0:
             return
-        for name in scores:
-            scores[name] *= 1.0 + self.weights.app_prior * prior.get(self._tools[name].app, 0.0) / best
+        raised = {app: 1.0 + self.weights.app_prior * score / best for app, score in prior.items()}
+        tools = self._tools
+        for name, score in scores.items():
+            scores[name] = score * raised.get(tools[name].app, 1.0)
 
     def _scores(self, sql: str, columns: tuple[float, ...], words: list[str], extra: list[str]) -> dict[str, float]:
         """BM25 relevance (positive, higher is better) of each row ``sql`` matches for ``words``,
@@ -629,10 +643,7 @@ class ToolIndex:
         return scores
 
     def _bm25(self, sql: str, columns: tuple[float, ...], words: list[str], factor: float) -> dict[str, float]:
-        match = match_expression(words)
-        if match is None:
-            return {}
-        return self._bm25_expression(sql, columns, match, factor)
+        return self._word_scores.summed(sql, columns, words, factor)
 
     def _bm25_expression(self, sql: str, columns: tuple[float, ...], match: str, factor: float) -> dict[str, float]:
         try:
