@@ -668,6 +668,24 @@ async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, au
         embedder.gate.set()  # the abandoned embedding ends
 
 
+async def test_a_query_with_a_typo_is_embedded_once_as_corrected_alongside_bm25(tmp_path: Path) -> None:
+    # Before, the daemon embedded the query as typed alongside BM25, then, the typo corrected,
+    # embedded the corrected text again after it: two embeddings, the second outside the budget.
+    core = BrokerCore(Settings(home=tmp_path), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    embedder = fake()
+    meta = MetaTools(core.registry, reranker=SemanticReranker(embedder))
+    result = await meta.search_tools_async({"query": "jump to a positon", "limit": 2})
+    assert result["structuredContent"]["match"] == "corrected"
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+    assert embedder.queries_seen == ["jump to a position"]
+    embedder.queries_seen.clear()
+    await meta.search_tools_async({"query": "jump to a position", "limit": 2})  # no typo: as typed, once
+    assert embedder.queries_seen == ["jump to a position"]
+
+
 # --- the app term (round 6): the query's similarity to each candidate's app -------------------
 
 

@@ -81,8 +81,10 @@ def main(argv: list[str] | None = None) -> int:
             query = probes[i % len(probes)]
             i += 1
             start = time.perf_counter()
-            # as the daemon does: the query's embedding in a thread of its own, alongside BM25
-            vector = pool.submit(reranker.embed_query, query)
+            # as the daemon does: the text to embed (typos corrected) first, then its embedding
+            # in a thread of its own, alongside BM25
+            text = index.embed_text(query)
+            vector = pool.submit(reranker.embed_query, text)
             prepared = index.prepare(query, 5)
             try:  # at most QUERY_EMBED_BUDGET from the start, then BM25's answer (as the daemon)
                 query_vector = vector.result(timeout=max(0.0, QUERY_EMBED_BUDGET - (time.perf_counter() - start)))
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 late += 1
                 prepared.rate(prepared.hits[:5])
             else:
-                prepared.finish(query_vector)
+                prepared.finish(query_vector if prepared.embedded_as == text else None)
             during.append((time.perf_counter() - start) * 1000)
             time.sleep(args.every)  # an agent's searches come one at a time, not back to back
         elapsed = time.perf_counter() - began

@@ -18,6 +18,7 @@ from app_client.protocol import ToolSpec
 
 from ._calibration import ANSWER_HITS, answer_probability, hit_probability, level, no_clear_fit
 from ._semantic import Pool, SemanticReranker, tool_text
+from ._text import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
     from ._semantic import Vector
@@ -125,6 +126,11 @@ class PreparedSearch:
     answer_probability: float | None = None
 
     @property
+    def embedded_as(self) -> str:
+        """The text :meth:`finish` embeds (``ToolIndex.embed_text`` of the query)."""
+        return self.embed_text or self.query[:MAX_QUERY_CHARS]
+
+    @property
     def needs_rerank(self) -> bool:
         """Whether :meth:`finish` embeds the query (slow: run it in a worker thread)."""
         return self.reranker is not None and (bool(self.hits) or self.pool is not None)
@@ -136,7 +142,7 @@ class PreparedSearch:
         if self.reranker is not None and (hits or self.pool is not None):
             head, tail = hits[: len(self.texts)], hits[len(self.texts) :]
             detail = self.reranker.hybrid_detail(
-                self.embed_text or self.query, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
+                self.embedded_as, [(h.agent_name, text, h.score) for h, text in zip(head, self.texts, strict=True)],
                 self._pool_lookup() if self.pool is not None else None, query_vector,
             )
             order = [(name, blended) for name, blended, _ in detail]

@@ -449,6 +449,13 @@ class ToolIndex:
         return PreparedSearch(query, hits, limit, self.reranker, texts, self._snapshot, scores, app, match=match,
                               unknown=unknown, embed_text=_corrected_text(text, corrections))
 
+    def embed_text(self, query: str) -> str:
+        """The text a hybrid search of ``query`` embeds: the query (cut to its first
+        :data:`MAX_QUERY_CHARS`) with its typos corrected as :meth:`prepare` corrects them, so
+        the daemon can embed it alongside BM25, once (``PreparedSearch.embedded_as``)."""
+        text = query[:MAX_QUERY_CHARS]
+        return _corrected_text(text, self._corrections(query_words(text))) or text
+
     def _unknown_share(self, words: list[str], corrections: Mapping[str, list[str]]) -> float:
         """The share of the query's words that no tool has in any form and that are no typo
         of a word one has ("thermostat", "parcel"): a query about something no app does has many."""

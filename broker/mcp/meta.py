@@ -207,6 +207,13 @@ class MetaTools:
         reranker = self._reranker
         vectors: list[Any] = []
         failed: list[bool] = []
+        started = trio.current_time()
+        text = checked[0]
+        if reranker is not None:
+            # What the search embeds: the query with its typos corrected, found first (in a
+            # worker thread: the index syncs first) so that it is embedded once, alongside BM25.
+            text = await trio.to_thread.run_sync(self._embed_text, checked[0], version, tools, limiter=self._limiter)
+            tools = None
 
         async def embed_query() -> None:
             # The query's embedding runs alongside BM25 (both release the GIL), so a search
@@ -215,12 +222,11 @@ class MetaTools:
             assert reranker is not None
             try:
                 # abandoned if late (see QUERY_EMBED_BUDGET): its limiter slot is freed when it ends
-                vectors.append(await trio.to_thread.run_sync(reranker.embed_query, checked[0],
+                vectors.append(await trio.to_thread.run_sync(reranker.embed_query, text,
                                                              limiter=self._query_limiter, abandon_on_cancel=True))
             except Exception:  # noqa: BLE001 - see above
                 failed.append(True)
 
-        started = trio.current_time()
         async with trio.open_nursery() as nursery:
             if reranker is not None:
                 nursery.start_soon(embed_query)
@@ -230,15 +236,24 @@ class MetaTools:
         if reranker is not None and not vectors and not failed and self.query_budget is not None:
             # the vector is late: BM25's order now (the same as without the extra)
             return self._answer(prepared, prepared.rate(prepared.hits[: prepared.limit]), session)
-        # A query with a typo corrected is embedded as corrected (finish does it): the vector
-        # made alongside BM25, of the query as typed, is not used then.
-        vector = vectors[0] if vectors and prepared.embed_text is None else None
+        # The vector is of the text the search embeds, unless the index changed in between
+        # (then finish embeds it).
+        vector = vectors[0] if vectors and prepared.embedded_as == text else None
         prepared, hits = await trio.to_thread.run_sync(self._finish, prepared, vector, limiter=self._limiter)
         if hits is None:
             # "auto" found the extra but its model does not load: BM25 from now on.
             log.warning("semantic_search_off", reason="the semantic models did not load")
             hits = prepared.rate(prepared.hits[: prepared.limit])
         return self._answer(prepared, hits, session)
+
+    def _embed_text(self, query: str, version: int, tools: list[IndexedTool] | None) -> str:
+        """What a hybrid search of ``query`` embeds (``ToolIndex.embed_text``), in a worker thread,
+        holding the index (synced first, as :meth:`_prepare` does)."""
+        with self._lock:
+            index = self._ensure_index()
+            if tools is not None:
+                index.sync_tools(version, tools)
+            return index.embed_text(query)
 
     def _prepare(self, checked: tuple[str, int], version: int, tools: list[IndexedTool] | None) -> PreparedSearch:
         """A search's BM25 step, in a worker thread, holding the index."""
