@@ -11,11 +11,13 @@ import hashlib
 import shutil
 import subprocess
 import sys
+import threading
 import zipfile
 from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 import pytest
 
 from broker.config.settings_file import load_settings
@@ -231,6 +233,21 @@ def test_documents_embedded_in_batches_are_embedded_as_alone() -> None:
     rows = embedder.documents(texts)
     for text, row in zip(texts, rows, strict=True):
         assert float(embedder.query(text) @ row) > 1 - 1e-5, text
+
+
+def test_the_background_embedding_pauses_before_each_layer_and_may_run_the_encoders_side_by_side() -> None:
+    # The background thread runs the two encoders in threads of their own (where it runs at low
+    # priority) and waits before each layer while a query is embedded: the same vectors either way.
+    embedder = load_embedder()
+    texts = ["undo", "export the drawing as pdf", "crop", "mute the track", "rotate the layer by 90 degrees"] * 2
+    pauses: list[str] = []
+    rows = embedder.documents(texts, lambda: pauses.append(threading.current_thread().name),
+                              parallel=True)
+    assert np.array_equal(rows, embedder.documents(texts))
+    # one pause before each of 6 + 12 layers per batch of 8 (10 texts: two batches), the second
+    # encoder's in its own thread
+    assert len(pauses) == 2 * (6 + 12)
+    assert pauses.count("toolbridge-embed") == 2 * 12
 
 
 def run_cli(*args: str, models_dir: Path) -> subprocess.CompletedProcess[str]:

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from broker.discovery import (
 from broker.discovery._semantic import with_app
 from broker.errors import ConfigError
 from broker.extras import install_hint
-from broker.mcp.meta import MetaTools
+from broker.mcp.meta import QUERY_EMBED_BUDGET, MetaTools
 from broker.config.settings_file import load_settings
 from test_discovery import load_bench, spec
 
@@ -65,7 +66,7 @@ class FakeEmbedder:
         self.queries_seen.append(text)
         return self._vector(text)
 
-    def documents(self, texts: Sequence[str]) -> Any:
+    def documents(self, texts: Sequence[str], pause: Callable[[], None] | None = None, *, parallel: bool = False) -> Any:
         self.documents_seen.extend(texts)
         return np.stack([self._vector(t) for t in texts])
 
@@ -534,7 +535,7 @@ class BlockedDocuments(FakeEmbedder):
         self.gate = threading.Event()
         self.started = threading.Event()
 
-    def documents(self, texts: Sequence[str]) -> Any:
+    def documents(self, texts: Sequence[str], pause: Callable[[], None] | None = None, *, parallel: bool = False) -> Any:
         self.started.set()
         assert self.gate.wait(10)
         return super().documents(texts)
@@ -569,6 +570,62 @@ def test_a_search_never_waits_for_the_background_embedding() -> None:
     assert found == [h.agent_name for h in plain.search("current track position", 5)]
     assert queries.queries_seen == ["current track position"] and queries.documents_seen == []
     assert reranker.cached() == len(MUSIC)  # the background thread finished afterwards
+
+
+class PausingDocuments(FakeEmbedder):
+    """Calls the background thread's pause before its one "layer", and says when it passed it."""
+
+    def __init__(self) -> None:
+        super().__init__({"seek": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.pausing, self.passed = threading.Event(), threading.Event()
+        self.parallel: list[bool] = []
+
+    def documents(self, texts: Sequence[str], pause: Callable[[], None] | None = None, *, parallel: bool = False) -> Any:
+        self.parallel.append(parallel)
+        if pause is not None:
+            self.pausing.set()
+            pause()
+            self.passed.set()
+        return super().documents(texts)
+
+
+class HeldQueries(FakeEmbedder):
+    """A query embedding that lasts until the test lets it end."""
+
+    def __init__(self) -> None:
+        super().__init__({"seek": [1, 0, 0], "*": [0, 0.2, 1]})
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def query(self, text: str) -> Any:
+        self.started.set()
+        assert self.release.wait(10)
+        return super().query(text)
+
+
+def test_the_background_embedding_waits_between_layers_while_a_query_is_embedded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The query then has the cores to itself: at 10,000 tools, 40 -> ~8 of ~225 searches were
+    # answered in BM25's order, their vector late (bench/discovery/scale.py).
+    from broker.discovery import _semantic
+
+    monkeypatch.setattr(_semantic, "_MAX_PAUSE", 60.0)  # the bound on a pause: not reached here
+    documents, queries = PausingDocuments(), HeldQueries()
+    reranker = SemanticReranker(documents, query_embedder=queries, background=True)
+    query = threading.Thread(target=reranker.embed_query, args=("seek",), daemon=True)
+    query.start()
+    assert queries.started.wait(10)
+    reranker.schedule([("Tempo__Seek", "seek: Jump to a position.")])
+    assert documents.pausing.wait(10)
+    assert not documents.passed.wait(0.2)  # held while the query is embedded (before: passed at once)
+    queries.release.set()
+    assert documents.passed.wait(10)  # the query done, the layer runs
+    query.join(10)
+    worker = reranker._worker
+    assert worker is not None
+    worker.join(10)
+    assert reranker.cached() == 1
+    # where the background thread runs at low priority (Linux) the encoders run side by side
+    assert documents.parallel == [sys.platform.startswith("linux")]
 
 
 class VersionedEmbedder(FakeEmbedder):
@@ -655,7 +712,7 @@ async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, au
     core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
                            tools=tools, max_concurrency=1, app_version=None)
     embedder = GatedEmbedder()
-    meta = MetaTools(core.registry, reranker=SemanticReranker(embedder), query_budget=0.035)
+    meta = MetaTools(core.registry, reranker=SemanticReranker(embedder), query_budget=QUERY_EMBED_BUDGET)
     plain = ToolIndex()
     plain.replace_all([(n, a, s) for n, a, s in MUSIC if a == "Tempo"])
     try:

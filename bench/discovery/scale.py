@@ -7,7 +7,8 @@ description naming its app (so no two tools share a text to embed). First BM25 a
 (no semantic extra): the search latency over the development queries. Then the daemon's
 set-up: a ``SemanticReranker(background=True)`` with a disk cache in a temporary directory,
 synced with every tool at once (the background thread starts embedding them, at low
-priority), and searches run in this thread, one every ``--every`` seconds, for ``--seconds`` while it embeds:
+priority), and searches run in this thread, one every ``--every`` seconds, for ``--seconds`` while it embeds
+(or until every tool is embedded, if sooner):
 their latency percentiles, and how many tools were embedded meanwhile (the throughput, from
 which the time for all of them is extrapolated). Last, a "restart": a new reranker over the
 same cache file reads back the vectors embedded so far (time per tool), embedding none.
@@ -39,8 +40,8 @@ def _with_description(spec: ToolSpec, description: str) -> ToolSpec:
 
 def percentiles(samples: list[float]) -> str:
     ordered = sorted(samples)
-    p = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return f"median {statistics.median(ordered):.1f} / p95 {p(0.95):.1f} / max {ordered[-1]:.1f} ms ({len(ordered)} searches)"
+    p95 = ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))]
+    return f"median {statistics.median(ordered):.1f} / p95 {p95:.1f} / max {ordered[-1]:.1f} ms ({len(ordered)} searches)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="how long to search while embedding")
     parser.add_argument("--tools", type=int, default=10_000)
     parser.add_argument("--every", type=float, default=0.1, help="seconds between searches while embedding")
+    parser.add_argument("--budget", type=float, default=QUERY_EMBED_BUDGET,
+                        help="how long a search waits for its query's vector (seconds; the daemon's by default)")
     args = parser.parse_args(argv)
     # each copy's description names its app, so every tool has a text of its own to embed
     tools = [IndexedTool(name, label, _with_description(spec, f"{spec.description} ({label})"))
@@ -72,38 +75,52 @@ def main(argv: list[str] | None = None) -> int:
         start = time.perf_counter()
         index.sync_tools(1, tools)  # schedules every tool for the background thread
         sync_ms = (time.perf_counter() - start) * 1000
-        during: list[float] = []
-        late = 0
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-        began = time.perf_counter()
-        i = 0
-        while time.perf_counter() - began < args.seconds:
-            query = probes[i % len(probes)]
-            i += 1
+
+        def search(query: str) -> tuple[float, bool]:
+            """One search as the daemon runs it: its latency (ms) and whether its vector was late."""
             start = time.perf_counter()
-            # as the daemon does: the text to embed (typos corrected) first, then its embedding
-            # in a thread of its own, alongside BM25
+            # the text to embed (typos corrected) first, then its embedding in a thread of its
+            # own, alongside BM25
             text = index.embed_text(query)
             vector = pool.submit(reranker.embed_query, text)
             prepared = index.prepare(query, 5)
-            try:  # at most QUERY_EMBED_BUDGET from the start, then BM25's answer (as the daemon)
-                query_vector = vector.result(timeout=max(0.0, QUERY_EMBED_BUDGET - (time.perf_counter() - start)))
-            except concurrent.futures.TimeoutError:
-                late += 1
+            try:  # at most the budget from the start, then BM25's answer (as the daemon)
+                query_vector = vector.result(timeout=max(0.0, args.budget - (time.perf_counter() - start)))
+            except concurrent.futures.TimeoutError:  # (it ends in its thread; the next query waits for it)
                 prepared.rate(prepared.hits[:5])
-            else:
-                prepared.finish(query_vector if prepared.embedded_as == text else None)
-            during.append((time.perf_counter() - start) * 1000)
+                return (time.perf_counter() - start) * 1000, True
+            prepared.finish(query_vector if prepared.embedded_as == text else None)
+            return (time.perf_counter() - start) * 1000, False
+
+        during: list[float] = []
+        late = 0
+        began = time.perf_counter()
+        i = 0
+        while time.perf_counter() - began < args.seconds and reranker.cached() < len(tools):
+            ms, was_late = search(probes[i % len(probes)])
+            i += 1
+            during.append(ms)
+            late += was_late
             time.sleep(args.every)  # an agent's searches come one at a time, not back to back
         elapsed = time.perf_counter() - began
-        pool.shutdown()
         embedded = reranker.cached()
         per_tool = elapsed / max(1, embedded) * 1000
         print(f"| hybrid, {len(tools):,} tools, while the background thread embeds (first {elapsed:.0f} s) | "
               f"{percentiles(during)}; {late} answered in BM25's order (vector late) |")
         print(f"| sync of {len(tools):,} tools (index + scheduling) | {sync_ms:.0f} ms |")
+        whole = (f"all {len(tools):,} in {elapsed / 60:.1f} min (measured)" if embedded == len(tools)
+                 else f"all {len(tools):,} in ~{per_tool * len(tools) / 60000:.1f} min")
         print(f"| background embedding while searching | {embedded:,} tools in {elapsed:.0f} s: {per_tool:.1f} ms per "
-              f"tool, all {len(tools):,} in ~{per_tool * len(tools) / 60000:.1f} min |")
+              f"tool, {whole} |")
+        if embedded == len(tools):  # and once every tool is embedded: each development query once
+            after = []
+            for query in probes:
+                after.append(search(query))
+                time.sleep(args.every)
+            print(f"| hybrid, {len(tools):,} tools, every tool embedded | {percentiles([ms for ms, _ in after])}; "
+                  f"{sum(was_late for _, was_late in after)} answered in BM25's order |")
+        pool.shutdown()
         index.close()
         # a restart: the same texts, a new process's reranker over the same file
         texts = [(t.agent_name, tool_text(t.spec.name, t.spec.description, t.spec.title)) for t in tools]

@@ -43,8 +43,9 @@ knows).
 Updates are incremental: :meth:`ToolIndex.replace_all` compares the new tool list with what is
 indexed and only deletes and inserts the rows that changed, so it is cheap to call after every
 registry change; :meth:`ToolIndex.sync` does that when the registry's ``version`` moved.
-Everything is synchronous: about 1 ms per query for a few hundred tools, ~10 ms for 10,000
-(BENCHMARKS.md section 6), so the daemon searches in a worker thread (``broker.mcp.meta``);
+Everything is synchronous: about 1 ms per query for a few hundred tools, ~2.5 ms for 10,000
+(each query word's scores are kept until a row changes, ``_word_scores``; BENCHMARKS.md section
+6), so the daemon searches in a worker thread (``broker.mcp.meta``);
 the index is not thread-safe, its owner serialises access.
 
 The hits and the prepared search (:class:`SearchHit`, :class:`PreparedSearch`) live in

@@ -34,15 +34,18 @@ averaged), all-MiniLM-L6-v2 and bge-small-en-v1.5, run with numpy (``_bert``; th
 fixes it, when the extra is missing or a model was not fetched.
 
 Costs (2-core VM): loading takes ~0.2 s, then a query embeds in ~17 ms (the two models at once,
-see ``_bert``) and a tool in ~12 ms (one thread; eight texts at a time); while searching at
-10,000 tools ~21 ms a tool, all in ~3.6 min (bench/discovery/scale.py, BENCHMARKS.md round 9).
+see ``_bert``; ~22-36 ms when the machine was idle before it) and a tool in ~12 ms (one
+thread; eight texts at a time); in the background at 10,000 tools, while searching, ~16 ms a
+tool, all in 2.6 min (bench/discovery/scale.py, BENCHMARKS.md discovery round 10).
 Tool vectors are cached per tool (by agent-facing name and text), dropped when
 the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
 identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
 The daemon warms the model and embeds newly registered tools in a background thread
-(:meth:`SemanticReranker.warm_up`, :meth:`SemanticReranker.schedule`; ctypes releases the GIL,
+(:meth:`SemanticReranker.warm_up`, :meth:`SemanticReranker.schedule`; numpy releases the GIL,
 so the trio thread keeps running) at the lowest CPU priority where the OS sets it per thread
-(Linux), in batches of :data:`_BATCH`. A search never waits for it: queries are embedded by a
+(Linux; there the two encoders run side by side, a thread each at that priority), in batches
+of :data:`_BATCH`. Before each layer it waits while a query is being embedded (at most
+:data:`_MAX_PAUSE`), so the query has the cores to itself. A search never waits for it: queries are embedded by a
 model instance of their own (when the reranker loads the model itself), and a BM25 candidate
 not embedded yet gets no similarity (ordered by BM25 among the others) and is moved to the
 front of the background queue. The dense half only sees tools already embedded: until the
@@ -141,6 +144,8 @@ _MAX_TOOL_TEXT: Final = 1000
 _BATCH: Final = 32
 #: The background thread's nice value where threads have their own (Linux): below the daemon.
 _BACKGROUND_NICE: Final = 19
+#: The longest the background embedding waits between two layers for queries being embedded.
+_MAX_PAUSE: Final = 0.25
 #: The matrix of tool vectors starts with this many rows.
 _FIRST_ROWS: Final = 64
 #: Dead rows are compacted away once there are more of them than this and than live rows.
@@ -163,7 +168,8 @@ class Embedder(Protocol):
     """Turns text into L2-normalised vectors (rows), queries and documents separately."""
 
     def query(self, text: str) -> Vector: ...
-    def documents(self, texts: Sequence[str]) -> Vector: ...
+    def documents(self, texts: Sequence[str], pause: Callable[[], None] | None = None, *,
+                  parallel: bool = False) -> Vector: ...
 
 
 def model_id(embedder: Embedder) -> str | None:
@@ -221,14 +227,17 @@ def load_embedder() -> Embedder:
         return loaded
 
 
-def _lower_priority() -> None:
+def _lower_priority() -> bool:
     """Run the calling thread at the lowest CPU priority where the OS allows it per thread
-    (Linux: a thread is a task with its own nice value); elsewhere it keeps the daemon's."""
+    (Linux: a thread is a task with its own nice value); elsewhere it keeps the daemon's.
+    Whether it was lowered."""
     if sys.platform.startswith("linux") and hasattr(os, "setpriority"):
         try:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), _BACKGROUND_NICE)
         except OSError:  # not allowed: embedding still runs, at normal priority
-            pass
+            return False
+        return True
+    return False
 
 
 def tool_text(name: str, description: str, title: str | None) -> str:
@@ -259,6 +268,9 @@ class SemanticReranker:
         self._own_model = embedder is None or query_embedder is not None
         self._query_embedder: Embedder | None = query_embedder
         self._query_lock = threading.Lock()
+        #: Queries being embedded now; the background embedding pauses between layers meanwhile.
+        self._querying = 0
+        self._queries_done = threading.Condition()
         #: Where tool vectors are kept across restarts (see ``_vector_cache``); None: memory only.
         self._cache_path = cache_path
         self._cache: VectorCache | None = None
@@ -306,10 +318,24 @@ class SemanticReranker:
         if not self._own_model:
             with self._model_lock:
                 return self._model().query(text)
-        with self._query_lock:
-            if self._query_embedder is None:
-                self._query_embedder = load_embedder()
-            return self._query_embedder.query(text)
+        with self._queries_done:
+            self._querying += 1
+        try:
+            with self._query_lock:
+                if self._query_embedder is None:
+                    self._query_embedder = load_embedder()
+                return self._query_embedder.query(text)
+        finally:
+            with self._queries_done:
+                self._querying -= 1
+                if not self._querying:
+                    self._queries_done.notify_all()
+
+    def _yield_to_queries(self) -> None:
+        """Wait (the background thread, between two layers) while a query is being embedded, at
+        most :data:`_MAX_PAUSE`: a query then has the cores to itself."""
+        with self._queries_done:
+            self._queries_done.wait_for(lambda: not self._querying, timeout=_MAX_PAUSE)
 
     # --- the tool vectors ---------------------------------------------------------------------
 
@@ -363,7 +389,9 @@ class SemanticReranker:
         self.schedule([])
 
     def _drain(self) -> None:
-        _lower_priority()
+        # At low priority the two encoders may each take a core: the daemon's threads come
+        # first anyway. At the daemon's own priority (not Linux) they take one core between them.
+        parallel = _lower_priority()
         while True:
             with self._lock:
                 batch = dict(list(self._pending.items())[:_BATCH])
@@ -372,13 +400,14 @@ class SemanticReranker:
                 for name in batch:
                     del self._pending[name]
             try:
-                self._embed(batch)
+                self._embed(batch, self._yield_to_queries, parallel=parallel)
             except SemanticUnavailable:
                 with self._lock:
                     self._pending.clear()
                 return
 
-    def _embed(self, wanted: dict[str, str]) -> None:
+    def _embed(self, wanted: dict[str, str], pause: Callable[[], None] | None = None, *,
+               parallel: bool = False) -> None:
         with self._lock:
             todo = [(name, text) for name, text in wanted.items() if self._vectors.get(name, ("",))[0] != text]
         if not todo:
@@ -391,7 +420,10 @@ class SemanticReranker:
         rows: list[Any] = []
         if missing:
             with self._model_lock:
-                rows = list(model.documents([text for _, text in missing]))
+                texts = [text for _, text in missing]
+                # (the background thread's pause and parallel; a search's own embedding, none)
+                rows = list(model.documents(texts, pause, parallel=parallel) if pause is not None
+                            else model.documents(texts))
             if cache is not None:
                 cache.put_many([(text, row) for (_, text), row in zip(missing, rows, strict=True)])
         computed = {name: row for (name, _), row in zip(missing, rows, strict=True)}
