@@ -48,6 +48,15 @@ MUSIC = [
 ]
 
 
+def tempo_core(home: Path) -> BrokerCore:
+    """A broker core (settings in ``home``) with MUSIC's Tempo app registered."""
+    core = BrokerCore(Settings(home=home), "secret")
+    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
+    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
+                           tools=tools, max_concurrency=1, app_version=None)
+    return core
+
+
 class FakeEmbedder:
     """Vectors chosen by the test: a text's vector is looked up by a word it contains."""
 
@@ -503,10 +512,7 @@ async def test_a_semantic_search_does_not_hold_up_the_event_loop(tmp_path: Path)
     from broker.mcp.server import McpServer
     from broker.mcp.session import open_session
 
-    core = BrokerCore(Settings(home=tmp_path), "secret")
-    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
-    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
-                           tools=tools, max_concurrency=1, app_version=None)
+    core = tempo_core(tmp_path)
     embedder = GatedEmbedder()
     server = McpServer.of(core)
     server.meta = MetaTools(core.registry, reranker=SemanticReranker(embedder))
@@ -675,10 +681,7 @@ def test_the_daemon_keeps_vectors_in_the_directory_it_is_given(tmp_path: Path) -
 async def test_the_query_is_embedded_alongside_bm25(tmp_path: Path) -> None:
     # A search takes the longer of BM25 and the query's embedding, not their sum: each of
     # the two waits here until the other has started (sequential steps would wait in vain).
-    core = BrokerCore(Settings(home=tmp_path), "secret")
-    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
-    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
-                           tools=tools, max_concurrency=1, app_version=None)
+    core = tempo_core(tmp_path)
     query_started, prepare_started = threading.Event(), threading.Event()
     overlapped: list[bool] = []
 
@@ -707,10 +710,7 @@ async def test_the_query_is_embedded_alongside_bm25(tmp_path: Path) -> None:
 async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, autojump_clock: Any) -> None:
     # Issue 32: a search must not be slow while the machine is busy embedding. The query's
     # embedding is held until the end; the budget passes (autojump) and BM25 answers.
-    core = BrokerCore(Settings(home=tmp_path), "secret")
-    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
-    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
-                           tools=tools, max_concurrency=1, app_version=None)
+    core = tempo_core(tmp_path)
     embedder = GatedEmbedder()
     meta = MetaTools(core.registry, reranker=SemanticReranker(embedder), query_budget=QUERY_EMBED_BUDGET)
     plain = ToolIndex()
@@ -728,10 +728,7 @@ async def test_a_late_query_vector_means_bm25s_answer_at_once(tmp_path: Path, au
 async def test_a_query_with_a_typo_is_embedded_once_as_corrected_alongside_bm25(tmp_path: Path) -> None:
     # Before, the daemon embedded the query as typed alongside BM25, then, the typo corrected,
     # embedded the corrected text again after it: two embeddings, the second outside the budget.
-    core = BrokerCore(Settings(home=tmp_path), "secret")
-    tools = [ToolSpec(s.name, s.description, s.input_schema) for _, app, s in MUSIC if app == "Tempo"]
-    core.registry.register(object(), app_name="Tempo", instance_id=None,  # type: ignore[arg-type]
-                           tools=tools, max_concurrency=1, app_version=None)
+    core = tempo_core(tmp_path)
     embedder = fake()
     meta = MetaTools(core.registry, reranker=SemanticReranker(embedder))
     result = await meta.search_tools_async({"query": "jump to a positon", "limit": 2})

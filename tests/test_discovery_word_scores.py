@@ -2,27 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
-import sys
-from pathlib import Path
-from types import ModuleType
 
 from app_client.wire import ToolSpec
 from broker.discovery import ToolIndex, match_expression, query_words
 from broker.discovery._index import _TOOL_SCORES
 from broker.discovery._word_scores import WordScores
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "discovery"
-
-
-def load_bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("toolbridge_word_scores_bench", BENCH / "run.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from test_discovery import load_bench
 
 
 def hits(index: ToolIndex, query: str) -> list[tuple[str, float]]:
