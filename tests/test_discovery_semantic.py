@@ -351,6 +351,22 @@ def test_the_model_loads_only_once_a_discovery_session_starts(tmp_path: Path, mo
     assert warm_ups == [meta.index.reranker]
 
 
+async def test_the_index_is_built_once_a_discovery_session_starts_not_at_the_first_search(tmp_path: Path) -> None:
+    # ~0.6 s at 10,000 tools that the first search no longer waits for (BM25 only too)
+    core = tempo_core(tmp_path)
+    meta = MetaTools(core.registry, rerank="off")
+    assert meta._index is None  # a daemon nobody searches builds nothing
+    meta.discovery_session_started()
+    assert meta._building is not None
+    meta._building.join(10)
+    index = meta._index
+    assert index is not None and index.version == core.registry.version
+    assert sorted(tool.agent_name for tool in index) == sorted(name for name, app, _ in MUSIC if app == "Tempo")
+    result = await meta.search_tools_async({"query": "seek in the track", "limit": 1})
+    assert result["structuredContent"]["tools"][0]["name"] == "Tempo__Seek"
+    assert meta._index is index
+
+
 def test_off_is_bm25_only(tmp_path: Path) -> None:
     core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
     meta = MetaTools(core.registry, rerank=core.settings.discovery_rerank)

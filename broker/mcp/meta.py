@@ -129,13 +129,35 @@ class MetaTools:
             self._reranker = SemanticReranker(background=True,
                                               cache_path=cache_dir / CACHE_FILE if cache_dir is not None else None)
         self._warming = False
+        #: The thread building the index when the first discovery session starts (tests join it).
+        self._building: threading.Thread | None = None
 
     def discovery_session_started(self) -> None:
-        """Warm the model (if any) in a background thread, once: only a daemon that serves
-        discovery mode pays its load time and memory, and its first search does not wait."""
-        if self._reranker is not None and not self._warming:
-            self._warming = True
+        """Ready what a search needs, once, in background threads: the model (if any: only a
+        daemon that serves discovery mode pays its load time and memory) and the index of the
+        tools registered so far (~0.6 s at 10,000 tools), so the first search waits for neither.
+        The registry is read here, on the event loop, as a search reads it."""
+        if self._warming:
+            return
+        self._warming = True
+        if self._reranker is not None:
             self._reranker.warm_up_in_background()
+        if self._index is None:
+            version = self.registry.version
+            tools = [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in self.registry.tools()]
+            self._building = threading.Thread(target=self._build, args=(version, tools),
+                                              name="toolbridge-index-build", daemon=True)
+            self._building.start()
+
+    def _build(self, version: int, tools: list[IndexedTool]) -> None:
+        """The index of ``tools`` (the registry at ``version``), unless a search built it first."""
+        try:
+            with self._lock:
+                index = self._ensure_index()
+                if index.version != version:
+                    index.sync_tools(version, tools)
+        except Exception as exc:  # noqa: BLE001 - the first search builds it again and reports it
+            log.warning("discovery_index_build_failed", error=type(exc).__name__)
 
     @property
     def index(self) -> ToolIndex:
