@@ -184,9 +184,8 @@ class MetaTools:
         if index is None or not self._lock.acquire(blocking=False):
             return
         try:
-            gone = [tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None]
-            for name in gone:
-                index.remove(name)
+            # all at once: one transaction, each app's row rewritten once
+            index.remove_many([tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None])
         finally:
             self._lock.release()
 
