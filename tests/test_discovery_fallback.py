@@ -288,6 +288,33 @@ async def test_a_departed_apps_tools_leave_the_index_at_once_each_apps_row_rewri
     assert [h.agent_name for h in index.search("crop", 5)] == ["Paint__Crop"]
 
 
+async def test_more_departed_tools_than_the_loop_should_drop_wait_for_the_next_search(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An app of thousands of tools leaving would hold the event loop for ~55 µs a tool: past
+    # EAGER_REMOVALS, the next search's sync (in its worker thread) drops them instead.
+    from broker.config.settings import Settings
+    from broker.daemon.broker_core import BrokerCore
+    from broker.mcp import meta as meta_module
+    from broker.mcp.meta import MetaTools
+
+    monkeypatch.setattr(meta_module, "EAGER_REMOVALS", 2)
+    core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
+    meta = MetaTools(core.registry, rerank="off")
+    links = {"Tempo": object(), "Paint": object()}
+    for app, names in (("Tempo", ["Pause", "Seek", "Mute"]), ("Paint", ["Crop"])):
+        core.registry.register(links[app], app_name=app, instance_id=None,  # type: ignore[arg-type]
+                               tools=[spec(name, f"{name} the thing") for name in names],
+                               max_concurrency=1, app_version=None)
+    index = meta.index
+    (tempo,) = [i for i in core.registry.instances() if i.label == "Tempo"]
+    core.registry.unlink(tempo, links["Tempo"])  # type: ignore[arg-type]
+    core.registry.expire(tempo)
+    assert len(list(index)) == 4  # three left: more than the loop drops
+    result = await meta.search_tools_async({"query": "pause the thing", "limit": 5})
+    assert [t["name"] for t in result["structuredContent"]["tools"]] == ["Paint__Crop"]
+    assert [tool.agent_name for tool in index] == ["Paint__Crop"]
+
+
 # --- the benchmark's blind-set mode ------------------------------------------------------------
 
 

@@ -80,6 +80,9 @@ META_TOOL_NAMES: Final = frozenset({SEARCH_TOOLS, CALL_TOOL})
 #: of searches without it even when nothing else ran; at 40 ms, 0-2 of 345 (BENCHMARKS.md,
 #: discovery round 10).
 QUERY_EMBED_BUDGET: Final = 0.040
+#: At most this many departed tools leave the index on the event loop when their app leaves
+#: (~28 ms at 10,000 tools); more wait for the next search's sync, in its worker thread.
+EAGER_REMOVALS: Final = 500
 DISCOVERY_INSTRUCTIONS: Final = (
     "toolbridge connects you to desktop applications that are running on this computer. Their "
     f"tools are not listed: describe what you want to do to {SEARCH_TOOLS}, which returns the best "
@@ -178,14 +181,17 @@ class MetaTools:
     def _forget_departed(self) -> None:
         """Drop indexed tools the registry no longer has (their specs, rows and vectors).
 
-        Skipped while a search holds the index (never wait on the event loop): the next
-        search's sync drops them, since the registry's version moved."""
+        Skipped while a search holds the index (never wait on the event loop), and when more
+        than :data:`EAGER_REMOVALS` tools left (~55 µs each on the loop): the next search's
+        sync drops them, since the registry's version moved. Until then the index holds no
+        more than the registry held at the last search."""
         index = self._index
         if index is None or not self._lock.acquire(blocking=False):
             return
         try:
-            # all at once: one transaction, each app's row rewritten once
-            index.remove_many([tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None])
+            gone = [tool.agent_name for tool in index if self.registry.lookup(tool.agent_name) is None]
+            if len(gone) <= EAGER_REMOVALS:  # more: the next search's sync, in its worker thread
+                index.remove_many(gone)  # all at once: one transaction, each app's row rewritten once
         finally:
             self._lock.release()
 
