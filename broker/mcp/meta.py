@@ -125,7 +125,8 @@ class MetaTools:
         self._query_limiter: trio.CapacityLimiter | None = None
         #: Guards the index: held by a search (worker thread) and by syncs and removals.
         self._lock = threading.Lock()
-        # Syncing (adding) is lazy, at search time; letting go of departed tools is not.
+        # Syncing (adding) is lazy, at search time (or when the first discovery session starts);
+        # letting go of departed tools is not, up to EAGER_REMOVALS at a time.
         registry.on_change(self._forget_departed)
         if reranker is None and (rerank == "semantic" or (rerank == "auto" and semantic_available())):
             self._optional = rerank == "auto"
