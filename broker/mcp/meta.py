@@ -65,7 +65,9 @@ from ..core.validation import compile_schema
 from .results import error_result
 
 if TYPE_CHECKING:
-    from ..core.registry import Registry
+    from collections.abc import Sequence
+
+    from ..core.registry import Registry, RegisteredTool
 
 log = structlog.get_logger("toolbridge.mcp")
 
@@ -148,18 +150,18 @@ class MetaTools:
             self._reranker.warm_up_in_background()
         if self._index is None:
             version = self.registry.version
-            tools = [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in self.registry.tools()]
+            tools = self.registry.tools()
             self._building = threading.Thread(target=self._build, args=(version, tools),
                                               name="toolbridge-index-build", daemon=True)
             self._building.start()
 
-    def _build(self, version: int, tools: list[IndexedTool]) -> None:
+    def _build(self, version: int, tools: Sequence[RegisteredTool]) -> None:
         """The index of ``tools`` (the registry at ``version``), unless a search built it first."""
         try:
             with self._lock:
                 index = self._ensure_index()
                 if index.version != version:
-                    index.sync_tools(version, tools)
+                    index.sync_tools(version, _indexed(tools))
         except Exception as exc:  # noqa: BLE001 - the first search builds it again and reports it
             log.warning("discovery_index_build_failed", error=type(exc).__name__)
 
@@ -232,7 +234,7 @@ class MetaTools:
         index = self._index
         tools = None
         if index is None or index.version != version:
-            tools = [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in self.registry.tools()]
+            tools = self.registry.tools()  # a list the registry never changes (a new one per change)
         if self._limiter is None:
             self._limiter = trio.CapacityLimiter(1)
             self._query_limiter = trio.CapacityLimiter(1)
@@ -278,21 +280,21 @@ class MetaTools:
             hits = prepared.rate(prepared.hits[: prepared.limit])
         return self._answer(prepared, hits, session)
 
-    def _embed_text(self, query: str, version: int, tools: list[IndexedTool] | None) -> str:
+    def _embed_text(self, query: str, version: int, tools: Sequence[RegisteredTool] | None) -> str:
         """What a hybrid search of ``query`` embeds (``ToolIndex.embed_text``), in a worker thread,
         holding the index (synced first, as :meth:`_prepare` does)."""
         with self._lock:
             index = self._ensure_index()
             if tools is not None:
-                index.sync_tools(version, tools)
+                index.sync_tools(version, _indexed(tools))
             return index.embed_text(query)
 
-    def _prepare(self, checked: tuple[str, int], version: int, tools: list[IndexedTool] | None) -> PreparedSearch:
+    def _prepare(self, checked: tuple[str, int], version: int, tools: Sequence[RegisteredTool] | None) -> PreparedSearch:
         """A search's BM25 step, in a worker thread, holding the index."""
         with self._lock:
             index = self._ensure_index()
             if tools is not None:
-                index.sync_tools(version, tools)
+                index.sync_tools(version, _indexed(tools))
             return index.prepare(*checked)
 
     def _finish(self, prepared: PreparedSearch,
@@ -321,6 +323,12 @@ class MetaTools:
             "structuredContent": structured,
             "isError": False,
         }
+
+
+def _indexed(tools: Sequence[RegisteredTool]) -> list[IndexedTool]:
+    """The registry's tools as the index takes them (made in a worker thread: ~6-9 ms at 10,000
+    tools that the event loop no longer spends)."""
+    return [IndexedTool(t.agent_name, t.instance.label, t.spec) for t in tools]
 
 
 def _check(arguments: Any) -> tuple[str, int] | dict[str, Any]:
