@@ -7,6 +7,7 @@ made-up ones; the daemon's side (discovery mode over stdio and HTTP) is in test_
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -261,27 +262,38 @@ async def test_the_daemon_searches_in_a_worker_thread_and_the_loop_keeps_running
     assert threading.current_thread() is threading.main_thread()
 
 
-async def test_a_departed_apps_tools_leave_the_index_at_once_each_apps_row_rewritten_once(tmp_path: Path) -> None:
-    # One tool at a time, each removal rewrote the app's row again: an app of 250 tools leaving
-    # a 10,000-tool index took ~130 ms of the event loop (1,000 tools: ~1 s); now ~17 ms.
+def tempo_and_paint(home: Path, tempo_tools: list[str]) -> tuple[Any, Callable[[], None]]:
+    """BM25-only ``MetaTools`` over a registry holding Tempo (``tempo_tools``) and Paint (Crop),
+    and a function that makes Tempo leave (its link closed, then expired)."""
     from broker.config.settings import Settings
     from broker.daemon.broker_core import BrokerCore
     from broker.mcp.meta import MetaTools
 
-    core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
+    core = BrokerCore(Settings(home=home, discovery_rerank="off"), "secret")
     meta = MetaTools(core.registry, rerank="off")
     links = {"Tempo": object(), "Paint": object()}
-    for app, names in (("Tempo", ["Pause", "Seek", "Mute", "Louder", "Quieter"]), ("Paint", ["Crop"])):
+    for app, names in (("Tempo", tempo_tools), ("Paint", ["Crop"])):
         core.registry.register(links[app], app_name=app, instance_id=None,  # type: ignore[arg-type]
                                tools=[spec(name, f"{name} the thing") for name in names],
                                max_concurrency=1, app_version=None)
+
+    def tempo_leaves() -> None:
+        (tempo,) = [i for i in core.registry.instances() if i.label == "Tempo"]
+        core.registry.unlink(tempo, links["Tempo"])  # type: ignore[arg-type]
+        core.registry.expire(tempo)
+
+    return meta, tempo_leaves
+
+
+async def test_a_departed_apps_tools_leave_the_index_at_once_each_apps_row_rewritten_once(tmp_path: Path) -> None:
+    # One tool at a time, each removal rewrote the app's row again: an app of 250 tools leaving
+    # a 10,000-tool index took ~130 ms of the event loop (1,000 tools: ~1 s); now ~17 ms.
+    meta, tempo_leaves = tempo_and_paint(tmp_path, ["Pause", "Seek", "Mute", "Louder", "Quieter"])
     index = meta.index  # built, as by a search
     assert len(list(index)) == 6
     statements: list[str] = []
     index._db.set_trace_callback(statements.append)
-    (tempo,) = [i for i in core.registry.instances() if i.label == "Tempo"]
-    core.registry.unlink(tempo, links["Tempo"])  # type: ignore[arg-type]
-    core.registry.expire(tempo)
+    tempo_leaves()
     assert [tool.agent_name for tool in index] == ["Paint__Crop"]
     assert sum(s.startswith("DELETE FROM tools") for s in statements) == 5
     assert not [s for s in statements if s.startswith("INSERT INTO apps")]  # before: 4, one per removal
@@ -292,23 +304,12 @@ async def test_more_departed_tools_than_the_loop_should_drop_wait_for_the_next_s
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An app of thousands of tools leaving would hold the event loop for ~55 µs a tool: past
     # EAGER_REMOVALS, the next search's sync (in its worker thread) drops them instead.
-    from broker.config.settings import Settings
-    from broker.daemon.broker_core import BrokerCore
     from broker.mcp import meta as meta_module
-    from broker.mcp.meta import MetaTools
 
     monkeypatch.setattr(meta_module, "EAGER_REMOVALS", 2)
-    core = BrokerCore(Settings(home=tmp_path, discovery_rerank="off"), "secret")
-    meta = MetaTools(core.registry, rerank="off")
-    links = {"Tempo": object(), "Paint": object()}
-    for app, names in (("Tempo", ["Pause", "Seek", "Mute"]), ("Paint", ["Crop"])):
-        core.registry.register(links[app], app_name=app, instance_id=None,  # type: ignore[arg-type]
-                               tools=[spec(name, f"{name} the thing") for name in names],
-                               max_concurrency=1, app_version=None)
+    meta, tempo_leaves = tempo_and_paint(tmp_path, ["Pause", "Seek", "Mute"])
     index = meta.index
-    (tempo,) = [i for i in core.registry.instances() if i.label == "Tempo"]
-    core.registry.unlink(tempo, links["Tempo"])  # type: ignore[arg-type]
-    core.registry.expire(tempo)
+    tempo_leaves()
     assert len(list(index)) == 4  # three left: more than the loop drops
     result = await meta.search_tools_async({"query": "pause the thing", "limit": 5})
     assert [t["name"] for t in result["structuredContent"]["tools"]] == ["Paint__Crop"]

@@ -225,8 +225,6 @@ class ToolIndex:
         )
         #: Each query word's scores, kept between searches; cleared when any row changes.
         self._word_scores = WordScores(self._db)
-        #: The tools inserted since :meth:`sync_tools` began (it schedules their embedding).
-        self._inserted: list[IndexedTool] = []
         #: Each app label's tools' text (agent name -> text), the body of its row in ``apps``.
         self._app_texts: dict[str, dict[str, str]] = {}
         self._app_rowids: dict[str, int] = {}
@@ -298,8 +296,9 @@ class ToolIndex:
             self._rewrite_app_rows()
         return len(names)
 
-    def replace_all(self, tools: Iterable[tuple[str, str, ToolSpec] | IndexedTool]) -> None:
-        """Make the index hold exactly ``tools``; only rows that changed are rewritten.
+    def replace_all(self, tools: Iterable[tuple[str, str, ToolSpec] | IndexedTool]) -> list[IndexedTool]:
+        """Make the index hold exactly ``tools``; only rows that changed are rewritten. Returns
+        the tools inserted: new ones and changed ones.
 
         Items are ``IndexedTool`` or ``(agent_name, app_label, spec)``; a later duplicate of an
         agent-facing name wins.
@@ -311,15 +310,18 @@ class ToolIndex:
         with self._db:
             for name in [n for n in self._tools if n not in wanted]:
                 self._delete(name)
-            for name, tool in wanted.items():
-                if self._tools.get(name) != tool:
-                    self._delete(name)
-                    self._insert(tool)
+            inserted = [tool for name, tool in wanted.items() if self._tools.get(name) != tool]
+            for tool in inserted:
+                self._delete(tool.agent_name)
+                self._insert(tool)
             self._rewrite_app_rows()
+        return inserted
 
     def _rewrite_app_rows(self) -> None:
         """Rewrite the ``apps`` row of every app whose tools changed (by rowid: no scans)."""
-        if self._stale_apps:  # the apps' BM25 scores change with any row
+        # Every change of a row ends here, its app stale: every kept BM25 score (tools' and
+        # apps') depends on the whole table.
+        if self._stale_apps:
             self._word_scores.clear()
         for label in self._stale_apps:
             rowid = self._app_rowids.pop(label, None)
@@ -349,20 +351,17 @@ class ToolIndex:
     def sync_tools(self, version: int, tools: Iterable[IndexedTool]) -> None:
         """:meth:`sync` with the registry's tools read beforehand (by the registry's thread),
         so the index may be updated in another thread."""
-        self._inserted = []
-        self.replace_all(tools)
+        inserted = self.replace_all(tools)
         self.version = version
         if self.reranker is not None and self.reranker.background:
             # only the new and changed tools: the rest have their vectors or are queued (at
             # 10,000 tools, making every tool's text again took ~28 ms of each sync)
-            self.reranker.schedule((tool.agent_name, _text(tool)) for tool in self._inserted)
-        self._inserted = []
+            self.reranker.schedule((tool.agent_name, _text(tool)) for tool in inserted)
 
     def _delete(self, agent_name: str) -> None:
         rowid = self._rowids.pop(agent_name, None)
         if rowid is not None:
             self._db.execute("DELETE FROM tools WHERE rowid = ?", (rowid,))
-            self._word_scores.clear()
         old = self._tools.pop(agent_name, None)
         if old is not None:
             self._vocabulary.discard(_vocabulary_words(_row(old)))
@@ -385,8 +384,6 @@ class ToolIndex:
         )
         assert cursor.lastrowid is not None
         self._rowids[tool.agent_name] = cursor.lastrowid
-        self._word_scores.clear()
-        self._inserted.append(tool)
         self._tools[tool.agent_name] = tool
         self._vocabulary.add(_vocabulary_words(row))
         self._stale_apps.add(tool.app)

@@ -420,10 +420,7 @@ class SemanticReranker:
         rows: list[Any] = []
         if missing:
             with self._model_lock:
-                texts = [text for _, text in missing]
-                # (the background thread's pause and parallel; a search's own embedding, none)
-                rows = list(model.documents(texts, pause, parallel=parallel) if pause is not None
-                            else model.documents(texts))
+                rows = list(model.documents([text for _, text in missing], pause, parallel=parallel))
             if cache is not None:
                 cache.put_many([(text, row) for (_, text), row in zip(missing, rows, strict=True)])
         computed = {name: row for (name, _), row in zip(missing, rows, strict=True)}

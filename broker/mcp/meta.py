@@ -159,9 +159,7 @@ class MetaTools:
         """The index of ``tools`` (the registry at ``version``), unless a search built it first."""
         try:
             with self._lock:
-                index = self._ensure_index()
-                if index.version != version:
-                    index.sync_tools(version, _indexed(tools))
+                self._synced(version, tools)
         except Exception as exc:  # noqa: BLE001 - the first search builds it again and reports it
             log.warning("discovery_index_build_failed", error=type(exc).__name__)
 
@@ -284,18 +282,20 @@ class MetaTools:
         """What a hybrid search of ``query`` embeds (``ToolIndex.embed_text``), in a worker thread,
         holding the index (synced first, as :meth:`_prepare` does)."""
         with self._lock:
-            index = self._ensure_index()
-            if tools is not None:
-                index.sync_tools(version, _indexed(tools))
-            return index.embed_text(query)
+            return self._synced(version, tools).embed_text(query)
 
     def _prepare(self, checked: tuple[str, int], version: int, tools: Sequence[RegisteredTool] | None) -> PreparedSearch:
         """A search's BM25 step, in a worker thread, holding the index."""
         with self._lock:
-            index = self._ensure_index()
-            if tools is not None:
-                index.sync_tools(version, _indexed(tools))
-            return index.prepare(*checked)
+            return self._synced(version, tools).prepare(*checked)
+
+    def _synced(self, version: int, tools: Sequence[RegisteredTool] | None) -> ToolIndex:  # with self._lock held
+        """The index, synced with ``tools`` (the registry at ``version``; None: nothing to sync)
+        unless it already holds that version."""
+        index = self._ensure_index()
+        if tools is not None and index.version != version:
+            index.sync_tools(version, _indexed(tools))
+        return index
 
     def _finish(self, prepared: PreparedSearch,
                 query_vector: Any) -> tuple[PreparedSearch, list[SearchHit] | None]:
