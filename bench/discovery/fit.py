@@ -31,9 +31,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import round5  # noqa: E402
-from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged  # noqa: E402
+from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, embed_tools, load_corpus, load_tagged  # noqa: E402
 
-from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder, tool_text  # noqa: E402
+from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder  # noqa: E402
 from broker.discovery._semantic import Pool, fused_scores  # noqa: E402
 
 #: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
@@ -85,7 +85,7 @@ def record(corpus: list[Any], queries: list[tuple[str, list[str]]], embedder: An
     reranker = Recorder(embedder)
     index = ToolIndex(reranker=reranker)
     index.replace_all(corpus)
-    reranker.embed((agent, tool_text(spec.name, spec.description, spec.title)) for agent, _, spec in corpus)
+    embed_tools(reranker, corpus)
     out: list[Record] = []
     for query, expected in queries:
         reranker.last = ([], [], [])
@@ -204,7 +204,7 @@ def calibrate(embedder: Any) -> None:
             index = ToolIndex(reranker=reranker)
             index.replace_all(corpus)
             if reranker is not None:
-                reranker.embed((a, tool_text(s.name, s.description, s.title)) for a, _, s in corpus)
+                embed_tools(reranker, corpus)
             for query, expected in queries:
                 prepared = index.prepare(query, 5)
                 hits = prepared.finish()

@@ -3,14 +3,14 @@
     .venv/bin/python bench/discovery/scale.py [--seconds 60] [--tools 10000]
 
 The corpus (corpus.json) copied under new app names up to ``--tools`` tools, each copy's
-description naming its app (so no two tools share a text to embed). First BM25 alone
+description and first parameter naming its app (so no two tools share a text to embed). First BM25 alone
 (no semantic extra): the search latency over the development queries. Then the daemon's
 set-up: a ``SemanticReranker(background=True)`` with a disk cache in a temporary directory,
 synced with every tool at once (the background thread starts embedding them, at low
 priority), and searches run in this thread, one every ``--every`` seconds, for ``--seconds`` while it embeds
-(or until every tool is embedded, if sooner):
+(or until every tool is embedded, its text and then its params text, if sooner):
 their latency percentiles, and how many tools were embedded meanwhile (the throughput, from
-which the time for all of them is extrapolated). Last, a "restart": a new reranker over the
+which the time for all of them is extrapolated; the texts first, then the params texts). Last, a "restart": a new reranker over the
 same cache file reads back the vectors embedded so far (time per tool), embedding none.
 """
 
@@ -30,11 +30,19 @@ from run import HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_queries,
 
 from app_client.wire import ToolSpec  # noqa: E402
 from broker.mcp.meta import QUERY_EMBED_BUDGET  # noqa: E402
-from broker.discovery import CACHE_FILE, IndexedTool, SemanticReranker, ToolIndex, tool_text  # noqa: E402
+from broker.discovery import CACHE_FILE, IndexedTool, SemanticReranker, ToolIndex, params_text, tool_text  # noqa: E402
 
 
-def _with_description(spec: ToolSpec, description: str) -> ToolSpec:
-    return ToolSpec(name=spec.name, description=description, input_schema=spec.input_schema, title=spec.title,
+def _own_copy(spec: ToolSpec, label: str) -> ToolSpec:
+    """``spec`` with its app's label in its description and its first parameter's, so each
+    copy has texts of its own to embed (its text and its params text)."""
+    schema = dict(spec.input_schema)
+    properties = dict(schema.get("properties") or {})
+    if properties:
+        first = next(iter(properties))
+        properties[first] = {**properties[first], "description": f"{properties[first].get('description', '')} ({label})"}
+        schema["properties"] = properties
+    return ToolSpec(name=spec.name, description=f"{spec.description} ({label})", input_schema=schema, title=spec.title,
                     annotations=spec.annotations, output_schema=spec.output_schema)
 
 
@@ -52,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=QUERY_EMBED_BUDGET,
                         help="how long a search waits for its query's vector (seconds; the daemon's by default)")
     args = parser.parse_args(argv)
-    # each copy's description names its app, so every tool has a text of its own to embed
-    tools = [IndexedTool(name, label, _with_description(spec, f"{spec.description} ({label})"))
+    tools = [IndexedTool(name, label, _own_copy(spec, label))
              for name, label, spec in scaled(load_corpus(), args.tools)]
     probes = [q for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, _ in load_queries(path)]
 
@@ -96,15 +103,23 @@ def main(argv: list[str] | None = None) -> int:
         during: list[float] = []
         late = 0
         began = time.perf_counter()
+        texts_done: float | None = None  # when every tool's text was embedded
+        with_params = sum(1 for t in tools if params_text(t.spec.name, t.spec.title, t.spec.input_schema) is not None)
         i = 0
-        while time.perf_counter() - began < args.seconds and reranker.cached() < len(tools):
+        while time.perf_counter() - began < args.seconds and (reranker.cached() < len(tools)
+                                                              or reranker.cached_params() < with_params):
             ms, was_late = search(probes[i % len(probes)])
             i += 1
             during.append(ms)
             late += was_late
+            if texts_done is None and reranker.cached() == len(tools):
+                texts_done = time.perf_counter() - began
             time.sleep(args.every)  # an agent's searches come one at a time, not back to back
-        elapsed = time.perf_counter() - began
+        elapsed = texts_done or time.perf_counter() - began
         embedded = reranker.cached()
+        params_done = reranker.cached_params() == with_params
+        print(f"| their params texts (second vectors), after the texts | {reranker.cached_params():,} of "
+              f"{with_params:,} in {time.perf_counter() - began:.0f} s" + (" (all)" if params_done else "") + " |")
         per_tool = elapsed / max(1, embedded) * 1000
         print(f"| hybrid, {len(tools):,} tools, while the background thread embeds (first {elapsed:.0f} s) | "
               f"{percentiles(during)}; {late} answered in BM25's order (vector late) |")

@@ -39,6 +39,7 @@ from ._semantic import (
     SemanticReranker,
     SemanticUnavailable,
     load_embedder,
+    params_text,
     semantic_available,
     tool_text,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "load_embedder",
     "semantic_available",
     "tool_text",
+    "params_text",
     "CANDIDATES",
     "DENSE",
     "SEMANTIC_WEIGHT",

@@ -78,7 +78,7 @@ from app_client.protocol import ToolSpec
 from ._fuzzy import Vocabulary, light_stem, max_distance
 from ._hits import CONFIDENCE_LEVELS, MATCH_KINDS, HitFields, IndexedTool, PreparedSearch, SearchHit
 from ._lexicon import is_word
-from ._semantic import SemanticReranker, tool_text
+from ._semantic import SemanticReranker, params_text, tool_text
 from ._text import MAX_QUERY_CHARS, match_expression, prefix_expression, query_words, schema_text, split_words
 from ._thesaurus import rewrite, synonyms
 from ._thesaurus import words as thesaurus_words
@@ -199,6 +199,16 @@ def _corrected_text(text: str, corrections: Mapping[str, list[str]]) -> str | No
 def _text(tool: IndexedTool) -> str:
     """What the semantic re-ranker embeds for a tool."""
     return tool_text(tool.spec.name, tool.spec.description or "", tool.spec.title)
+
+
+def _params_texts(tools: Iterable[IndexedTool]) -> dict[str, str]:
+    """The second text the semantic re-ranker embeds for each tool that has parameters."""
+    out = {}
+    for tool in tools:
+        second = params_text(tool.spec.name, tool.spec.title, tool.spec.input_schema)
+        if second is not None:
+            out[tool.agent_name] = second
+    return out
 
 
 class ToolIndex:
@@ -356,7 +366,7 @@ class ToolIndex:
         if self.reranker is not None and self.reranker.background:
             # only the new and changed tools: the rest have their vectors or are queued (at
             # 10,000 tools, making every tool's text again took ~28 ms of each sync)
-            self.reranker.schedule((tool.agent_name, _text(tool)) for tool in inserted)
+            self.reranker.schedule([(tool.agent_name, _text(tool)) for tool in inserted], _params_texts(inserted))
 
     def _delete(self, agent_name: str) -> None:
         rowid = self._rowids.pop(agent_name, None)

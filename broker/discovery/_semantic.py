@@ -62,7 +62,7 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
@@ -98,6 +98,7 @@ __all__ = [
     "SemanticReranker",
     "load_embedder",
     "semantic_available",
+    "params_text",
     "tool_text",
 ]
 
@@ -139,6 +140,8 @@ RRF_K: Final = 10.0
 RERANK_MODES: Final = ("off", "semantic", "auto")
 #: Tool texts are cut to this many characters before embedding.
 _MAX_TOOL_TEXT: Final = 1000
+#: A parameter's enum values in :func:`params_text`: at most this many.
+_MAX_ENUM_VALUES: Final = 20
 #: The background thread embeds this many tools per turn (searches embed queries with a model
 #: instance of their own, so they never wait for a batch).
 _BATCH: Final = 32
@@ -248,6 +251,38 @@ def tool_text(name: str, description: str, title: str | None) -> str:
     return text[:_MAX_TOOL_TEXT]
 
 
+def params_text(name: str, title: str | None, schema: Any) -> str | None:
+    """A tool's second text, its name and parameters: ``"set tempo (Tempo): bpm: Beats per
+    minute; key: The key (major, minor)"``, each top-level parameter's name split into words,
+    its description and its enum values; None when it has no parameters.
+
+    Why a text of its own: a request may name what a parameter holds ("at 120 bpm"), which the
+    tool's description does not say. In the tool's own text the parameters drowned out the
+    description (round 7: paraphrases were found less often), so the tool is embedded twice and
+    its similarity to a query is the higher of the two (:meth:`SemanticReranker.gather`;
+    BENCHMARKS.md, discovery round 11).
+    """
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or not properties:
+        return None
+    head = " ".join(split_words(name)) + (f" ({title})" if title else "")
+    parts: list[str] = []
+    length = len(head)
+    for key, sub in properties.items():
+        part = " ".join(split_words(str(key)))
+        if isinstance(sub, dict):
+            if isinstance(sub.get("description"), str):
+                part += ": " + sub["description"]
+            enum = sub.get("enum")
+            if isinstance(enum, list):
+                part += " (" + ", ".join(str(v) for v in enum[:_MAX_ENUM_VALUES] if isinstance(v, (str, int))) + ")"
+        parts.append(part)
+        length += len(part) + 2
+        if length >= _MAX_TOOL_TEXT:  # the rest would be cut anyway (a schema may be large)
+            break
+    return (head + ": " + "; ".join(parts))[:_MAX_TOOL_TEXT]
+
+
 class SemanticReranker:
     """Ranks search candidates by BM25 and embedding similarity; caches one vector per tool.
 
@@ -293,6 +328,11 @@ class SemanticReranker:
         self._model_lock = threading.Lock()
         self._vectors: dict[str, tuple[str, Vector]] = {}
         self._pending: dict[str, str] = {}
+        #: Each tool's second vector, of its :func:`params_text`: (the tool text it goes with,
+        #: the params text, the vector). Embedded after every queued tool text: until then a
+        #: tool is ranked by its text alone.
+        self._params: dict[str, tuple[str, str, Vector]] = {}
+        self._pending_params: dict[str, tuple[str, str]] = {}
         self._worker: threading.Thread | None = None
         # The matrix of cached vectors (see the module docstring), all under _lock: rows
         # [0, _used) are written once; _names[i] is row i's tool, None once it is dead.
@@ -360,23 +400,39 @@ class SemanticReranker:
         with self._lock:
             self._vectors.pop(agent_name, None)
             self._pending.pop(agent_name, None)
+            self._params.pop(agent_name, None)
+            self._pending_params.pop(agent_name, None)
             self._kill_row(agent_name)
 
     def cached(self) -> int:
+        """How many tools have their text's vector."""
         with self._lock:
             return len(self._vectors)
 
-    def embed(self, tools: Iterable[tuple[str, str]]) -> None:
-        """Compute and cache the vectors of ``(agent_name, text)`` not cached yet, now."""
-        self._embed(dict(tools))
+    def cached_params(self) -> int:
+        """How many tools have their params text's vector (see :func:`params_text`)."""
+        with self._lock:
+            return len(self._params)
 
-    def schedule(self, tools: Iterable[tuple[str, str]]) -> None:
-        """Embed ``(agent_name, text)`` in a background thread (started when needed, ends when done)."""
+    def embed(self, tools: Iterable[tuple[str, str]], params: Mapping[str, str] | None = None) -> None:
+        """Compute and cache the vectors of ``(agent_name, text)`` not cached yet, now, and of
+        ``params[agent_name]``, the tool's :func:`params_text` (absent: it has none)."""
+        wanted = dict(tools)
+        self._embed(wanted)
+        if params:
+            self._embed_params({name: (text, params[name]) for name, text in wanted.items() if name in params})
+
+    def schedule(self, tools: Iterable[tuple[str, str]], params: Mapping[str, str] | None = None) -> None:
+        """:meth:`embed` in a background thread (started when needed, ends when done): every
+        queued tool text first, then the params texts."""
         with self._lock:
             for name, text in tools:
                 if self._vectors.get(name, ("",))[0] != text:
                     self._pending[name] = text
-            if not self._pending or (self._worker is not None and self._worker.is_alive()):
+                second = params.get(name) if params else None
+                if second is not None and self._params.get(name, ("", ""))[:2] != (text, second):
+                    self._pending_params[name] = (text, second)
+            if not (self._pending or self._pending_params) or (self._worker is not None and self._worker.is_alive()):
                 return
             self._worker = threading.Thread(target=self._drain, name="toolbridge-embed", daemon=True)
             self._worker.start()
@@ -395,15 +451,22 @@ class SemanticReranker:
         while True:
             with self._lock:
                 batch = dict(list(self._pending.items())[:_BATCH])
-                if not batch:
+                second = {} if batch else dict(list(self._pending_params.items())[:_BATCH])
+                if not batch and not second:
                     return
                 for name in batch:
                     del self._pending[name]
+                for name in second:
+                    del self._pending_params[name]
             try:
-                self._embed(batch, self._yield_to_queries, parallel=parallel)
+                if batch:
+                    self._embed(batch, self._yield_to_queries, parallel=parallel)
+                else:
+                    self._embed_params(second, self._yield_to_queries, parallel=parallel)
             except SemanticUnavailable:
                 with self._lock:
                     self._pending.clear()
+                    self._pending_params.clear()
                 return
 
     def _embed(self, wanted: dict[str, str], pause: Callable[[], None] | None = None, *,
@@ -412,24 +475,41 @@ class SemanticReranker:
             todo = [(name, text) for name, text in wanted.items() if self._vectors.get(name, ("",))[0] != text]
         if not todo:
             return
-        with self._model_lock:
-            model = self._model()
-        cache = self._cache
-        stored = cache.get_many([text for _, text in todo]) if cache is not None else {}
-        missing = [(name, text) for name, text in todo if text not in stored]
-        rows: list[Any] = []
-        if missing:
-            with self._model_lock:
-                rows = list(model.documents([text for _, text in missing], pause, parallel=parallel))
-            if cache is not None:
-                cache.put_many([(text, row) for (_, text), row in zip(missing, rows, strict=True)])
-        computed = {name: row for (name, _), row in zip(missing, rows, strict=True)}
+        rows = self._rows([text for _, text in todo], pause, parallel)
         with self._lock:
-            for name, text in todo:
-                row = computed[name] if name in computed else stored[text]
+            for (name, text), row in zip(todo, rows, strict=True):
                 self._vectors[name] = (text, row)
                 self._pending.pop(name, None)
                 self._append_row(name, row)
+
+    def _embed_params(self, wanted: dict[str, tuple[str, str]], pause: Callable[[], None] | None = None, *,
+                      parallel: bool = False) -> None:
+        """Embed ``{agent_name: (tool text, params text)}``, the params texts (see :attr:`_params`)."""
+        with self._lock:
+            todo = [(name, pair) for name, pair in wanted.items() if self._params.get(name, ("", ""))[:2] != pair]
+        if not todo:
+            return
+        rows = self._rows([second for _, (_, second) in todo], pause, parallel)
+        with self._lock:
+            for (name, (text, second)), row in zip(todo, rows, strict=True):
+                self._params[name] = (text, second, row)
+                self._pending_params.pop(name, None)
+
+    def _rows(self, texts: list[str], pause: Callable[[], None] | None, parallel: bool) -> list[Vector]:
+        """The vectors of ``texts``: from the disk cache where it has them, else embedded (and
+        put there)."""
+        with self._model_lock:
+            model = self._model()
+        cache = self._cache
+        stored = cache.get_many(texts) if cache is not None else {}
+        missing = [text for text in texts if text not in stored]
+        if missing:
+            with self._model_lock:
+                rows = list(model.documents(missing, pause, parallel=parallel))
+            if cache is not None:
+                cache.put_many(list(zip(missing, rows, strict=True)))
+            stored = {**stored, **dict(zip(missing, rows, strict=True))}
+        return [stored[text] for text in texts]
 
     # --- the matrix (every method here with self._lock held) ----------------------------------
 
@@ -577,6 +657,7 @@ class SemanticReranker:
             query_vector = self._embed_query(query[:MAX_QUERY_CHARS])
         with self._lock:
             vectors = {name: self._vectors[name][1] for name in wanted if name in self._vectors}
+            params = self._params_vectors(wanted.items())
         missing = [name for name in wanted if name not in vectors]
         if missing and self.background:
             # Not embedded yet: a search never waits for that. These candidates count at the
@@ -588,7 +669,8 @@ class SemanticReranker:
             vectors.update(zip(missing, rows, strict=True))
         names = [name for name, _, _ in candidates]
         # NaN: not embedded yet (fuse counts it at the others' lowest; its similarity is unknown)
-        cosines = [float(vectors[name] @ query_vector) if name in vectors else math.nan for name in names]
+        cosines = [_similarity(vectors[name], params.get(name), query_vector) if name in vectors else math.nan
+                   for name in names]
         bm25 = [score for _, _, score in candidates]
         if pool is not None and self.dense > 0:
             taken = 0
@@ -599,16 +681,34 @@ class SemanticReranker:
                 text, score = found
                 with self._lock:  # a vector of an earlier text: the tool changed, skip it
                     current = self._vectors.get(name, ("",))[0] == text
+                    second = self._params_vectors([(name, text)]).get(name)
                 if not current:
                     continue
                 if name not in wanted:
                     names.append(name)
-                    cosines.append(similarity)
+                    cosines.append(similarity if second is None else max(similarity, float(second @ query_vector)))
                     bm25.append(score)
                 taken += 1
                 if taken == self.dense:
                     break
         return names, bm25, cosines
+
+
+    def _params_vectors(self, tools: Iterable[tuple[str, str]]) -> dict[str, Vector]:
+        """The params vectors of ``(agent_name, tool text)`` that go with that text (with
+        self._lock held)."""
+        out = {}
+        for name, text in tools:
+            second = self._params.get(name)
+            if second is not None and second[0] == text:
+                out[name] = second[2]
+        return out
+
+
+def _similarity(vector: Vector, params: Vector | None, query_vector: Vector) -> float:
+    """A tool's similarity to the query: its text's cosine, or its params text's when higher."""
+    cosine = float(vector @ query_vector)
+    return cosine if params is None else max(cosine, float(params @ query_vector))
 
 
 def _app_of(agent_name: str) -> str:
