@@ -100,34 +100,36 @@ def main(argv: list[str] | None = None) -> int:
             prepared.finish(query_vector if prepared.embedded_as == text else None)
             return (time.perf_counter() - start) * 1000, False
 
-        during: list[float] = []
-        late = 0
+        # (ms, late) of the searches while the tool texts are embedded, then while the params texts are
+        phases: tuple[list[tuple[float, bool]], list[tuple[float, bool]]] = ([], [])
         began = time.perf_counter()
-        texts_done: float | None = None  # when every tool's text was embedded
+        texts_done: float | None = None  # seconds from the start until every tool's text was embedded
         with_params = sum(1 for t in tools if params_text(t.spec.name, t.spec.title, t.spec.input_schema) is not None)
         i = 0
         while time.perf_counter() - began < args.seconds and (reranker.cached() < len(tools)
                                                               or reranker.cached_params() < with_params):
-            ms, was_late = search(probes[i % len(probes)])
+            phases[texts_done is not None].append(search(probes[i % len(probes)]))
             i += 1
-            during.append(ms)
-            late += was_late
             if texts_done is None and reranker.cached() == len(tools):
                 texts_done = time.perf_counter() - began
             time.sleep(args.every)  # an agent's searches come one at a time, not back to back
         elapsed = texts_done or time.perf_counter() - began
         embedded = reranker.cached()
-        params_done = reranker.cached_params() == with_params
-        print(f"| their params texts (second vectors), after the texts | {reranker.cached_params():,} of "
-              f"{with_params:,} in {time.perf_counter() - began:.0f} s" + (" (all)" if params_done else "") + " |")
-        per_tool = elapsed / max(1, embedded) * 1000
-        print(f"| hybrid, {len(tools):,} tools, while the background thread embeds (first {elapsed:.0f} s) | "
-              f"{percentiles(during)}; {late} answered in BM25's order (vector late) |")
+        for phase, what in zip(phases, ("the tool texts", "the params texts"), strict=True):
+            if phase:
+                print(f"| hybrid, {len(tools):,} tools, while the background thread embeds {what} | "
+                      f"{percentiles([ms for ms, _ in phase])}; {sum(late for _, late in phase)} answered in "
+                      f"BM25's order (vector late) |")
         print(f"| sync of {len(tools):,} tools (index + scheduling) | {sync_ms:.0f} ms |")
+        per_tool = elapsed / max(1, embedded) * 1000
         whole = (f"all {len(tools):,} in {elapsed / 60:.1f} min (measured)" if embedded == len(tools)
                  else f"all {len(tools):,} in ~{per_tool * len(tools) / 60000:.1f} min")
-        print(f"| background embedding while searching | {embedded:,} tools in {elapsed:.0f} s: {per_tool:.1f} ms per "
-              f"tool, {whole} |")
+        print(f"| background embedding while searching: tool texts | {embedded:,} tools in {elapsed:.0f} s: "
+              f"{per_tool:.1f} ms per tool, {whole} |")
+        total = time.perf_counter() - began
+        print(f"| then their params texts (second vectors) | {reranker.cached_params():,} of {with_params:,} by "
+              f"{total:.0f} s from the start ({total / 60:.1f} min)"
+              + ("" if reranker.cached_params() == with_params else ", not all") + " |")
         if embedded == len(tools):  # and once every tool is embedded: each development query once
             after = []
             for query in probes:

@@ -19,6 +19,12 @@ tuning queries only (bench/discovery, BENCHMARKS.md section 6; reciprocal-rank f
 tried there and scored lower). ``dense=0`` gives the earlier re-ranking of BM25's candidates
 only.
 
+A tool with parameters has a second vector, of :func:`params_text` (its name and each
+parameter's name, description and values), and a candidate's cosine is the higher of its two
+(round 11: requests that name what only a parameter holds, "at 120 bpm", were passed by tools
+whose descriptions sound closer; MRR 0.782 -> 0.832 on blind10). The dense candidates are
+still chosen by the tool texts' vectors alone (one matrix; choosing by both scored alike).
+
 The cached vectors are also rows of one float32 matrix, so the dense half of a search is one
 matrix-vector product (about 1 ms for 10,000 tools). The matrix is append-only: a new or
 re-embedded tool is appended (the array doubles when full), a forgotten one is only marked
@@ -35,12 +41,14 @@ fixes it, when the extra is missing or a model was not fetched.
 
 Costs (2-core VM): loading takes ~0.2 s, then a query embeds in ~17 ms (the two models at once,
 see ``_bert``; ~22-36 ms when the machine was idle before it) and a tool in ~12 ms (one
-thread; eight texts at a time); in the background at 10,000 tools, while searching, ~16 ms a
-tool, all in 2.6 min (bench/discovery/scale.py, BENCHMARKS.md discovery round 10).
+thread; eight texts at a time); in the background at 10,000 tools, while searching, ~16-20 ms a
+tool, all their texts in 2.6-3.3 min, then their params texts (longer) in ~4.5 more
+(bench/discovery/scale.py, BENCHMARKS.md discovery rounds 10 and 11).
 Tool vectors are cached per tool (by agent-facing name and text), dropped when
 the tool leaves the index, and, with ``cache_path`` (the daemon's home), kept on disk by model
 identity and text (``_vector_cache``), so a restart reads them back instead of embedding again.
-The daemon warms the model and embeds newly registered tools in a background thread
+The daemon warms the model and embeds newly registered tools (their texts, then, once no
+text is queued, their params texts) in a background thread
 (:meth:`SemanticReranker.warm_up`, :meth:`SemanticReranker.schedule`; numpy releases the GIL,
 so the trio thread keeps running) at the lowest CPU priority where the OS sets it per thread
 (Linux; there the two encoders run side by side, a thread each at that priority), in batches
@@ -123,7 +131,9 @@ APP_WEIGHT: Final = 1.0
 #: all). Round 9: a tool found by a word only its parameters hold ("bpm") was passed by tools
 #: whose descriptions sound closer, since parameters are not in the embedded text (round 7:
 #: putting them there costs the paraphrases more); a clear BM25 winner now keeps more of its
-#: lead. 0.5 on the development sets (BENCHMARKS.md, discovery round 9).
+#: lead. 0.5 on the development sets (BENCHMARKS.md, discovery round 9; round 11 gave the
+#: parameters a vector of their own, :func:`params_text`; the refit's best, 0.25 with weight 4
+#: and app weight 0.75, scored within 0.004 MRR of these settings, which were kept).
 MARGIN_DAMPING: Final = 0.5
 #: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
 #: imported: this layer does not depend on the core).
