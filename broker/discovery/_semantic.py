@@ -336,7 +336,8 @@ class SemanticReranker:
         self.dense = dense
         self._lock = threading.Lock()
         self._model_lock = threading.Lock()
-        self._vectors: dict[str, tuple[str, Vector]] = {}
+        #: Each embedded tool's text; its vector is its row of the matrix (kept once: ~3 KB a tool).
+        self._texts: dict[str, str] = {}
         self._pending: dict[str, str] = {}
         #: Each tool's second vector, of its :func:`params_text`: (the tool text it goes with,
         #: the params text, the vector). Embedded after every queued tool text: until then a
@@ -408,7 +409,7 @@ class SemanticReranker:
     def forget(self, agent_name: str) -> None:
         """Drop a tool's vector (it left the index)."""
         with self._lock:
-            self._vectors.pop(agent_name, None)
+            self._texts.pop(agent_name, None)
             self._pending.pop(agent_name, None)
             self._params.pop(agent_name, None)
             self._pending_params.pop(agent_name, None)
@@ -417,7 +418,7 @@ class SemanticReranker:
     def cached(self) -> int:
         """How many tools have their text's vector."""
         with self._lock:
-            return len(self._vectors)
+            return len(self._texts)
 
     def cached_params(self) -> int:
         """How many tools have their params text's vector (see :func:`params_text`)."""
@@ -437,7 +438,7 @@ class SemanticReranker:
         queued tool text first, then the params texts."""
         with self._lock:
             for name, text in tools:
-                if self._vectors.get(name, ("",))[0] != text:
+                if self._texts.get(name) != text:
                     self._pending[name] = text
                 second = params.get(name) if params else None
                 if second is not None and self._params.get(name, ("", ""))[:2] != (text, second):
@@ -482,13 +483,13 @@ class SemanticReranker:
     def _embed(self, wanted: dict[str, str], pause: Callable[[], None] | None = None, *,
                parallel: bool = False) -> None:
         with self._lock:
-            todo = [(name, text) for name, text in wanted.items() if self._vectors.get(name, ("",))[0] != text]
+            todo = [(name, text) for name, text in wanted.items() if self._texts.get(name) != text]
         if not todo:
             return
         rows = self._rows([text for _, text in todo], pause, parallel)
         with self._lock:
             for (name, text), row in zip(todo, rows, strict=True):
-                self._vectors[name] = (text, row)
+                self._texts[name] = text
                 self._pending.pop(name, None)
                 self._append_row(name, row)
 
@@ -522,6 +523,12 @@ class SemanticReranker:
         return [stored[text] for text in texts]
 
     # --- the matrix (every method here with self._lock held) ----------------------------------
+
+    def _row_vector(self, name: str) -> Vector:
+        """An embedded tool's vector: a view of its row, which is never written again."""
+        assert self._matrix is not None
+        row: Vector = self._matrix[self._row[name]]
+        return row
 
     def _kill_row(self, name: str) -> None:
         row = self._row.pop(name, None)
@@ -666,7 +673,7 @@ class SemanticReranker:
         if query_vector is None:
             query_vector = self._embed_query(query[:MAX_QUERY_CHARS])
         with self._lock:
-            vectors = {name: self._vectors[name][1] for name in wanted if name in self._vectors}
+            vectors = {name: self._row_vector(name) for name in wanted if name in self._texts}
             params = self._params_vectors(wanted.items())
         missing = [name for name in wanted if name not in vectors]
         if missing and self.background:
@@ -690,7 +697,7 @@ class SemanticReranker:
                     continue
                 text, score = found
                 with self._lock:  # a vector of an earlier text: the tool changed, skip it
-                    current = self._vectors.get(name, ("",))[0] == text
+                    current = self._texts.get(name) == text
                     second = self._params_vectors([(name, text)]).get(name)
                 if not current:
                     continue
