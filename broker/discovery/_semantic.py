@@ -66,6 +66,7 @@ One lock serialises the documents model's use, another the queries'.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import math
 import os
 import sys
@@ -294,7 +295,8 @@ def params_text(name: str, title: str | None, schema: Any) -> str | None:
 
 
 class SemanticReranker:
-    """Ranks search candidates by BM25 and embedding similarity; caches one vector per tool.
+    """Ranks search candidates by BM25 and embedding similarity; caches one vector per tool
+    and a second for a tool with parameters (:func:`params_text`).
 
     Thread-safe: a search (in a worker thread) and the background embedding share the model
     under ``_model_lock``; the vector cache and its matrix have their own short ``_lock``, so
@@ -461,8 +463,8 @@ class SemanticReranker:
         parallel = _lower_priority()
         while True:
             with self._lock:
-                batch = dict(list(self._pending.items())[:_BATCH])
-                second = {} if batch else dict(list(self._pending_params.items())[:_BATCH])
+                batch = dict(itertools.islice(self._pending.items(), _BATCH))
+                second = {} if batch else dict(itertools.islice(self._pending_params.items(), _BATCH))
                 if not batch and not second:
                     return
                 for name in batch:
@@ -686,8 +688,8 @@ class SemanticReranker:
             vectors.update(zip(missing, rows, strict=True))
         names = [name for name, _, _ in candidates]
         # NaN: not embedded yet (fuse counts it at the others' lowest; its similarity is unknown)
-        cosines = [_similarity(vectors[name], params.get(name), query_vector) if name in vectors else math.nan
-                   for name in names]
+        cosines = [_similarity(float(vectors[name] @ query_vector), params.get(name), query_vector)
+                   if name in vectors else math.nan for name in names]
         bm25 = [score for _, _, score in candidates]
         if pool is not None and self.dense > 0:
             taken = 0
@@ -703,13 +705,12 @@ class SemanticReranker:
                     continue
                 if name not in wanted:
                     names.append(name)
-                    cosines.append(similarity if second is None else max(similarity, float(second @ query_vector)))
+                    cosines.append(_similarity(similarity, second, query_vector))
                     bm25.append(score)
                 taken += 1
                 if taken == self.dense:
                     break
         return names, bm25, cosines
-
 
     def _params_vectors(self, tools: Iterable[tuple[str, str]]) -> dict[str, Vector]:
         """The params vectors of ``(agent_name, tool text)`` that go with that text (with
@@ -722,9 +723,8 @@ class SemanticReranker:
         return out
 
 
-def _similarity(vector: Vector, params: Vector | None, query_vector: Vector) -> float:
-    """A tool's similarity to the query: its text's cosine, or its params text's when higher."""
-    cosine = float(vector @ query_vector)
+def _similarity(cosine: float, params: Vector | None, query_vector: Vector) -> float:
+    """A tool's similarity to the query: its text's ``cosine``, or its params text's when higher."""
     return cosine if params is None else max(cosine, float(params @ query_vector))
 
 
