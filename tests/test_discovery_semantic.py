@@ -727,6 +727,20 @@ def test_a_tool_is_as_similar_to_a_query_as_its_params_text() -> None:
     idx.close()
 
 
+def test_embed_now_embeds_every_indexed_tools_texts_as_a_sync_would_schedule_them() -> None:
+    # The benchmarks embed through the index, so they embed exactly what the daemon does.
+    embedder = bpm()
+    reranker = SemanticReranker(embedder)
+    idx = ToolIndex(reranker=reranker)
+    idx.replace_all(TEMPO)
+    idx.embed_now()
+    assert reranker.cached() == 2 and reranker.cached_params() == 1
+    assert sorted(embedder.documents_seen) == sorted(
+        [tool_text(s.name, s.description, s.title) for _, _, s in TEMPO]
+        + [params_text("SetTempo", None, TEMPO[0][2].input_schema)])
+    idx.close()
+
+
 def test_the_background_embeds_every_tool_text_before_any_params_text() -> None:
     # A tool is ranked by its text alone until its params text is embedded: the texts come
     # first, so every tool is found by meaning as soon as possible (10,000 tools: BENCHMARKS.md).

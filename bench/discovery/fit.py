@@ -31,7 +31,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import round5  # noqa: E402
-from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, embed_tools, load_corpus, load_tagged  # noqa: E402
+from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged  # noqa: E402
 
 from broker.discovery import MAX_LIMIT, SemanticReranker, ToolIndex, Weights, load_embedder  # noqa: E402
 from broker.discovery._semantic import Pool, fused_scores  # noqa: E402
@@ -87,7 +87,7 @@ def record(corpus: list[Any], queries: list[tuple[str, list[str]]], embedder: An
     reranker = Recorder(embedder)
     index = ToolIndex(reranker=reranker)
     index.replace_all(corpus)
-    embed_tools(reranker, corpus)
+    index.embed_now()
     out: list[Record] = []
     for query, expected in queries:
         reranker.last = ([], [], [])
@@ -206,7 +206,7 @@ def calibrate(embedder: Any) -> None:
             index = ToolIndex(reranker=reranker)
             index.replace_all(corpus)
             if reranker is not None:
-                embed_tools(reranker, corpus)
+                index.embed_now()
             for query, expected in queries:
                 prepared = index.prepare(query, 5)
                 hits = prepared.finish()

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from app_client.wire import ToolSpec  # noqa: E402
 from broker.discovery import MAX_LIMIT, ToolIndex, query_words  # noqa: E402
-from run import embed_tools, load_corpus  # noqa: E402
+from run import load_corpus  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 CATALOGUES = (HERE / "catalogue_studio.json", HERE / "catalogue_home.json")
@@ -195,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         reranker = SemanticReranker(load_embedder())
         hybrid = ToolIndex(reranker=reranker)
         hybrid.replace_all(corpus)
-        embed_tools(reranker, corpus)
+        hybrid.embed_now()
         table(f"{name}, hybrid (semantic)", evaluate(hybrid, queries, args.misses))
     return 0
 

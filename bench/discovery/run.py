@@ -48,7 +48,7 @@ import attrs
 
 from app_client.wire import ToolSpec
 from broker.core import names
-from broker.discovery import MAX_LIMIT, ToolIndex, Weights, meta_tools, params_text, tool_text
+from broker.discovery import MAX_LIMIT, ToolIndex, Weights, meta_tools
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus.json"
@@ -67,14 +67,6 @@ class Metrics:
     recall_at_5: float
     mrr: float
     misses: list[tuple[str, str, list[str]]]  # (query, expected, top-5 found) when not first
-
-
-def embed_tools(reranker: Any, tools: list[tuple[str, str, ToolSpec]]) -> None:
-    """Embed every tool's texts now, its text and its name and parameters, as the daemon's
-    background thread does (``reranker``: a ``SemanticReranker``)."""
-    second = {name: params_text(spec.name, spec.title, spec.input_schema) for name, _, spec in tools}
-    reranker.embed([(name, tool_text(spec.name, spec.description, spec.title)) for name, _, spec in tools],
-                   {name: text for name, text in second.items() if text is not None})
 
 
 def load_corpus(*paths: Path) -> list[tuple[str, str, ToolSpec]]:
@@ -294,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             semantic = ToolIndex(weights, reranker=reranker)
             semantic.replace_all(tools)
             start = time.perf_counter()
-            embed_tools(reranker, tools)
+            semantic.embed_now()
             embed_ms = (time.perf_counter() - start) * 1000
             start = time.perf_counter()
             for name, qs in sets.items():

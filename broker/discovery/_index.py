@@ -201,14 +201,17 @@ def _text(tool: IndexedTool) -> str:
     return tool_text(tool.spec.name, tool.spec.description or "", tool.spec.title)
 
 
-def _params_texts(tools: Iterable[IndexedTool]) -> dict[str, str]:
-    """The second text the semantic re-ranker embeds for each tool that has parameters."""
-    out = {}
+def _embedding_texts(tools: Iterable[IndexedTool]) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """What the semantic re-ranker embeds for ``tools``: ``(agent_name, text)`` of each, and the
+    second text of each tool that has parameters (see ``SemanticReranker.embed``)."""
+    texts: list[tuple[str, str]] = []
+    params: dict[str, str] = {}
     for tool in tools:
+        texts.append((tool.agent_name, _text(tool)))
         second = params_text(tool.spec.name, tool.spec.title, tool.spec.input_schema)
         if second is not None:
-            out[tool.agent_name] = second
-    return out
+            params[tool.agent_name] = second
+    return texts, params
 
 
 class ToolIndex:
@@ -366,7 +369,13 @@ class ToolIndex:
         if self.reranker is not None and self.reranker.background:
             # only the new and changed tools: the rest have their vectors or are queued (at
             # 10,000 tools, making every tool's text again took ~28 ms of each sync)
-            self.reranker.schedule([(tool.agent_name, _text(tool)) for tool in inserted], _params_texts(inserted))
+            self.reranker.schedule(*_embedding_texts(inserted))
+
+    def embed_now(self) -> None:
+        """Embed every indexed tool's texts now, as the daemon's background thread would after
+        :meth:`sync_tools` (benchmarks and tests; needs a re-ranker)."""
+        assert self.reranker is not None
+        self.reranker.embed(*_embedding_texts(self._tools.values()))
 
     def _delete(self, agent_name: str) -> None:
         rowid = self._rowids.pop(agent_name, None)
