@@ -113,14 +113,14 @@ def test_rerank_blends_bm25_with_similarity() -> None:
 def test_a_clear_bm25_winner_keeps_more_of_its_lead() -> None:
     from broker.discovery._semantic import MARGIN_DAMPING, damping
 
-    assert MARGIN_DAMPING == 0.5
-    assert damping([10.0, 2.0, 0.0]) == pytest.approx(1 - 0.5 * 0.8)  # 8 ahead of 10
-    assert damping([10.0]) == pytest.approx(0.5)  # the only BM25 match: its whole score ahead
-    assert damping([0.0, 0.0]) == damping([]) == 1.0  # no word matched: the embedding alone
+    assert damping([10.0, 2.0, 0.0], 0.5) == pytest.approx(1 - 0.5 * 0.8)  # 8 ahead of 10
+    assert damping([10.0], 0.5) == pytest.approx(0.5)  # the only BM25 match: its whole score ahead
+    assert damping([0.0, 0.0], 0.5) == damping([], 0.5) == 1.0  # no word matched: the embedding alone
+    assert damping([10.0, 2.0]) == pytest.approx(1 - MARGIN_DAMPING * 0.8)  # the fitted strength
     # A tool found by a word of its parameters only ("bpm"), far ahead in BM25, against one whose
     # text is closer to the query: blend 1.0 + 0 against 0.2 + 1 undamped, 0.2 + 0.6 damped.
     candidates = [("A__SetTempo", "set tempo: change the speed", 10.0), ("A__Seek", "seek: go", 2.0)]
-    reranker = SemanticReranker(fake(), weight=1.0, app_weight=0.0)
+    reranker = SemanticReranker(fake(), weight=1.0, app_weight=0.0, margin_damping=0.5)
     assert [i for i, _ in reranker.rerank("120 bpm from this position", candidates)] == [0, 1]
     # a close race stays the embedding's to decide: 10 against 9.5 is damped by 2.5 % only
     close = [("A__SetTempo", "set tempo: change the speed", 10.0), ("A__Seek", "seek: go", 9.5)]

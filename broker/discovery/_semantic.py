@@ -117,25 +117,28 @@ CANDIDATES: Final = 30
 #: tuning queries: 20, 30 and 50 score alike, 10 and 0 a little lower; the smallest is cheapest).
 DENSE: Final = 20
 #: Weight of the embedding side in the fusion (see :func:`fuse`; fitted by bench/discovery/fit.py:
-#: 3 for the two models joined, round 9, fitted on the development sets and chosen by blind9 (BENCHMARKS.md,
-#: discovery round 9); it was 1.5 for all-MiniLM-L6-v2 alone, 0.75 for multilingual-e5-small).
-SEMANTIC_WEIGHT: Final = 3.0
+#: 4 since round 12, refitted on the development sets with blind6-10 and chosen by blind11, with
+#: :data:`APP_WEIGHT` and :data:`MARGIN_DAMPING` (MRR 0.743 -> 0.769 there; BENCHMARKS.md,
+#: discovery round 12); it was 3 for the two models joined (round 9), 1.5 for all-MiniLM-L6-v2
+#: alone, 0.75 for multilingual-e5-small).
+SEMANTIC_WEIGHT: Final = 4.0
 #: Weight of the query's similarity to the candidate's *app* (the normalised sum of the app's
 #: tool vectors), min-max scaled over the candidates and added to the fused score (0: off).
 #: The embedding side's counterpart of the BM25 app prior: "louder vocals" is about the DAW
 #: even when another app's tool shares a word. Fitted with the blend by bench/discovery/fit.py
 #: (round 6: MRR 0.813 -> 0.822 on 558 development queries at 0.5; 0.3-1.0 score alike; refitted
 #: with all-MiniLM-L6-v2 in round 7: 0.5 and 0.75 tie at MRR 0.858, 0.5 has the better recall@1;
-#: round 9, the two models joined: 1.0, with 0.5-1.0 within 0.003).
-APP_WEIGHT: Final = 1.0
+#: round 9, the two models joined: 1.0, with 0.5-1.0 within 0.003; round 12, refitted with the
+#: other two: 0.75).
+APP_WEIGHT: Final = 0.75
 #: How much the BM25 winner's margin damps both embedding terms (see :func:`damping`; 0: not at
 #: all). Round 9: a tool found by a word only its parameters hold ("bpm") was passed by tools
 #: whose descriptions sound closer, since parameters are not in the embedded text (round 7:
 #: putting them there costs the paraphrases more); a clear BM25 winner now keeps more of its
-#: lead. 0.5 on the development sets (BENCHMARKS.md, discovery round 9; round 11 gave the
-#: parameters a vector of their own, :func:`params_text`; the refit's best, 0.25 with weight 4
-#: and app weight 0.75, scored within 0.004 MRR of these settings, which were kept).
-MARGIN_DAMPING: Final = 0.5
+#: lead. 0.5 on the development sets (BENCHMARKS.md, discovery round 9); 0.25 since round 12,
+#: once round 11 gave the parameters a vector of their own (:func:`params_text`) and the fusion
+#: was refitted with it (weight 4, app weight 0.75; chosen by blind11, discovery round 12).
+MARGIN_DAMPING: Final = 0.25
 #: Agent-facing names are ``<app label>__<tool>`` (``broker.core.names.SEPARATOR``; not
 #: imported: this layer does not depend on the core).
 _APP_SEPARATOR: Final = "__"
