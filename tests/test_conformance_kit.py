@@ -8,6 +8,7 @@ must fail the scenario that checks it, with a message that shows the offending l
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -17,9 +18,9 @@ import msgspec
 import pytest
 
 from app_client.wire import Error, Message, decode_message
-from broker.conformance import load_scenarios
+from broker.conformance import load_scenarios, runner
 from broker.conformance.matching import Mismatch, fill, match, normalize
-from broker.conformance.vectors import VectorError
+from broker.conformance.vectors import Scenario, VectorError
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = [sys.executable, str(ROOT / "examples" / "conformance_app.py")]
@@ -226,6 +227,44 @@ def test_an_app_that_exits_at_once_fails_with_its_exit_code_and_stderr(tmp_path:
         "(the app exited with code 3)"
     )
     assert lines[1] == "    app stderr: boom: no display"
+
+
+@pytest.mark.skipif(os.name != "posix", reason="signals are POSIX")
+async def test_an_app_stuck_before_it_connects_is_asked_for_its_stacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Like Mono on SIGQUIT: print every thread's stack on stdout, and carry on.
+    script = tmp_path / "stuck.py"
+    script.write_text(
+        "import signal, sys, time\n"
+        "def dump(*_):\n"
+        "    print('Full thread dump:', flush=True)\n"
+        "    print('  at Fixture.Main () waiting for a lock', flush=True)\n"
+        "signal.signal(signal.SIGQUIT, dump)\n"
+        "print('starting', file=sys.stderr, flush=True)\n"
+        "while True:\n"
+        "    time.sleep(1)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setattr(runner, "START_UP_MS", 3000)  # time enough to set up its handler
+    stuck = Scenario(name="stuck", summary="the app never connects", covers=[],
+                     steps=[{"accept": True, "withinMs": 100}])
+    result = await runner.run_scenario(stuck, [sys.executable, str(script)], stacks_signal=signal.SIGQUIT)
+    assert result.failure == ("step 1: expected the app to connect within 3000 ms, got no connection; "
+                              "what it printed on SIGQUIT follows")
+    assert result.stdout_tail == ("Full thread dump:", "  at Fixture.Main () waiting for a lock")
+    assert result.stderr_tail == ("starting",)
+    # without the option nothing is sent and stdout is not read
+    plain = await runner.run_scenario(stuck, [sys.executable, str(script)])
+    assert plain.failure == "step 1: expected the app to connect within 3000 ms, got no connection"
+    assert plain.stdout_tail == ()
+
+
+def test_a_stacks_signal_that_does_not_exist_is_a_usage_error() -> None:
+    done = conformance("--stacks-signal", "NOPE", "--", sys.executable, "-c", "pass")
+    assert done.returncode == 2
+    assert "--stacks-signal NOPE: not a signal here" in done.stderr
+    assert done.stdout == ""
 
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM and process groups are POSIX")

@@ -8,6 +8,8 @@ command line, prints one line per scenario and the summary, and chooses the exit
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 import trio
@@ -39,13 +41,22 @@ def cmd_conformance_app(args: argparse.Namespace) -> int:
         print("toolbridge conformance app: give the app's command after --, "
               "e.g. `toolbridge conformance app -- python examples/conformance_app.py`", file=sys.stderr)
         return EXIT_USAGE
+    stacks_signal = None
+    if args.stacks_signal is not None:
+        stacks_signal = _signal_number(args.stacks_signal)
+        if stacks_signal is None:
+            print(f"toolbridge conformance app: --stacks-signal {args.stacks_signal}: not a signal here; give a "
+                  "POSIX signal's name, e.g. QUIT (Mono and Java print their threads' stacks on it)", file=sys.stderr)
+            return EXIT_USAGE
 
     def report(result: Result) -> None:
         print(result.line(), flush=True)
         for line in result.stderr_tail:
             print(f"    app stderr: {line}", flush=True)
+        for line in result.stdout_tail:
+            print(f"    app stdout: {line}", flush=True)
 
-    results = trio.run(lambda: run_all(scenarios, command, jobs=args.jobs, report=report))
+    results = trio.run(lambda: run_all(scenarios, command, jobs=args.jobs, report=report, stacks_signal=stacks_signal))
     passed = sum(result.passed for result in results)
     required_failed = [r.scenario.name for r in results if not r.passed and r.scenario.required]
     optional_failed = [r.scenario.name for r in results if not r.passed and not r.scenario.required]
@@ -56,6 +67,15 @@ def cmd_conformance_app(args: argparse.Namespace) -> int:
         summary += f"; optional failed: {', '.join(optional_failed)}"
     print(summary)
     return EXIT_ERROR if required_failed else EXIT_OK
+
+
+def _signal_number(name: str) -> int | None:
+    """``QUIT`` or ``SIGQUIT`` as a signal number on POSIX; None elsewhere or for no such signal."""
+    if os.name != "posix":
+        return None
+    upper = name.upper()
+    number = getattr(signal, upper if upper.startswith("SIG") else "SIG" + upper, None)
+    return int(number) if isinstance(number, signal.Signals) else None
 
 
 def add_parser(sub: SubParsers) -> None:
@@ -73,5 +93,8 @@ def add_parser(sub: SubParsers) -> None:
     app.add_argument("--max-version", type=int, choices=(1, 2), default=None, metavar="N",
                      help="run only the scenarios of protocol version N or lower (1: a client that offers tools only)")
     app.add_argument("--list", action="store_true", help="list the scenarios and what each checks, then exit")
+    app.add_argument("--stacks-signal", metavar="NAME", default=None,
+                     help="POSIX: an app that has not connected by its start-up deadline is sent this signal, and "
+                     "what it prints on stdout is reported (QUIT: Mono and Java print every thread's stack)")
     app.add_argument("app_command", nargs=argparse.REMAINDER, metavar="-- COMMAND...")
     app.set_defaults(func=cmd_conformance_app)

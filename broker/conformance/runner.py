@@ -21,6 +21,12 @@ scenario with a :class:`Result` naming the step, the expected line and the line 
 the app's last stderr lines (bounded) come with it. At the end the app process is always
 stopped: asked first (SIGTERM to its process group on POSIX), killed if it lingers.
 
+An app that neither connects nor exits by its start-up deadline is stuck somewhere nobody can
+see. With ``stacks_signal`` (``--stacks-signal QUIT``), the runner then sends it that signal
+and keeps what it prints on stdout in the next :data:`_STACKS_WAIT` seconds for the report:
+Mono and Java print every thread's stack on SIGQUIT and carry on (the C# client's test asks for
+it, after one such hang was seen in CI with nothing to go on).
+
 Nothing here is imported by the daemon; it imports only the wire module and the home
 directory's file layout, like any client would.
 """
@@ -58,6 +64,10 @@ _LINE_QUEUE: Final = 256
 #: stderr lines of the app kept for a failure report, and the length each is cut to.
 _STDERR_LINES: Final = 12
 _STDERR_LINE_CHARS: Final = 300
+#: stdout lines kept when the app is asked for its stacks (a thread dump runs to hundreds).
+_STACK_LINES: Final = 400
+#: Seconds the app gets to print its stacks after the signal.
+_STACKS_WAIT: Final = 2.0
 #: Seconds an app gets to exit after being asked, before it is killed.
 _EXIT_GRACE: Final = 3.0
 _SHOWN_CHARS: Final = 240
@@ -74,6 +84,8 @@ class Result:
     scenario: Scenario
     failure: str | None = None
     stderr_tail: tuple[str, ...] = ()
+    #: What a stuck app printed on stdout when asked for its stacks (``stacks_signal``).
+    stdout_tail: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -118,8 +130,10 @@ class _Link:
 class _Script:
     """The scripted broker of one scenario: listener, app process, current connection."""
 
-    def __init__(self, scenario: Scenario, home: Path, nursery: trio.Nursery) -> None:
+    def __init__(self, scenario: Scenario, home: Path, nursery: trio.Nursery,
+                 stacks_signal: int | None = None) -> None:
         self.scenario = scenario
+        self.stacks_signal = stacks_signal
         self.home = home
         self.nursery = nursery
         self.env: dict[str, Any] = {"token": home_files.new_token(), "captures": {}}
@@ -129,6 +143,7 @@ class _Script:
         #: Whether the app has connected once (its process has started up).
         self._accepted = False
         self.stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
+        self.stdout: collections.deque[str] = collections.deque(maxlen=_STACK_LINES)
         self._listen_scope: trio.CancelScope | None = None
         self._stderr_done = trio.Event()
         self._incoming_send, self._incoming = trio.open_memory_channel[trio.SocketStream](8)
@@ -184,28 +199,35 @@ class _Script:
                 list(command),
                 env=env,
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                # read only to show a stuck app's stacks; the protocol runs over the socket
+                stdout=subprocess.DEVNULL if self.stacks_signal is None else subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 **options,
             )
         except OSError as exc:
             raise _Failed(f"cannot start the app command {list(command)!r}: {exc}") from exc
         assert self.process.stderr is not None
-        self.nursery.start_soon(self._read_stderr, self.process.stderr)
+        self.nursery.start_soon(self._read_lines, self.process.stderr, self.stderr, self._stderr_done)
+        if self.process.stdout is not None:
+            self.nursery.start_soon(self._read_lines, self.process.stdout, self.stdout, None)
 
-    async def _read_stderr(self, stream: trio.abc.ReceiveStream) -> None:
+    @staticmethod
+    async def _read_lines(stream: trio.abc.ReceiveStream, into: collections.deque[str],
+                          done: trio.Event | None) -> None:
+        """Keep the last lines of one of the app's output streams (each cut, and bounded in number)."""
         partial = b""
         try:
             while data := await stream.receive_some(65536):
                 lines = (partial + data).split(b"\n")
                 partial = lines.pop()[-4096:]
                 for line in lines:
-                    self.stderr.append(line.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
+                    into.append(line.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         if partial:
-            self.stderr.append(partial.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
-        self._stderr_done.set()
+            into.append(partial.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
+        if done is not None:
+            done.set()
 
     async def stop_app(self) -> None:
         process = self.process
@@ -359,12 +381,29 @@ class _Script:
             within = max(within, START_UP_MS)
         stream = await self._next_connection(within)
         if stream is None:
-            raise _Failed(f"expected the app to connect within {within:g} ms, got no connection")
+            stuck = not self._accepted and await self._ask_for_stacks()
+            raise _Failed(f"expected the app to connect within {within:g} ms, got no connection"
+                          + (f"; what it printed on {stuck} follows" if stuck else ""))
         await self._close_link()
         send, receive = trio.open_memory_channel[object](_LINE_QUEUE)
         self.link = _Link(stream, receive)
         self._accepted = True
         self.nursery.start_soon(self._read_link, stream, self.link, send)
+
+    async def _ask_for_stacks(self) -> str | None:
+        """Send a stuck app ``stacks_signal`` and give it time to print; the signal's name, or
+        None when there is no signal to send or no process left to send it to."""
+        process = self.process
+        if self.stacks_signal is None or process is None or process.returncode is not None:
+            return None
+        self.stdout.clear()  # only what the signal brings
+        try:
+            os.kill(process.pid, self.stacks_signal)
+        except ProcessLookupError:
+            return None
+        with trio.move_on_after(_STACKS_WAIT):  # Mono carries on after its dump; others may exit
+            await process.wait()
+        return signal.Signals(self.stacks_signal).name
 
     async def _do_expect(self, pattern: Any, within: float, step: dict[str, Any]) -> None:
         line = await self._next(within)
@@ -485,15 +524,17 @@ class _Script:
             raise _Failed(f"expected the app to exit with code {code}, got {process.returncode}")
 
 
-async def run_scenario(scenario: Scenario, command: Sequence[str]) -> Result:
-    """Play one scenario against a fresh ``command`` process; never raises for an app's fault."""
+async def run_scenario(scenario: Scenario, command: Sequence[str], *, stacks_signal: int | None = None) -> Result:
+    """Play one scenario against a fresh ``command`` process; never raises for an app's fault.
+    With ``stacks_signal``, an app stuck before its first connection is sent that signal and
+    what it prints is reported (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="toolbridge-conformance-") as tmp:
         home = Path(tmp) / "home"
         home_files.ensure_home(home)
         failure: str | None = None
         script: _Script | None = None
         async with trio.open_nursery() as nursery:
-            script = _Script(scenario, home, nursery)
+            script = _Script(scenario, home, nursery, stacks_signal)
             try:
                 await script.run(command)
             except _Failed as exc:
@@ -503,8 +544,9 @@ async def run_scenario(scenario: Scenario, command: Sequence[str]) -> Result:
             finally:
                 await script.stop_app()
                 nursery.cancel_scope.cancel()
-        tail = tuple(script.stderr) if failure is not None else ()
-        return Result(scenario, failure, tail)
+        if failure is None:
+            return Result(scenario)
+        return Result(scenario, failure, tuple(script.stderr), tuple(script.stdout))
 
 
 async def run_all(
@@ -513,6 +555,7 @@ async def run_all(
     *,
     jobs: int = 4,
     report: Callable[[Result], None] = lambda result: None,
+    stacks_signal: int | None = None,
 ) -> list[Result]:
     """Run every scenario (``jobs`` at a time); ``report`` gets each result in scenario order."""
     results: list[Result | None] = [None] * len(scenarios)
@@ -521,7 +564,7 @@ async def run_all(
 
     async def one(index: int) -> None:
         async with limiter:
-            results[index] = await run_scenario(scenarios[index], command)
+            results[index] = await run_scenario(scenarios[index], command, stacks_signal=stacks_signal)
         done[index].set()
 
     async def reporter() -> None:
