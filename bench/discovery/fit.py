@@ -15,7 +15,7 @@ settings by MRR (then recall@1) over the answerable development queries; the cho
 Development sets only: the round-5 dev set over the new catalogues and the earlier sets
 (queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
 corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6 to
-blind9 (blind10 since round 11) over their own catalogues (spent: each was measured once as a
+blind9 (blind10 since round 11, blind11 since round 12) over their own catalogues (spent: each was measured once as a
 blind set and then guided a decision, so they are development data now). queries_holdout4.json,
 queries_round5_holdout.json and any newer blind set are never read here.
 """
@@ -48,7 +48,9 @@ SPENT_BLIND = [([round5.HERE / "blind6/catalogue_lab.json", round5.HERE / "blind
                ([round5.HERE / "blind9/catalogue_field.json", round5.HERE / "blind9/catalogue_desk.json"],
                 round5.HERE / "blind9/queries_blind9.json"),
                ([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
-                round5.HERE / "blind10/queries_blind10.json")]
+                round5.HERE / "blind10/queries_blind10.json"),
+               ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
+                round5.HERE / "blind11/queries_blind11.json")]
 
 
 def spent_blind() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
