@@ -144,6 +144,8 @@ class _Script:
         self._accepted = False
         self.stderr: collections.deque[str] = collections.deque(maxlen=_STDERR_LINES)
         self.stdout: collections.deque[str] = collections.deque(maxlen=_STACK_LINES)
+        #: Whether the app was sent ``stacks_signal`` (only then is its stdout reported).
+        self.stacks_asked = False
         self._listen_scope: trio.CancelScope | None = None
         self._stderr_done = trio.Event()
         self._incoming_send, self._incoming = trio.open_memory_channel[trio.SocketStream](8)
@@ -401,6 +403,7 @@ class _Script:
             os.kill(process.pid, self.stacks_signal)
         except ProcessLookupError:
             return None
+        self.stacks_asked = True
         with trio.move_on_after(_STACKS_WAIT):  # Mono carries on after its dump; others may exit
             await process.wait()
         return signal.Signals(self.stacks_signal).name
@@ -546,7 +549,7 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], *, stacks_sig
                 nursery.cancel_scope.cancel()
         if failure is None:
             return Result(scenario)
-        return Result(scenario, failure, tuple(script.stderr), tuple(script.stdout))
+        return Result(scenario, failure, tuple(script.stderr), tuple(script.stdout) if script.stacks_asked else ())
 
 
 async def run_all(
