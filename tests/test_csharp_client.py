@@ -58,6 +58,20 @@ def test_a_broken_fixture_fails_the_matching_vector(broken: str, vector: str) ->
     assert "pass: heartbeat" in lines  # only the broken behaviour fails
 
 
+def test_the_client_leaves_the_runtimes_timer_thread_alone() -> None:
+    """Every timeout of the client runs on its own clock thread (src/Clock.cs), none on
+    System.Threading.Timer or Task.Delay: Mono's timer thread, aborted at exit while it sorts its
+    timers, ends the host program with exit code 1 (mono/mono#15418, seen in the goodbye
+    scenario), and the client's timers kept it busy until then."""
+    build()
+    ikdasm = shutil.which("ikdasm")
+    assert ikdasm is not None, "ikdasm (mono-devel) is missing"
+    il = subprocess.run([ikdasm, str(BIN / "Toolbridge.dll")], capture_output=True, text=True, check=True,
+                        timeout=120).stdout
+    assert "Toolbridge.Clock" in il
+    assert [line.strip() for line in il.splitlines() if "System.Threading.Timer" in line or "Task::Delay" in line] == []
+
+
 def referenced_types_outside_netstandard(assembly: Path) -> list[str]:
     """The types an assembly uses that .NET Standard 2.0 does not have: every type reference in
     its IL (ikdasm, part of mono-devel) checked against Mono's netstandard.dll facade, which

@@ -87,7 +87,7 @@ namespace Toolbridge
                     lock (_lock) { _session = null; _pendingUpdates.Clear(); } // the next register carries the whole set
                 }
                 if (registered) Backoff.Reset();
-                try { await Task.Delay(TimeSpan.FromMilliseconds(Backoff.NextDelayMs()), stop).ConfigureAwait(false); }
+                try { await Clock.Shared.Delay((long)Backoff.NextDelayMs(), stop).ConfigureAwait(false); }
                 catch (OperationCanceledException) { return; }
             }
         }

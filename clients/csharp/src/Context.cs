@@ -93,7 +93,7 @@ namespace Toolbridge
         public string Kind; // toolResponse, resourceResponse, promptResponse, completeResponse
         public string What; // the tool, URI or prompt, for messages
         public readonly CancellationTokenSource Cancel = new CancellationTokenSource();
-        public Timer Deadline;
+        public IDisposable Deadline;
         public int NextElicitId;
         public readonly Dictionary<long, TaskCompletionSource<ElicitResult>> Elicits = new Dictionary<long, TaskCompletionSource<ElicitResult>>();
     }

@@ -69,7 +69,7 @@ namespace Toolbridge
             _offeredVersion = _app.SendRegister(token, this);
             var end = SessionEnd.LinkLost;
             using (stop.Register(BeginGoodbye))
-            using (new Timer(CheckSilence, null, 100, 100))
+            using (Clock.Shared.Every(TimeSpan.FromMilliseconds(100), CheckSilence))
             {
                 try { end = await ReadLoopAsync().ConfigureAwait(false); }
                 catch (Exception exc) when (exc is IOException || exc is ObjectDisposedException || exc is SocketException)
@@ -85,7 +85,7 @@ namespace Toolbridge
             EndCalls();
             CloseOutbox();
             // The writer drains the outbox (goodbye included) and closes the stream; bounded wait.
-            if (await Task.WhenAny(writer, Task.Delay(2000)).ConfigureAwait(false) != writer) _stream.Dispose();
+            if (await Task.WhenAny(writer, Clock.Shared.Delay(2000, CancellationToken.None)).ConfigureAwait(false) != writer) _stream.Dispose();
             _stream.Dispose();
             if (stop.IsCancellationRequested) return SessionEnd.Stopped;
             return end;
@@ -245,7 +245,7 @@ namespace Toolbridge
             return true.Equals(message.Get("fatal")) ? SessionEnd.LinkLost : (SessionEnd?)null;
         }
 
-        private void CheckSilence(object state)
+        private void CheckSilence()
         {
             var silentMs = (DateTime.UtcNow.Ticks - Interlocked.Read(ref _lastHeardTicks)) / TimeSpan.TicksPerMillisecond;
             if (Registered && silentMs > Interlocked.Read(ref _silenceLimitMs))
@@ -353,7 +353,7 @@ namespace Toolbridge
                 _calls[id] = call;
             }
             if (timeoutMs.HasValue && timeoutMs.Value > 0)
-                call.Deadline = new Timer(OnDeadline, call, (long)Math.Min(timeoutMs.Value, int.MaxValue), Timeout.Infinite);
+                call.Deadline = Clock.Shared.Schedule(TimeSpan.FromMilliseconds(Math.Min(timeoutMs.Value, int.MaxValue)), () => OnDeadline(call));
             return call;
         }
 
