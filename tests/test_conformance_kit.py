@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -294,6 +295,37 @@ def test_a_stacks_signal_that_does_not_exist_is_a_usage_error() -> None:
     assert done.returncode == 2
     assert "--stacks-signal NOPE: not a signal here" in done.stderr
     assert done.stdout == ""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM is POSIX")
+def test_a_runner_stopped_by_sigterm_stops_its_apps_first(tmp_path: Path) -> None:
+    # Found when runners were killed mid-run: their apps lived on, retrying ports that later
+    # runs listened on, and registered there with their own tokens.
+    pid_file = tmp_path / "pid"
+    script = tmp_path / "never_connects.py"
+    script.write_text(
+        f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "while True:\n    time.sleep(1)\n",
+        encoding="utf-8",
+    )
+    kit = subprocess.Popen(
+        [sys.executable, "-m", "broker", "conformance", "app", "--only", "echo", "--", sys.executable, str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()):  # the app is running
+            assert time.monotonic() < deadline and kit.poll() is None, "the app never started"
+            time.sleep(0.05)
+        app = int(pid_file.read_text())
+        kit.send_signal(signal.SIGTERM)
+        _, err = kit.communicate(timeout=60)
+    finally:
+        kit.kill()
+    assert kit.returncode == 128 + signal.SIGTERM
+    assert "stopped by SIGTERM; the app processes it started were stopped" in err
+    with pytest.raises(ProcessLookupError):
+        os.kill(app, 0)  # stopped and reaped by the runner, not left running
 
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM and process groups are POSIX")

@@ -56,7 +56,32 @@ def cmd_conformance_app(args: argparse.Namespace) -> int:
         for line in result.stdout_tail:
             print(f"    app stdout: {line}", flush=True)
 
-    results = trio.run(lambda: run_all(scenarios, command, jobs=args.jobs, report=report, stacks_signal=stacks_signal))
+    async def run() -> list[Result] | None:
+        # SIGTERM (a CI job's timeout, `kill`) ends the run like Ctrl-C does: cancelled, so that
+        # every app process still running is stopped first. Python's default would end the
+        # runner at once and leave them running, retrying ports that later runs listen on.
+        outcome: list[list[Result]] = []
+        async with trio.open_nursery() as nursery:
+
+            async def scenarios_then_done() -> None:
+                outcome.append(await run_all(scenarios, command, jobs=args.jobs, report=report,
+                                             stacks_signal=stacks_signal))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(scenarios_then_done)
+            if os.name == "posix":
+                with trio.open_signal_receiver(signal.SIGTERM) as signals:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+                        break
+        return outcome[0] if outcome else None
+
+    ran = trio.run(run)
+    if ran is None:
+        print("toolbridge conformance app: stopped by SIGTERM; the app processes it started were stopped",
+              file=sys.stderr)
+        return 128 + 15
+    results = ran
     passed = sum(result.passed for result in results)
     required_failed = [r.scenario.name for r in results if not r.passed and r.scenario.required]
     optional_failed = [r.scenario.name for r in results if not r.passed and not r.scenario.required]

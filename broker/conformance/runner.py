@@ -19,7 +19,10 @@ vector never has to mention it) and queues every other line (a bounded channel: 
 app is slowed, not buffered without end). The first step that does not hold ends the
 scenario with a :class:`Result` naming the step, the expected line and the line received;
 the app's last stderr lines (bounded) come with it. At the end the app process is always
-stopped: asked first (SIGTERM to its process group on POSIX), killed if it lingers.
+stopped: asked first (SIGTERM to its process group on POSIX), killed if it lingers. The
+command (``toolbridge conformance app``) turns a SIGTERM of its own into that clean end too.
+(Not ``PR_SET_PDEATHSIG`` for a runner killed outright: trio starts processes from a worker
+thread, and the kernel would kill the app when that thread exits.)
 
 An app that neither connects nor exits by its start-up deadline is stuck somewhere nobody can
 see. With ``stacks_signal`` (``--stacks-signal QUIT``), the runner then sends it that signal
