@@ -17,7 +17,6 @@ from typing import Any
 
 import msgspec
 import pytest
-import trio
 
 from app_client.wire import Error, Message, decode_message
 from broker.conformance import load_scenarios, runner
@@ -260,34 +259,6 @@ async def test_an_app_stuck_before_it_connects_is_asked_for_its_stacks(
     plain = await runner.run_scenario(stuck, [sys.executable, str(script)])
     assert plain.failure == "step 1: expected the app to connect within 3000 ms, got no connection"
     assert plain.stdout_tail == ()
-
-
-async def test_a_line_with_another_running_scenarios_token_names_that_scenario(tmp_path: Path) -> None:
-    # Seen twice in ~250 loaded runs of the C# kit: a register carrying a token that was not the
-    # scenario's. The report now says whose it is, if it belongs to a scenario of this run.
-    def scenario(name: str) -> Scenario:
-        return Scenario(name=name, summary="", covers=[], steps=[{"accept": True}])
-
-    async with trio.open_nursery() as nursery:
-        mine = runner._Script(scenario("mine"), tmp_path, nursery)
-        other = runner._Script(scenario("other"), tmp_path, nursery)
-        expected = {"type": "register", "appName": "A", "token": "$token"}
-
-        def register(token: str) -> bytes:
-            return msgspec.json.encode({"type": "register", "appName": "A", "token": token})
-
-        with pytest.raises(runner._Failed, match="it is the token of scenario other, running at the same time"):
-            mine._check(expected, register(other.env["token"]))
-        earlier = mine.env["token"]
-        mine._new_token()  # as a token rotation does
-        with pytest.raises(runner._Failed, match="it is an earlier token of this scenario"):
-            mine._check(expected, register(earlier))
-        with pytest.raises(runner._Failed, match=r"current token from the home directory\)$"):
-            mine._check(expected, register("nobody's"))
-        mine._check(expected, register(mine.env["token"]))
-        for script in (mine, other):
-            script.forget_tokens()
-        assert earlier not in runner._TOKENS and other.env["token"] not in runner._TOKENS
 
 
 def test_a_stacks_signal_that_does_not_exist_is_a_usage_error() -> None:

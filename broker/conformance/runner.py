@@ -78,9 +78,6 @@ _EOF: Final = object()
 #: Tells the fixture app which protocol version the scenario checks (1: tools only; 2: also
 #: the resources, templates and prompts of README.md's "Version 2 fixtures").
 ENV_FIXTURE_VERSION: Final = "TOOLBRIDGE_CONFORMANCE_VERSION"
-#: Every token a scenario running in this process has given its app, with the scenario's name:
-#: a line carrying another scenario's token names it (an app that reached the wrong runner).
-_TOKENS: dict[str, str] = {}
 
 
 @attrs.frozen
@@ -142,9 +139,7 @@ class _Script:
         self.stacks_signal = stacks_signal
         self.home = home
         self.nursery = nursery
-        self.env: dict[str, Any] = {"token": "", "captures": {}}
-        self._tokens: list[str] = []
-        self._new_token()
+        self.env: dict[str, Any] = {"token": home_files.new_token(), "captures": {}}
         self.port = 0
         self.link: _Link | None = None
         self.process: trio.Process | None = None
@@ -428,30 +423,7 @@ class _Script:
         try:
             match(pattern, normalize(line), self.env)
         except Mismatch as exc:
-            raise _Failed(f"expected {_show(pattern)}, got {_show(line)} ({exc}{self._whose_token(line)})") from None
-
-    def _new_token(self) -> None:
-        token = home_files.new_token()
-        self.env["token"] = token
-        self._tokens.append(token)
-        _TOKENS[token] = self.scenario.name
-
-    def forget_tokens(self) -> None:
-        for token in self._tokens:
-            _TOKENS.pop(token, None)
-
-    def _whose_token(self, line: bytes) -> str:
-        """Whose token a line carries, when it is not this scenario's current one."""
-        try:
-            token = msgspec.json.decode(line).get("token")
-        except (msgspec.DecodeError, AttributeError):
-            return ""
-        owner = _TOKENS.get(token) if isinstance(token, str) else None
-        if owner is None or token == self.env["token"]:
-            return ""
-        if token in self._tokens:
-            return "; it is an earlier token of this scenario"
-        return f"; it is the token of scenario {owner}, running at the same time: its app reached this one's port"
+            raise _Failed(f"expected {_show(pattern)}, got {_show(line)} ({exc})") from None
 
     async def _do_expectMaybe(self, pattern: Any, within: float, step: dict[str, Any]) -> None:
         line = await self._next(within)
@@ -510,7 +482,7 @@ class _Script:
         await self._close_link()
 
     async def _do_rotateToken(self, _: Any, within: float, step: dict[str, Any]) -> None:
-        self._new_token()
+        self.env["token"] = home_files.new_token()
         self._write_token()
 
     async def _do_restart(self, options: dict[str, Any], within: float, step: dict[str, Any]) -> None:
@@ -526,7 +498,7 @@ class _Script:
                 break
             await stale.aclose()
         if options.get("rotateToken"):
-            self._new_token()
+            self.env["token"] = home_files.new_token()
         await self.listen()
 
     async def _do_expectClose(self, _: Any, within: float, step: dict[str, Any]) -> None:
@@ -577,7 +549,6 @@ async def run_scenario(scenario: Scenario, command: Sequence[str], *, stacks_sig
                 failure = f"the vector is wrong: {exc!r}"
             finally:
                 await script.stop_app()
-                script.forget_tokens()
                 nursery.cancel_scope.cancel()
         if failure is None:
             return Result(scenario)
