@@ -15,9 +15,9 @@ settings by MRR (then recall@1) over the answerable development queries; the cho
 Development sets only: the round-5 dev set over the new catalogues and the earlier sets
 (queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
 corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6 to
-blind9 (blind10 since round 11, blind11 since round 12) over their own catalogues (spent: each was measured once as a
-blind set and then guided a decision, so they are development data now). queries_holdout4.json,
-queries_round5_holdout.json and any newer blind set are never read here.
+blind9 (blind10 since round 11, blind11 since round 12) over their own catalogues (spent: each
+was measured once as a blind set and then guided a decision, so they are development data now).
+queries_holdout4.json, queries_round5_holdout.json and any newer blind set are never read here.
 """
 
 from __future__ import annotations

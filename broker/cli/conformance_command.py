@@ -80,7 +80,7 @@ def cmd_conformance_app(args: argparse.Namespace) -> int:
     if ran is None:
         print("toolbridge conformance app: stopped by SIGTERM; the app processes it started were stopped",
               file=sys.stderr)
-        return 128 + 15
+        return 128 + signal.SIGTERM
     results = ran
     passed = sum(result.passed for result in results)
     required_failed = [r.scenario.name for r in results if not r.passed and r.scenario.required]

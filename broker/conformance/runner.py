@@ -64,9 +64,10 @@ __all__ = ["Result", "run_all", "run_scenario"]
 
 #: Lines from the app queued ahead of the script (more slow the app down).
 _LINE_QUEUE: Final = 256
-#: stderr lines of the app kept for a failure report, and the length each is cut to.
+#: stderr lines of the app kept for a failure report, and the length each output line (stderr,
+#: or stdout with ``stacks_signal``) is cut to.
 _STDERR_LINES: Final = 12
-_STDERR_LINE_CHARS: Final = 300
+_LINE_CHARS: Final = 300
 #: stdout lines kept when the app is asked for its stacks (a thread dump runs to hundreds).
 _STACK_LINES: Final = 400
 #: Seconds the app gets to print its stacks after the signal.
@@ -226,11 +227,11 @@ class _Script:
                 lines = (partial + data).split(b"\n")
                 partial = lines.pop()[-4096:]
                 for line in lines:
-                    into.append(line.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
+                    into.append(line.decode("utf-8", "replace")[:_LINE_CHARS])
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         if partial:
-            into.append(partial.decode("utf-8", "replace")[:_STDERR_LINE_CHARS])
+            into.append(partial.decode("utf-8", "replace")[:_LINE_CHARS])
         if done is not None:
             done.set()
 
