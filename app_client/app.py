@@ -51,7 +51,7 @@ import re
 import ssl
 import types
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final, TypeVar, overload
 
 import trio
@@ -304,6 +304,7 @@ class App:
         timeout: float | None = None,
         path_guard: bool = True,
         on_gui_thread: bool | None = None,
+        example_requests: Sequence[str] | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -319,6 +320,7 @@ class App:
         timeout: float | None = None,
         path_guard: bool = True,
         on_gui_thread: bool | None = None,
+        example_requests: Sequence[str] | None = None,
     ) -> F | Callable[[F], F]:
         """Declare a tool, as ``@app.tool`` or ``@app.tool(name=..., ...)``.
 
@@ -342,6 +344,7 @@ class App:
                 timeout=timeout,
                 path_guard=path_guard,
                 on_gui_thread=on_gui_thread,
+                example_requests=example_requests,
             )
             self._check_new(definition)
             self._tools[definition.name] = definition

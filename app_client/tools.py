@@ -42,7 +42,7 @@ import pathlib
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -50,7 +50,7 @@ import msgspec
 
 from .context import ToolContext
 from .errors import InvalidArguments, ToolDefinitionError  # InvalidArguments: re-exported (defined here before)
-from .protocol import ToolSpec
+from .protocol import ToolSpec, example_requests_problem
 
 __all__ = [
     "TOOL_NAME_PATTERN",
@@ -345,13 +345,16 @@ def define_tool(
     timeout: float | None = None,
     path_guard: bool = True,
     on_gui_thread: bool | None = None,
+    example_requests: Sequence[str] | None = None,
 ) -> ToolDefinition:
     """Inspect ``fn`` and build its :class:`ToolDefinition` (see the module docstring).
 
     ``timeout`` is the tool's default deadline in seconds (sent as ``timeoutMs``; the
     broker's default applies if ``None``). ``path_guard=False`` opts the tool out of the
     broker's path-traversal argument check. ``annotations`` are MCP tool annotations
-    (``readOnlyHint``, ``destructiveHint``, ...).
+    (``readOnlyHint``, ``destructiveHint``, ...). ``example_requests`` are typical requests of
+    users that the tool serves (``["my pallet came in, log it"]``): the daemon's tool search
+    reads them, agents never see them (at most 16, each 1-200 characters).
 
     Raises :class:`ToolDefinitionError` for anything that would make a broken tool.
     """
@@ -367,6 +370,12 @@ def define_tool(
         )
     if timeout is not None and not timeout > 0:
         raise ToolDefinitionError(f"{tool_name}: timeout must be a positive number of seconds")
+    # a lone string would be a list of its letters
+    requests = None if example_requests is None else [example_requests] if isinstance(example_requests, str) \
+        else list(example_requests)
+    problem = example_requests_problem(requests) if requests is not None else None
+    if problem is not None:
+        raise ToolDefinitionError(f"{tool_name}: {problem.replace('exampleRequests', 'example_requests')}")
     is_async = _is_async(fn)
     if on_gui_thread and is_async:
         raise ToolDefinitionError(
@@ -382,6 +391,7 @@ def define_tool(
         output_schema=dict(output_schema) if output_schema is not None else None,
         timeout_ms=None if timeout is None else max(1, round(timeout * 1000)),
         path_guard=path_guard,
+        example_requests=requests or None,
     )
     return ToolDefinition(tool_name, fn, spec, is_async, on_gui_thread, signature)
 

@@ -32,7 +32,7 @@ PIXEL_PNG = base64.b64decode(
 app = App("Conformance", instance_id=os.environ.get("TOOLBRIDGE_INSTANCE_ID") or None)
 
 
-@app.tool
+@app.tool(example_requests=["say this back to me", "repeat what I typed"])
 async def echo(text: str) -> str:
     """Return the text unchanged."""
     return text

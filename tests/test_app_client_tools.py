@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 import app_client.errors
-from app_client import ToolbridgeError, ToolContext, ToolDefinitionError, define_tool, derive_input_schema
+from app_client import App, ToolbridgeError, ToolContext, ToolDefinitionError, define_tool, derive_input_schema
 from app_client.tools import InvalidArguments
 
 
@@ -257,3 +257,30 @@ def test_bind_positional_only_parameters() -> None:
     ctx = ToolContext(correlation_id=1, tool="f")
     args, kwargs = tool.bind({"a": 1, "b": 2}, ctx)
     assert tool.fn(*args, **kwargs) == (1, ctx, 2)
+
+
+def test_example_requests_are_sent_and_checked_when_the_tool_is_defined() -> None:
+    def receive_shipment(po_number: str) -> str:
+        """Record an inbound purchase order."""
+        return po_number
+
+    tool = define_tool(receive_shipment, example_requests=("my pallets came in", "we unloaded the lorry"))
+    assert msgspec.to_builtins(tool.spec)["exampleRequests"] == ["my pallets came in", "we unloaded the lorry"]
+    # none, or an empty list: the field is left out
+    assert "exampleRequests" not in msgspec.to_builtins(define_tool(receive_shipment).spec)
+    assert "exampleRequests" not in msgspec.to_builtins(define_tool(receive_shipment, example_requests=[]).spec)
+    # one string is one request, not a list of its letters
+    assert define_tool(receive_shipment, example_requests="log my pallets").spec.example_requests == ["log my pallets"]
+    for bad, hint in [(["r"] * 17, "keep the 16 most typical"), ([" "], "empty request"), (["x" * 201], "at most 200"),
+                      ([3], "list of strings")]:
+        with pytest.raises(ToolDefinitionError, match=hint) as info:
+            define_tool(receive_shipment, example_requests=bad)  # type: ignore[arg-type]
+        assert "receive_shipment" in str(info.value) and "example_requests" in str(info.value)
+
+    app = App("Depot")
+
+    @app.tool(example_requests=["my pallets came in"])
+    def receive(po_number: str) -> str:
+        return po_number
+
+    assert app.tools["receive"].spec.example_requests == ["my pallets came in"]

@@ -443,3 +443,30 @@ async def test_late_or_unknown_v2_answers_get_unknown_correlation_id(daemon: Dae
     assert late_prompt["message"] == "no prompt request 7 is pending (late, cancelled or never sent)"
     await app.send({"type": "ping", "id": 1})
     assert (await app.recv_type("pong"))["id"] == 1
+
+
+async def test_example_requests_outside_the_limits_are_refused_with_what_to_do(daemon: DaemonInfo) -> None:
+    """protocol.md, the tool object: at most 16 exampleRequests of 1-200 characters, each not
+    only whitespace; a tool that breaks that is refused (invalid_tool), and the message says how."""
+    cases: list[tuple[Any, str, str]] = [
+        (["r"] * 17, "invalid_tool", "keep the 16 most typical"),
+        (["fine", "  "], "invalid_tool", "empty request"),
+        (["x" * 201], "invalid_tool", "at most 200"),
+        ("one string", "invalid_message", "exampleRequests"),
+        ([1, 2], "invalid_message", "exampleRequests"),
+    ]
+    for requests, code, hint in cases:
+        app = await RawApp.connect(daemon.port)
+        error = await app.register(daemon.token, tools=[{**ECHO_TOOL, "exampleRequests": requests}])
+        assert error["type"] == "error" and error["code"] == code and error["fatal"] is True, (requests, error)
+        assert hint in error["message"], error
+        assert "Echo" in error["message"] or code == "invalid_message", error  # the decoder names the field
+        assert await app.closed()
+    assert daemon.core.registry.tools() == []
+    # at the limits: accepted, and kept as sent
+    app = await RawApp.connect(daemon.port)
+    requests = ["r" * 200] + [f"request {i}" for i in range(15)]
+    registered = await app.register(daemon.token, tools=[{**ECHO_TOOL, "exampleRequests": requests}])
+    assert registered["type"] == "registered", registered
+    (tool,) = daemon.core.registry.tools()
+    assert tool.spec.example_requests == requests

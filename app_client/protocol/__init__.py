@@ -53,6 +53,8 @@ from ._messages import (
     APP_TO_BROKER,
     BROKER_TO_APP,
     DEFAULT_MAX_LINE_BYTES,
+    MAX_EXAMPLE_REQUEST_CHARS,
+    MAX_EXAMPLE_REQUESTS,
     PROTOCOL_VERSION,
     AddTools,
     AdminRequest,
@@ -76,6 +78,7 @@ from ._messages import (
     ToolsUpdated,
     decode_message,
     encode_message,
+    example_requests_problem,
     message_tag,
 )
 from ._templates import BROKER_EXCLUDED, BROKER_EXPRESSION, MAX_RESOURCE_URI_CHARS, UriTemplate
@@ -178,5 +181,8 @@ __all__ = [
     "decode_message_in_steps",
     "decode_tools_in_steps",
     "encode_message",
+    "example_requests_problem",
+    "MAX_EXAMPLE_REQUESTS",
+    "MAX_EXAMPLE_REQUEST_CHARS",
     "message_tag",
 ]

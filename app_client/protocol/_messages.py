@@ -45,9 +45,35 @@ class ToolSpec(msgspec.Struct, rename="camel", omit_defaults=True):
     timeout_ms: int | None = None
     #: ``False`` opts this tool out of the path-traversal argument guard.
     path_guard: bool = True
+    #: Typical requests of users that this tool serves, written by the app's author: only the
+    #: daemon's tool search reads them (protocol.md, ``exampleRequests``); agents never see them.
+    example_requests: list[str] | None = None
     #: Set by brokers only (an uplink, protocol.md section 9): the broker ids this tool came
     #: through, nearest first: the registering broker, ..., the broker of the owning app.
     via: list[str] | None = None
+
+
+#: A tool's ``exampleRequests``: at most this many (protocol.md, the tool object)...
+MAX_EXAMPLE_REQUESTS: Final = 16
+#: ...each of 1 to this many characters, and not only whitespace.
+MAX_EXAMPLE_REQUEST_CHARS: Final = 200
+
+
+def example_requests_problem(requests: object) -> str | None:
+    """What is wrong with a tool's ``exampleRequests`` (None: nothing), in words that say what
+    to do; the broker refuses such a tool (``invalid_tool``) and the client libraries refuse to
+    define it."""
+    if not isinstance(requests, list) or not all(isinstance(r, str) for r in requests):
+        return "exampleRequests must be a list of strings"
+    if len(requests) > MAX_EXAMPLE_REQUESTS:
+        return f"exampleRequests has {len(requests)} requests; keep the {MAX_EXAMPLE_REQUESTS} most typical"
+    for request in requests:
+        if not request.strip():
+            return "exampleRequests has an empty request; leave it out"
+        if len(request) > MAX_EXAMPLE_REQUEST_CHARS:
+            return (f"exampleRequests has a request of {len(request)} characters; say it in at most "
+                    f"{MAX_EXAMPLE_REQUEST_CHARS}, as a user would")
+    return None
 
 
 class ToolResult(msgspec.Struct, rename="camel", omit_defaults=True):

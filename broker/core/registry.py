@@ -35,7 +35,7 @@ import msgspec
 import structlog
 import trio
 
-from app_client.protocol import ToolSpec
+from app_client.protocol import ToolSpec, example_requests_problem
 
 from . import names
 from .admission import Admission
@@ -317,6 +317,10 @@ class Registry:
                 raise RegistrationError(
                     "invalid_tool", f"tool {spec.name!r}: timeoutMs must be positive"
                 )
+            if spec.example_requests is not None:
+                problem = example_requests_problem(spec.example_requests)
+                if problem is not None:
+                    raise RegistrationError("invalid_tool", f"tool {spec.name!r}: {problem}")
         if count > self._settings.max_tools_per_app:
             raise RegistrationError(
                 "too_many_tools",

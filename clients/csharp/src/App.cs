@@ -90,6 +90,9 @@ namespace Toolbridge
         public ToolDefinition AddTool(ToolDefinition tool)
         {
             if (tool.Handler == null) throw new ArgumentException("the tool '" + tool.Name + "' has no handler");
+            // Checked on a copy, so a later change to the caller's array cannot send what was not checked.
+            if (tool.ExampleRequests != null) tool.ExampleRequests = (string[])tool.ExampleRequests.Clone();
+            tool.CheckExampleRequests();
             lock (_lock)
             {
                 if (_tools.Exists(t => t.Name == tool.Name)) throw new ArgumentException("a tool named '" + tool.Name + "' exists already");

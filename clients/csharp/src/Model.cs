@@ -114,7 +114,15 @@ namespace Toolbridge
         public JsonObject Annotations;
         public int? TimeoutMs;
         public bool? PathGuard;
+        /// <summary>Typical requests a user would make that this tool serves ("we just unloaded the truck"):
+        /// only the daemon's tool search reads them, so agents find the tool from everyday words (protocol.md,
+        /// exampleRequests). At most 16, each 1-200 characters and not only whitespace; App.AddTool checks them.</summary>
+        public string[] ExampleRequests;
         public ToolHandler Handler;
+
+        /// <summary>The daemon's limits on exampleRequests (it refuses a tool that breaks them with invalid_tool).</summary>
+        public const int MaxExampleRequests = 16;
+        public const int MaxExampleRequestChars = 200;
 
         internal JsonObject ToJson()
         {
@@ -125,7 +133,33 @@ namespace Toolbridge
             if (Annotations != null) tool["annotations"] = Annotations;
             if (TimeoutMs.HasValue) tool["timeoutMs"] = TimeoutMs.Value;
             if (PathGuard.HasValue) tool["pathGuard"] = PathGuard.Value;
+            // An empty list is the same as none, so it is left out.
+            if (ExampleRequests != null && ExampleRequests.Length > 0) tool["exampleRequests"] = new List<object>(ExampleRequests);
             return tool;
+        }
+
+        /// <summary>Throws ArgumentException when ExampleRequests breaks the daemon's limits, so the
+        /// mistake shows when the tool is added, not as a refused registration later.</summary>
+        internal void CheckExampleRequests()
+        {
+            if (ExampleRequests == null) return;
+            var fix = "give at most " + MaxExampleRequests + " strings of 1-" + MaxExampleRequestChars + " characters, not only whitespace";
+            if (ExampleRequests.Length > MaxExampleRequests)
+                throw new ArgumentException("the tool '" + Name + "': ExampleRequests has " + ExampleRequests.Length + " entries, over the limit of "
+                    + MaxExampleRequests + "; keep the most typical ones");
+            for (var i = 0; i < ExampleRequests.Length; i++)
+            {
+                var text = ExampleRequests[i];
+                if (string.IsNullOrWhiteSpace(text))
+                    throw new ArgumentException("the tool '" + Name + "': ExampleRequests[" + i + "] is " + (text == null ? "null" : "empty or only whitespace") + "; " + fix);
+                // Characters are counted in code points, as the daemon (Python) counts them, not UTF-16 units.
+                var chars = 0;
+                for (var at = 0; at < text.Length; at++)
+                    if (!(char.IsLowSurrogate(text[at]) && at > 0 && char.IsHighSurrogate(text[at - 1]))) chars++;
+                if (chars > MaxExampleRequestChars)
+                    throw new ArgumentException("the tool '" + Name + "': ExampleRequests[" + i + "] \"" + text.Substring(0, 40) + "...\" is "
+                        + chars + " characters; " + fix);
+            }
         }
     }
 

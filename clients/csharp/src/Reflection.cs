@@ -32,6 +32,9 @@ namespace Toolbridge
         public int TimeoutMs { get; set; }
         /// <summary>false for tools that take free text (see protocol.md, pathGuard).</summary>
         public bool PathGuard { get; set; } = true;
+        /// <summary>Typical requests a user would make that this tool serves, for the daemon's tool search
+        /// only (agents never see them): at most 16, each 1-200 characters (see protocol.md, exampleRequests).</summary>
+        public string[] ExampleRequests { get; set; }
         /// <summary>The JSON Schema of the structured result, as a string.</summary>
         public string OutputSchema { get; set; }
         public bool ReadOnly { get; set; }
@@ -97,6 +100,7 @@ namespace Toolbridge
                 OutputSchema = attribute.OutputSchema == null ? null : new JsonRaw(attribute.OutputSchema),
                 TimeoutMs = attribute.TimeoutMs > 0 ? (int?)attribute.TimeoutMs : null,
                 PathGuard = attribute.PathGuard ? (bool?)null : false,
+                ExampleRequests = attribute.ExampleRequests,
             };
             if (attribute.ReadOnly || attribute.Destructive || attribute.Idempotent || attribute.OpenWorld)
             {

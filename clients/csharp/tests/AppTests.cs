@@ -36,7 +36,7 @@ namespace Toolbridge.Tests
                 .With("maybe", maybe).With("greeting", greeting).With("tool", context.ToolName);
         }
 
-        [Tool("Async")]
+        [Tool("Async", ExampleRequests = new[] { "my pallet came in, log it", "we just unloaded the truck" })]
         public async Task<Point> Later(int x)
         {
             await Task.Yield();
@@ -78,6 +78,40 @@ namespace Toolbridge.Tests
                 + "\"maybe\":{\"type\":\"integer\"},\"greeting\":{\"type\":\"string\",\"default\":\"hi\"}},"
                 + "\"required\":[\"s\",\"i\",\"d\",\"b\",\"color\",\"numbers\",\"words\",\"point\"],\"additionalProperties\":false}",
                 J.Serialize(kinds.InputSchema));
+        }
+
+        [Test]
+        public static void ExampleRequestsAreCheckedAndSentOnlyWhenGiven()
+        {
+            var tools = Reflection.ToolsOf(typeof(SampleTools), new SampleTools());
+            var later = tools.Find(t => t.Name == "Later");
+            Check.Equal("[\"my pallet came in, log it\",\"we just unloaded the truck\"]", J.Serialize(later.ToJson()["exampleRequests"]), "from the attribute");
+            Check.That(!tools.Find(t => t.Name == "Echo").ToJson().ContainsKey("exampleRequests"), "left out when not set");
+            ToolHandler handler = (arguments, context) => Task.FromResult<object>("ok");
+            var app = new App("Examples");
+            var given = new[] { " padded ", new string('x', 200), string.Concat(System.Linq.Enumerable.Repeat("\U0001F69A", 200)) };
+            var tool = app.AddTool(new ToolDefinition { Name = "given", ExampleRequests = given, Handler = handler });
+            given[0] = "";
+            Check.Equal(" padded ", tool.ExampleRequests[0], "a copy, not trimmed; 200 code points pass though 400 UTF-16 units");
+            Check.That(!app.AddTool(new ToolDefinition { Name = "empty", ExampleRequests = new string[0], Handler = handler }).ToJson().ContainsKey("exampleRequests"),
+                "an empty list is left out");
+            var sixteen = new string[16];
+            for (var i = 0; i < 16; i++) sixteen[i] = "request " + i;
+            app.AddTool(new ToolDefinition { Name = "sixteen", ExampleRequests = sixteen, Handler = handler });
+            var bad = new[]
+            {
+                new[] { "fine", "" }, new[] { " \t\n" }, new string[] { null }, new[] { new string('x', 201) },
+                System.Linq.Enumerable.ToArray(System.Linq.Enumerable.Concat(sixteen, new[] { "one more" })),
+            };
+            var messages = new List<string>();
+            foreach (var examples in bad)
+                messages.Add(Check.Throws<ArgumentException>(() => app.AddTool(new ToolDefinition { Name = "bad", ExampleRequests = examples, Handler = handler }),
+                    "refused: " + string.Join("|", examples)).Message);
+            Check.Equal("the tool 'bad': ExampleRequests[1] is empty or only whitespace; give at most 16 strings of 1-200 characters, not only whitespace", messages[0]);
+            Check.That(messages[1].Contains("only whitespace") && messages[2].Contains("[0] is null"), messages[1] + " / " + messages[2]);
+            Check.That(messages[3].Contains("is 201 characters"), messages[3]);
+            Check.Equal("the tool 'bad': ExampleRequests has 17 entries, over the limit of 16; keep the most typical ones", messages[4]);
+            Check.That(!app.RemoveTool("bad"), "a refused tool is not added");
         }
 
         [Test]

@@ -10,7 +10,9 @@
  * - `inputSchema`: a JSON object whose root has `"type": "object"` (a missing schema means
  *   `{"type": "object"}`), that survives JSON encoding, at most 256 KiB encoded (the daemon's
  *   `maxSchemaBytes`); `outputSchema` likewise when given;
- * - `timeoutMs`: a positive integer.
+ * - `timeoutMs`: a positive integer;
+ * - `exampleRequests`: at most 16 strings of 1-200 characters, not only whitespace (the
+ *   daemon refuses a tool that breaks these with `invalid_tool`).
  *
  * A zod v4 schema is recognised by duck typing (it has `_zod` and `safeParse`), never by
  * importing zod: its JSON Schema comes from the schema's own `toJSONSchema()` method when it has
@@ -27,6 +29,9 @@ export const TOOL_NAME_PATTERN = /^[A-Za-z0-9_.\-/: ]{1,128}$/;
 export const APP_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$/;
 export const MAX_SCHEMA_BYTES = 256 * 1024;
 export const MAX_TOOLS = 1000;
+/** The daemon's limits on a tool's `exampleRequests` (protocol.md §2): count, and characters each. */
+export const MAX_EXAMPLE_REQUESTS = 16;
+export const MAX_EXAMPLE_REQUEST_CHARS = 200;
 
 /** The structural part of a zod v4 schema this package uses (no import of zod). */
 export interface ZodLike<Out = unknown> {
@@ -60,6 +65,12 @@ export interface ToolOptions {
   timeoutMs?: number;
   /** `false` opts the tool out of the daemon's path-traversal check (free-text tools may need it). */
   pathGuard?: boolean;
+  /**
+   * Typical requests a user would make that this tool serves (`"we just unloaded the truck"`):
+   * only the daemon's tool search reads them, so agents find the tool from everyday words.
+   * At most 16, each 1-200 characters and not only whitespace.
+   */
+  exampleRequests?: string[];
 }
 
 export interface ToolDefinition {
@@ -123,6 +134,25 @@ function toJsonSchema(tool: string, which: string, schema: Schema, convert: ToJs
   return copy;
 }
 
+/** A checked copy of a tool's `exampleRequests` (the daemon's limits, protocol.md §2). */
+function checkExampleRequests(tool: string, value: unknown): string[] {
+  const fix = `give at most ${MAX_EXAMPLE_REQUESTS} strings of 1-${MAX_EXAMPLE_REQUEST_CHARS} characters, not only whitespace`;
+  if (!Array.isArray(value)) throw new ToolDefinitionError(`${tool}: exampleRequests must be an array of strings; ${fix}`);
+  if (value.length > MAX_EXAMPLE_REQUESTS) {
+    throw new ToolDefinitionError(`${tool}: exampleRequests has ${value.length} entries, over the limit of ${MAX_EXAMPLE_REQUESTS}; keep the most typical ones`);
+  }
+  value.forEach((item: unknown, i) => {
+    if (typeof item !== "string") throw new ToolDefinitionError(`${tool}: exampleRequests[${i}] is not a string; ${fix}`);
+    // Counted in code points, as the daemon (Python) counts characters, not UTF-16 units.
+    if (item.trim() === "") throw new ToolDefinitionError(`${tool}: exampleRequests[${i}] ${JSON.stringify(item)} is empty or only whitespace; ${fix}`);
+    const chars = [...item].length;
+    if (chars > MAX_EXAMPLE_REQUEST_CHARS) {
+      throw new ToolDefinitionError(`${tool}: exampleRequests[${i}] ${JSON.stringify(`${item.slice(0, 40)}...`)} is ${chars} characters; ${fix}`);
+    }
+  });
+  return [...value] as string[];
+}
+
 /** Check a tool and build its wire spec (see the module doc). Throws ToolDefinitionError. */
 export function defineTool(name: string, options: ToolOptions, handler: ToolHandler<never>, convert?: ToJsonSchema): ToolDefinition {
   checkToolName(name);
@@ -152,6 +182,11 @@ export function defineTool(name: string, options: ToolOptions, handler: ToolHand
   if (options.pathGuard !== undefined) {
     if (typeof options.pathGuard !== "boolean") throw new ToolDefinitionError(`${name}: pathGuard must be a boolean`);
     if (!options.pathGuard) spec.pathGuard = false;
+  }
+  if (options.exampleRequests !== undefined) {
+    // A copy, so later changes to the caller's array do not change what was checked.
+    const examples = checkExampleRequests(name, options.exampleRequests);
+    if (examples.length > 0) spec.exampleRequests = examples;   // an empty list is the same as none
   }
   const input = options.inputSchema;
   if (isZodSchema(input)) return { name, spec, handler, parse: input.safeParse.bind(input) };

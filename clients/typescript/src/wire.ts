@@ -48,6 +48,8 @@ export interface ToolSpec {
   outputSchema?: JsonObject;
   timeoutMs?: number;
   pathGuard?: boolean;
+  /** Typical user requests for the daemon's tool search only (agents never see them). */
+  exampleRequests?: string[];
 }
 
 /** A resource as it travels in `register` / `setResources` (protocol v2). */

@@ -115,6 +115,30 @@ test("tools are checked before anything is sent", () => {
   assert.notEqual(new App({ name: "Ok", env: {} }).instanceId, new App({ name: "Ok", env: {} }).instanceId);
 });
 
+test("exampleRequests: checked against the daemon's limits, copied, sent only when non-empty", () => {
+  const ok = async (): Promise<number> => 1;
+  const examples = ["my pallet came in, log it", "we just unloaded the truck"];
+  const tool = defineTool("log", { exampleRequests: examples }, ok);
+  assert.deepEqual(tool.spec, { name: "log", inputSchema: { type: "object" }, exampleRequests: examples });
+  examples.push("changed later");
+  assert.equal(tool.spec.exampleRequests!.length, 2, "the spec holds a copy");
+  assert.ok(!("exampleRequests" in defineTool("t", { exampleRequests: [] }, ok).spec), "an empty list is left out");
+  assert.ok(!("exampleRequests" in defineTool("t", {}, ok).spec));
+  const sixteen = Array.from({ length: 16 }, (_, i) => `request ${i}`);
+  assert.equal(defineTool("t", { exampleRequests: sixteen }, ok).spec.exampleRequests!.length, 16);
+  assert.throws(() => defineTool("t", { exampleRequests: [...sixteen, "one more"] }, ok), /t: exampleRequests has 17 entries, over the limit of 16/);
+  // 200 characters in code points (as the daemon counts), though 400 UTF-16 units.
+  assert.equal(defineTool("t", { exampleRequests: ["\u{1F69A}".repeat(200)] }, ok).spec.exampleRequests!.length, 1);
+  assert.equal(defineTool("t", { exampleRequests: [" padded "] }, ok).spec.exampleRequests![0], " padded ", "not trimmed");
+  assert.throws(() => defineTool("t", { exampleRequests: ["x".repeat(201)] }, ok), /exampleRequests\[0\] .* is 201 characters; give at most 16 strings of 1-200 characters/);
+  assert.throws(() => defineTool("t", { exampleRequests: ["fine", ""] }, ok), /exampleRequests\[1\] "" is empty or only whitespace/);
+  assert.throws(() => defineTool("t", { exampleRequests: [" \t\n"] }, ok), /only whitespace/);
+  assert.throws(() => defineTool("t", { exampleRequests: [42] as never }, ok), /exampleRequests\[0\] is not a string/);
+  assert.throws(() => defineTool("t", { exampleRequests: "log my pallet" as never }, ok), ToolDefinitionError);
+  const app = new App({ name: "Examples", env: {} });
+  assert.throws(() => app.tool("bad", { exampleRequests: [""] }, ok), /bad: exampleRequests/);
+});
+
 test("a zod v4 schema is used through duck typing: JSON Schema out, safeParse in", () => {
   const fakeZod = {
     _zod: {},
