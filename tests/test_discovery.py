@@ -11,6 +11,7 @@ from types import ModuleType
 from typing import Any
 
 import attrs
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -424,3 +425,47 @@ def test_thesaurus_words_with_a_second_common_sense_are_not_expanded() -> None:
     # the intended senses still come through their phrases and the remaining words
     assert {"search", "find"} <= set(expand(["look"], ["look", "up", "the", "word"]))
     assert "shuffle" in expand(["randomize"]) and "vacation" in expand(["holiday"])
+
+
+# --- exampleRequests: typical requests written by the app's author (round 13) -----------------
+
+RECEIVE = ToolSpec("receive_shipment", "Record the quantities of an inbound purchase order",
+                   example_requests=["my pallets came in, log them", "we just unloaded the lorry"])
+BOOK = ToolSpec("book_carrier", "Book a lorry to collect an outbound order")
+UNWRITTEN = msgspec.structs.replace(RECEIVE, example_requests=None)
+
+
+def test_example_requests_find_a_tool_by_its_users_words() -> None:
+    """A request in the users' words ("we unloaded the lorry") finds the tool whose author wrote
+    such a request, not the tool whose description shares the word; without them, it did not."""
+    plain, written = ToolIndex(), ToolIndex()
+    plain.replace_all([("Depot__receive_shipment", "Depot", UNWRITTEN),
+                       ("Depot__book_carrier", "Depot", BOOK)])
+    written.replace_all([("Depot__receive_shipment", "Depot", RECEIVE), ("Depot__book_carrier", "Depot", BOOK)])
+    query = "the lorry is unloaded, pallets are in"
+    assert plain.search(query)[0].agent_name == "Depot__book_carrier"
+    first = written.search(query)[0]
+    assert first.agent_name == "Depot__receive_shipment"
+    # the answer shows agents the description, never the requests
+    assert "exampleRequests" not in first.to_json() and "unloaded" not in str(first.to_json())
+    # the words count for the confidence too (the share of query words the tool contains)
+    assert first.confidence in ("high", "medium")
+
+
+def test_example_requests_are_embedded_with_the_tool_text() -> None:
+    from broker.discovery import tool_text
+
+    assert tool_text("receive_shipment", "Record an inbound order", None, ["pallets came in", "lorry unloaded"]) \
+        == "receive shipment: Record an inbound order Typical requests: pallets came in; lorry unloaded."
+    assert tool_text("receive_shipment", "Record an inbound order", None, None) == \
+        "receive shipment: Record an inbound order"
+
+
+def test_changed_example_requests_are_reindexed() -> None:
+    idx = ToolIndex()
+    idx.replace_all([("Depot__receive_shipment", "Depot", UNWRITTEN),
+                     ("Depot__book_carrier", "Depot", BOOK)])
+    assert idx.search("pallets came in")[0].agent_name != "Depot__receive_shipment"
+    assert [t for t in idx.replace_all([("Depot__receive_shipment", "Depot", RECEIVE),
+                                        ("Depot__book_carrier", "Depot", BOOK)])]
+    assert idx.search("pallets came in")[0].agent_name == "Depot__receive_shipment"

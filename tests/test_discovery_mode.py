@@ -246,3 +246,23 @@ async def test_a_discovery_listen_honours_nothing(tmp_path: Path) -> None:
         assert [t["name"] for t in reply["result"]["tools"]] == sorted(t["name"] for t in meta_tools())
         assert reply["result"]["ttlMs"] == 0
         session.close()
+
+
+async def test_example_requests_guide_the_agents_search_and_stay_out_of_its_view(tmp_path: Path) -> None:
+    """An app's typical requests (exampleRequests) let search_tools find its tool from the users'
+    words; the agent sees them nowhere: not in tools/list, not in the search's answer."""
+    receive = ToolSpec("receive_shipment", "Record the quantities of an inbound purchase order",
+                       example_requests=["my pallets came in, log them", "we just unloaded the lorry"])
+    book = ToolSpec("book_carrier", "Book a lorry to collect an outbound order")
+    async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
+        depot = await ScriptedApp(info.port, info.token, "Depot", tools=[receive, book]).start(nursery)
+        async with http_client(info) as http:
+            url = f"http://127.0.0.1:{info.http_port}/mcp"
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy") as client:
+                listed = [tool.model_dump(by_alias=True) for tool in (await client.list_tools()).tools]
+                assert any(tool["name"] == "Depot__receive_shipment" for tool in listed)
+                assert "unloaded" not in json.dumps(listed)
+                found = await client.call_tool("search_tools", {"query": "the lorry is unloaded, pallets are in"})
+                assert found.structured_content["tools"][0]["name"] == "Depot__receive_shipment"
+                assert "unloaded" not in json.dumps(found.structured_content)
+        await depot.close()

@@ -9,7 +9,7 @@ Usage::
 
     # any catalogue file(s) and query file, aggregates only (e.g. a blind set nobody tuned on):
     .venv/bin/python bench/discovery/round5.py --semantic --aggregate-only \
-        --catalogues A.json,B.json --queries Q.json
+        --catalogues A.json,B.json --queries Q.json [--requests R.json,S.json]
 
 One index holds both catalogues (catalogue_studio.json, catalogue_home.json: 173 tools, 14 apps).
 Rows per ``kind`` of query (the failure classes of issue 32): ``typo`` (no word of the
@@ -70,10 +70,16 @@ def load(path: Path) -> list[tuple[str, list[str], str]]:
     return out
 
 
-def tools(paths: tuple[Path, ...] | list[Path] = CATALOGUES) -> list[tuple[str, str, ToolSpec]]:
+def tools(paths: tuple[Path, ...] | list[Path] = CATALOGUES, requests: list[Path] | None = None,
+          ) -> list[tuple[str, str, ToolSpec]]:
     """Every catalogue's tools in one list, named as the broker names them (labels unique
-    across the files)."""
-    return load_corpus(*paths)
+    across the files); with ``requests``, files of typical requests (``{"App": {"tool":
+    ["...", ...]}}``) that become the tools' ``exampleRequests``."""
+    merged: dict[str, dict[str, list[str]]] = {}
+    for path in requests or ():
+        for app, by_tool in json.loads(path.read_text()).items():
+            merged.setdefault(app, {}).update(by_tool)
+    return load_corpus(*paths, requests=merged)
 
 
 def evaluate(index: ToolIndex, queries: list[tuple[str, list[str], str]], misses: bool) -> dict[str, dict[str, float]]:
@@ -167,6 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--semantic", action="store_true", help="also the hybrid search (needs the semantic extra)")
     parser.add_argument("--catalogues", help="comma-separated catalogue files (default: the round-5 pair)")
     parser.add_argument("--queries", type=Path, help="a query file (default: the round-5 dev set)")
+    parser.add_argument("--requests", help="comma-separated files of typical requests per tool "
+                        '({"App": {"tool": [...]}}), given to the tools as their exampleRequests')
     parser.add_argument("--aggregate-only", action="store_true",
                         help="print aggregates only, never a query or a tool name (refuses --misses)")
     args = parser.parse_args(argv)
@@ -176,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--held-out and --queries name two query files")
     query_file = args.queries or (HELD_OUT if args.held_out else DEV)
     queries = load(query_file)
-    corpus = tools([Path(p) for p in args.catalogues.split(",") if p] if args.catalogues else CATALOGUES)
+    corpus = tools([Path(p) for p in args.catalogues.split(",") if p] if args.catalogues else CATALOGUES,
+                   [Path(p) for p in args.requests.split(",") if p] if args.requests else None)
     name = "held-out" if args.held_out else ("dev" if query_file == DEV else query_file.stem)
     print(f"{name}: {len(queries)} queries ({sum(not e for _, e, _ in queries)} with no answering tool) "
           f"over {len(corpus)} tools")

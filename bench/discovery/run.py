@@ -41,6 +41,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,10 +70,12 @@ class Metrics:
     misses: list[tuple[str, str, list[str]]]  # (query, expected, top-5 found) when not first
 
 
-def load_corpus(*paths: Path) -> list[tuple[str, str, ToolSpec]]:
+def load_corpus(*paths: Path, requests: Mapping[str, Mapping[str, list[str]]] | None = None,
+                ) -> list[tuple[str, str, ToolSpec]]:
     """The tools of a catalogue file, or of several as one set (the corpus when none is
     given), as (agent_name, app_label, ToolSpec), named the way the broker names them (labels
-    unique across the files)."""
+    unique across the files). A tool's ``exampleRequests`` come from its catalogue entry, or
+    from ``requests[app name][tool name]`` (typical requests written apart from the catalogue)."""
     labels: set[str] = set()
     taken: set[str] = set()
     tools: list[tuple[str, str, ToolSpec]] = []
@@ -88,6 +91,8 @@ def load_corpus(*paths: Path) -> list[tuple[str, str, ToolSpec]]:
                     title=raw.get("title"),
                     annotations=raw.get("annotations"),
                     output_schema=raw.get("outputSchema"),
+                    example_requests=(requests or {}).get(app["name"], {}).get(raw["name"],
+                                                                               raw.get("exampleRequests")),
                 )
                 agent_name = names.make_agent_name(label, spec.name, taken)
                 taken.add(agent_name)

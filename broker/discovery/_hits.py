@@ -83,14 +83,15 @@ class HitFields:
     description: str
     input_schema: dict[str, Any]
     title: str | None
+    example_requests: list[str] | None = None
 
     @classmethod
     def of(cls, tool: IndexedTool) -> HitFields:
         spec = tool.spec
-        return cls(spec.name, tool.app, spec.description, spec.input_schema, spec.title)
+        return cls(spec.name, tool.app, spec.description, spec.input_schema, spec.title, spec.example_requests)
 
     def text(self) -> str:
-        return tool_text(self.name, self.description or "", self.title)
+        return tool_text(self.name, self.description or "", self.title, self.example_requests)
 
     def hit(self, agent_name: str, score: float, confidence: str | None = None) -> SearchHit:
         return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title, confidence)

@@ -257,11 +257,15 @@ def _lower_priority() -> bool:
     return False
 
 
-def tool_text(name: str, description: str, title: str | None) -> str:
-    """The text a tool is embedded as: ``"export as pdf: <description> (<title>)"``."""
+def tool_text(name: str, description: str, title: str | None, requests: Sequence[str] | None = None) -> str:
+    """The text a tool is embedded as: ``"export as pdf: <description> (<title>) Typical
+    requests: save it for printing; send it as a pdf."``, the requests being the tool's
+    ``exampleRequests`` (written by its app's author; BENCHMARKS.md, discovery round 13)."""
     text = " ".join(split_words(name)) + ": " + description
     if title:
         text += f" ({title})"
+    if requests:
+        text += " Typical requests: " + "; ".join(requests) + "."
     return text[:_MAX_TOOL_TEXT]
 
 
