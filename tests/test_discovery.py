@@ -459,6 +459,11 @@ def test_example_requests_are_embedded_with_the_tool_text() -> None:
         == "receive shipment: Record an inbound order Typical requests: pallets came in; lorry unloaded."
     assert tool_text("receive_shipment", "Record an inbound order", None, None) == \
         "receive shipment: Record an inbound order"
+    # only the first ~300 characters of requests, whole ones, are embedded (the cost grows with the text)
+    many = [f"request number {i:02d} " + "x" * 40 for i in range(16)]
+    text = tool_text("t", "d", None, many)
+    assert text.endswith("; ".join(many[:5]) + ".") and many[5] not in text
+    assert tool_text("t", "d", None, ["y" * 200 + "z" * 200]) == "t: d Typical requests: " + "y" * 200 + "z" * 100 + "."
 
 
 def test_changed_example_requests_are_reindexed() -> None:

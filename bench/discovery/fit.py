@@ -1,6 +1,8 @@
 """Fit the hybrid search's fusion on the development sets (issue 32 item 3), reproducibly.
 
     .venv/bin/python bench/discovery/fit.py
+    .venv/bin/python bench/discovery/fit.py --calibrate   # confidence and "nothing fits"
+    .venv/bin/python bench/discovery/fit.py --requests    # the typical requests' BM25 weight
 
 Embeds every tool of both corpora once, records each development query's candidates (BM25's
 best and the closest by embedding, with their BM25 scores and cosines, exactly as
@@ -15,7 +17,7 @@ settings by MRR (then recall@1) over the answerable development queries; the cho
 Development sets only: the round-5 dev set over the new catalogues and the earlier sets
 (queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
 corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6 to
-blind9 (blind10 since round 11, blind11 since round 12) over their own catalogues (spent: each
+blind9 (blind10 since round 11, blind11 since round 12, blind12 since round 13) over their own catalogues (spent: each
 was measured once as a blind set and then guided a decision, so they are development data now).
 queries_holdout4.json, queries_round5_holdout.json and any newer blind set are never read here.
 """
@@ -50,7 +52,9 @@ SPENT_BLIND = [([round5.HERE / "blind6/catalogue_lab.json", round5.HERE / "blind
                ([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
                 round5.HERE / "blind10/queries_blind10.json"),
                ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
-                round5.HERE / "blind11/queries_blind11.json")]
+                round5.HERE / "blind11/queries_blind11.json"),
+               ([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
+                round5.HERE / "blind12/queries_blind12.json")]
 
 
 def spent_blind() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
@@ -246,7 +250,51 @@ def calibrate(embedder: Any) -> None:
               f"  (dev: {flagged_none:.0%} of no-answer queries flagged)")
 
 
-if __name__ == "__main__" and "--calibrate" in sys.argv:
+# --- the BM25 weight of the typical requests' column (round 13) --------------------------------
+
+#: Blind sets with typical requests written for their catalogues by helpers who read only the
+#: catalogue, never a query (round 13): catalogues, queries, requests.
+WITH_REQUESTS = [([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
+                  round5.HERE / "blind10/queries_blind10.json",
+                  [round5.HERE / "blind10/requests_leisure.json", round5.HERE / "blind10/requests_trade.json"]),
+                 ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
+                  round5.HERE / "blind11/queries_blind11.json",
+                  [round5.HERE / "blind11/requests_counter.json", round5.HERE / "blind11/requests_stage.json"])]
+GRID_REQUESTS = [0.5, 1.0, 2.0, 3.0, 5.0]
+
+
+def fit_requests(embedder: Any) -> None:
+    """recall@1 / recall@5 / MRR of BM25 alone and of the hybrid search per weight of the
+    ``requests`` column (``Weights.requests``), on each set of :data:`WITH_REQUESTS`."""
+    print("| requests weight | " + " | ".join(f"{q.parent.name} BM25 | {q.parent.name} hybrid"
+                                           for _, q, _ in WITH_REQUESTS) + " |")
+    print("|---|" + "---|---|" * len(WITH_REQUESTS))
+    for weight in GRID_REQUESTS:
+        cells = []
+        for catalogues, queries, requests in WITH_REQUESTS:
+            corpus = round5.tools(catalogues, requests)
+            answerable = [(q, e) for q, e, _ in round5.load(queries) if e]
+            for reranker in (None, SemanticReranker(embedder)):
+                index = ToolIndex(Weights(requests=weight), reranker=reranker)
+                index.replace_all(corpus)
+                if reranker is not None:
+                    index.embed_now()
+                r1 = r5 = mrr = 0.0
+                for query, expected in answerable:
+                    found = [h.agent_name for h in index.prepare(query, MAX_LIMIT).finish()]
+                    rank = min((found.index(e) + 1 for e in expected if e in found), default=0)
+                    r1 += rank == 1
+                    r5 += 0 < rank <= 5
+                    mrr += 1 / rank if rank else 0.0
+                index.close()
+                n = len(answerable)
+                cells.append(f"{r1 / n:.3f} / {r5 / n:.3f} / {mrr / n:.3f}")
+        print(f"| {weight:g} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__" and "--requests" in sys.argv:
+    fit_requests(load_embedder())
+elif __name__ == "__main__" and "--calibrate" in sys.argv:
     calibrate(load_embedder())
 elif __name__ == "__main__":
     sys.exit(main())

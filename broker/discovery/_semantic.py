@@ -154,6 +154,9 @@ RRF_K: Final = 10.0
 RERANK_MODES: Final = ("off", "semantic", "auto")
 #: Tool texts are cut to this many characters before embedding.
 _MAX_TOOL_TEXT: Final = 1000
+#: A tool's typical requests (``exampleRequests``) in its embedded text: at most this many
+#: characters of them, the first ones (all of them are indexed for BM25).
+_MAX_REQUESTS_TEXT: Final = 300
 #: A parameter's enum values in :func:`params_text`: at most this many.
 _MAX_ENUM_VALUES: Final = 20
 #: The background thread embeds this many tools per turn (searches embed queries with a model
@@ -265,8 +268,22 @@ def tool_text(name: str, description: str, title: str | None, requests: Sequence
     if title:
         text += f" ({title})"
     if requests:
-        text += " Typical requests: " + "; ".join(requests) + "."
+        text += " Typical requests: " + _requests_text(requests) + "."
     return text[:_MAX_TOOL_TEXT]
+
+
+def _requests_text(requests: Sequence[str]) -> str:
+    """The first requests, whole, within :data:`_MAX_REQUESTS_TEXT` characters (the first one cut
+    if it alone is longer): the embedding's cost grows with the text, and four typical requests
+    (~160 characters) gave the gain measured (BENCHMARKS.md, discovery round 13)."""
+    taken: list[str] = []
+    length = 0
+    for request in requests:
+        length += len(request) + 2 * bool(taken)
+        if length > _MAX_REQUESTS_TEXT:
+            break
+        taken.append(request)
+    return "; ".join(taken) if taken else requests[0][:_MAX_REQUESTS_TEXT]
 
 
 def params_text(name: str, title: str | None, schema: Any) -> str | None:
