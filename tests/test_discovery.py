@@ -474,3 +474,20 @@ def test_changed_example_requests_are_reindexed() -> None:
     assert [t for t in idx.replace_all([("Depot__receive_shipment", "Depot", RECEIVE),
                                         ("Depot__book_carrier", "Depot", BOOK)])]
     assert idx.search("pallets came in")[0].agent_name == "Depot__receive_shipment"
+
+
+def test_no_clear_fit_has_a_threshold_of_its_own_for_tools_with_requests() -> None:
+    """Requests make more queries look answerable, so an answer decided by a tool that has them
+    is judged by NO_FIT_WRITTEN: a probability that is a fit for other tools is no clear fit here."""
+    from broker.discovery._calibration import NO_FIT_LEXICAL, NO_FIT_WRITTEN
+
+    idx = ToolIndex()
+    idx.replace_all([("Depot__receive_shipment", "Depot", RECEIVE), ("Depot__book_carrier", "Depot", BOOK)])
+    prepared = idx.prepare("pallets came in from the supplier yesterday", 5)
+    first = prepared.finish()[0]
+    assert first.agent_name == "Depot__receive_shipment" and first.written
+    assert NO_FIT_LEXICAL <= prepared.answer_probability < NO_FIT_WRITTEN[False]
+    assert prepared.no_clear_fit
+    plain = ToolIndex()
+    plain.replace_all([("Depot__book_carrier", "Depot", BOOK)])
+    assert not plain.prepare("book a lorry", 5).finish()[0].written

@@ -61,6 +61,9 @@ class SearchHit:
     coverage: float | None = attrs.field(default=None, eq=False)
     #: Cosine similarity of query and tool by embedding (None: not computed), likewise.
     similarity: float | None = attrs.field(default=None, eq=False)
+    #: Whether the tool's author wrote typical requests for it (``exampleRequests``): "no clear
+    #: fit" has a threshold of its own for such tools (``_calibration``), not part of the JSON.
+    written: bool = attrs.field(default=False, eq=False)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON object ``search_tools`` returns for this hit."""
@@ -94,7 +97,8 @@ class HitFields:
         return tool_text(self.name, self.description or "", self.title, self.example_requests)
 
     def hit(self, agent_name: str, score: float, confidence: str | None = None) -> SearchHit:
-        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title, confidence)
+        return SearchHit(agent_name, self.app, self.description, self.input_schema, score, self.title, confidence,
+                         written=bool(self.example_requests))
 
 
 @attrs.define
@@ -178,11 +182,15 @@ class PreparedSearch:
         if not hits:
             return hits
         first = hits[0]
-        similarities = [h.similarity for h in hits[:ANSWER_HITS] if h.similarity is not None]
-        similarity = max(similarities) if first.similarity is not None and similarities else None
+        similar = [h for h in hits[:ANSWER_HITS] if h.similarity is not None]
+        # the hit the answer model reads: the most similar (semantic) or the first (BM25 only)
+        deciding = max(similar, key=lambda h: h.similarity or 0.0) if first.similarity is not None and similar \
+            else None
+        similarity = deciding.similarity if deciding is not None else None
         probability = answer_probability(similarity, first.coverage or 0.0, self.unknown)
         self.answer_probability = probability
-        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, similarity is not None)
+        written = (deciding or first).written
+        self.no_clear_fit = self.match == "any" or no_clear_fit(probability, similarity is not None, written)
         rated = []
         for i, hit in enumerate(hits):
             p = hit_probability(hit.similarity, hit.coverage or 0.0, i == 0, self.unknown)

@@ -515,7 +515,8 @@ class ToolIndex:
             if app is not None and tool.app != app:
                 continue
             spec = tool.spec
-            hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title))
+            hits.append(SearchHit(name, tool.app, spec.description, spec.input_schema, score, spec.title,
+                                  written=bool(spec.example_requests)))
             if len(hits) == wanted:
                 break
         return hits
@@ -657,7 +658,7 @@ class ToolIndex:
     def _fallback_hit(self, tool: IndexedTool, score: float) -> SearchHit:
         spec = tool.spec
         return SearchHit(tool.agent_name, tool.app, spec.description, spec.input_schema, score, spec.title, "low",
-                         coverage=0.0)
+                         coverage=0.0, written=bool(spec.example_requests))
 
     def _apply_app_prior(self, scores: dict[str, float], words: list[str], extra: list[str]) -> None:
         """Raise each hit by how well the query matches its app as a whole, in place.

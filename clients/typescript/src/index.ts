@@ -42,7 +42,7 @@ export type {
   PromptValue, ResourceContent, ResourceHandler, ResourceOptions, ResourceValue, TemplateHandler, TemplateOptions, TemplateVariableNames,
   TemplateVariables, TextResourceContent,
 } from "./resources.js";
-export { APP_NAME_PATTERN, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
+export { APP_NAME_PATTERN, MAX_EXAMPLE_REQUEST_CHARS, MAX_EXAMPLE_REQUESTS, MAX_SCHEMA_BYTES, TOOL_NAME_PATTERN, defineTool, isZodSchema } from "./tools.js";
 export type { Schema, ToJsonSchema, ToolHandler, ToolOptions, ZodLike, ZodOutput } from "./tools.js";
 export {
   DEFAULT_MAX_LINE_BYTES, LOG_LEVELS, LineFramer, MAX_LOG_DATA_BYTES, PROTOCOL_VERSION, RESOURCES_VERSION, decodeMessage, encodeMessage,
