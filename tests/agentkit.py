@@ -4,6 +4,7 @@ calls with their expected answers (progress, image, structured result, app error
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,8 +39,18 @@ async def app_process(argv: list[str], env: dict[str, str]) -> AsyncIterator[tup
     checks how the app ends ends it itself; one that fails leaves it to be killed here."""
     app = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert app.stdout is not None and app.stderr is not None
+    stderr = Output(app.stderr)
     try:
-        yield app, Output(app.stdout), Output(app.stderr)
+        yield app, Output(app.stdout), stderr
+    except Exception as exc:
+        # A test that fails because the app died says why: its exit status and last stderr lines
+        # (read for at most 2 s: an app still running keeps its stderr open).
+        with trio.move_on_after(2) as reading:
+            reading.shield = True
+            with contextlib.suppress(Exception):
+                await stderr.wait_for("\0never\0", timeout=2)
+        exc.add_note(f"the app's exit status: {app.returncode}; its stderr ends:\n{stderr.text[-4000:]}")
+        raise
     finally:
         if app.returncode is None:
             app.kill()

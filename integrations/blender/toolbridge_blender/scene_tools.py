@@ -117,7 +117,9 @@ def scene_outline() -> dict[str, Any]:
 def declare(app: App) -> None:
     """Declare Blender's tools and resources on ``app`` (before it runs)."""
 
-    @app.tool(annotations=READ_ONLY, title="Scene summary")
+    @app.tool(annotations=READ_ONLY, title="Scene summary",
+              example_requests=["give me a quick overview of what I've got", "is the render still going?",
+                                "which render engine and resolution am I using?", "catch me up on this project"])
     def scene_summary() -> dict[str, Any]:
         """Summarise the open Blender scene: file, frame, render engine, how many objects of
         each type, the active and the selected objects, the render in progress (if any) and
@@ -142,7 +144,9 @@ def declare(app: App) -> None:
             "last_render": last_render(),
         }
 
-    @app.tool(annotations=READ_ONLY, title="List objects")
+    @app.tool(annotations=READ_ONLY, title="List objects",
+              example_requests=["what objects are in the scene?", "what lights do I have?", "show me all the cameras",
+                                "which meshes are there and where are they?"])
     def list_objects(
         object_type: Annotated[str, msgspec.Meta(
             max_length=32, description="only objects of this type: MESH, CAMERA, LIGHT, EMPTY, CURVE, ...")] | None = None,
@@ -152,12 +156,17 @@ def declare(app: App) -> None:
         return [{"name": o.name, "type": o.type, "location": _round(o.location), "selected": o.select_get()}
                 for o in bpy.context.scene.objects if wanted is None or o.type == wanted]
 
-    @app.tool(annotations=READ_ONLY, title="Get object")
+    @app.tool(annotations=READ_ONLY, title="Get object",
+              example_requests=["how big is the chair?", "what colour is the cube right now?",
+                                "how many vertices does the monkey have?",
+                                "where exactly is the lamp and how is it turned?"])
     def get_object(name: Name) -> dict[str, Any]:
         """Everything about one object: transform, dimensions, materials, colour, vertex count."""
         return describe(_object(name))
 
-    @app.tool(annotations=CHANGES, title="Create primitive")
+    @app.tool(annotations=CHANGES, title="Create primitive",
+              example_requests=["add a cube to the scene", "I need a ball to bounce",
+                                "put a flat floor under everything", "drop a Suzanne head at 0, 0, 2"])
     def create_primitive(
         kind: Primitive,
         name: Annotated[str, msgspec.Meta(min_length=1, max_length=63,
@@ -178,7 +187,9 @@ def declare(app: App) -> None:
         undo_push(f"create {obj.name}")
         return describe(obj)
 
-    @app.tool(annotations=CHANGES, title="Transform object")
+    @app.tool(annotations=CHANGES, title="Transform object",
+              example_requests=["move the cube up a bit", "make the sphere twice as big", "turn the chair 90 degrees",
+                                "shift the lamp one metre to the left"])
     def transform_object(
         name: Name,
         location: Vector | None = None,
@@ -199,7 +210,9 @@ def declare(app: App) -> None:
         undo_push(f"transform {obj.name}")
         return describe(obj)
 
-    @app.tool(annotations=DESTROYS, title="Delete object")
+    @app.tool(annotations=DESTROYS, title="Delete object",
+              example_requests=["delete the default cube", "get rid of the extra lamp",
+                                "remove that cone, I don't need it", "throw away the old chair"])
     def delete_object(name: Name) -> dict[str, Any]:
         """Delete an object from the file (undo brings it back). Returns the objects left."""
         refuse_while_rendering("change the scene")
@@ -208,7 +221,9 @@ def declare(app: App) -> None:
         undo_push(f"delete {name}")
         return {"deleted": name, "objects": [o.name for o in bpy.context.scene.objects]}
 
-    @app.tool(annotations=CHANGES, title="Set material colour")
+    @app.tool(annotations=CHANGES, title="Set material colour",
+              example_requests=["make the cube red", "paint the car blue", "I want the floor a light grey",
+                                "colour the walls pale blue"])
     def set_material_color(
         name: Name,
         color: Annotated[list[float], msgspec.Meta(min_length=3, max_length=4,
@@ -236,7 +251,9 @@ def declare(app: App) -> None:
         undo_push(f"colour {obj.name}")
         return describe(obj)
 
-    @app.tool(annotations=CHANGES, title="Select objects")
+    @app.tool(annotations=CHANGES, title="Select objects",
+              example_requests=["select the cube and the sphere", "pick the lamp so I can work on it",
+                                "highlight both chairs", "add the table to what I've got selected"])
     def select_objects(
         names: Annotated[list[str], msgspec.Meta(max_length=1000, description="objects to select")],
         extend: Annotated[bool, msgspec.Meta(description="keep the current selection")] = False,
@@ -256,10 +273,16 @@ def declare(app: App) -> None:
         undo_push("select")
         return [o.name for o in scene_objects if o.select_get()]
 
-    app.tool(name="render_image", annotations=READ_ONLY, title="Render image", timeout=300)(render_png)
-    app.tool(name="screenshot_window", annotations=READ_ONLY, title="Screenshot of Blender's window")(window_png)
+    app.tool(name="render_image", annotations=READ_ONLY, title="Render image", timeout=300,
+             example_requests=["render the scene", "what will the final shot look like?", "do a quick preview render",
+                               "let me see the finished picture with lights and materials"])(render_png)
+    app.tool(name="screenshot_window", annotations=READ_ONLY, title="Screenshot of Blender's window",
+             example_requests=["take a screenshot of Blender", "what's on my screen right now?",
+                               "can you see what I'm looking at?", "grab a picture of my whole display"])(window_png)
 
-    @app.tool(annotations=DESTROYS, title="Export glTF or STL")
+    @app.tool(annotations=DESTROYS, title="Export glTF or STL",
+              example_requests=["export the scene as a glb file", "save the model for 3D printing",
+                                "I need this for a game engine", "export just the selected objects to STL"])
     def export_scene(
         path: Annotated[str, msgspec.Meta(min_length=1, max_length=4096,
                                           description="absolute file path ending in .glb, .gltf or .stl (overwritten)")],
@@ -285,7 +308,9 @@ def declare(app: App) -> None:
             raise ToolError(f"Blender did not export {path}")
         return {"path": path, "bytes": os.path.getsize(path)}
 
-    @app.tool(annotations=CHANGES, title="Undo")
+    @app.tool(annotations=CHANGES, title="Undo",
+              example_requests=["undo what you just did", "go back two steps", "oops, revert the last change",
+                                "put it back the way it was"])
     def undo(steps: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1) -> dict[str, Any]:
         """Undo the last change(s), the agent's or the user's, as Ctrl+Z does."""
         refuse_while_rendering("undo")
@@ -324,4 +349,8 @@ RUN_PYTHON_OPTIONS: dict[str, Any] = {
     "title": "Run arbitrary Python in Blender (unsafe)",
     "annotations": {"readOnlyHint": False, "destructiveHint": True, "openWorldHint": True},
     "path_guard": False,
+    # only requests that ask for a script: the unsafe tool must not come first for everyday work
+    "example_requests": [
+        "run this Python snippet in Blender", "execute my bpy code", "rename all the materials with a script",
+    ],
 }

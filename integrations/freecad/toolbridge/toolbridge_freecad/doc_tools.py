@@ -160,7 +160,9 @@ def _grab_window() -> bytes:
 def declare(app: App) -> None:
     """Declare FreeCAD's tools and resources on ``app`` (before it runs)."""
 
-    @app.tool(annotations=READ_ONLY, title="Document summary")
+    @app.tool(annotations=READ_ONLY, title="Document summary",
+              example_requests=["what's in my FreeCAD model right now?", "give me an overview of this design",
+                                "are any of the shapes broken?", "is anything wrong with the model?"])
     def document_summary() -> dict[str, Any]:
         """Summarise FreeCAD's active document: name, file, how many objects of each type,
         whether all shapes are valid, how the last make_grid went. Start here."""
@@ -178,7 +180,9 @@ def declare(app: App) -> None:
                 "can_undo": doc.UndoCount > 0, "open_documents": list(FreeCAD.listDocuments()),
                 "freecad_version": ".".join(FreeCAD.Version()[:3]), "last_grid": dict(_last_grid) or None}
 
-    @app.tool(annotations=READ_ONLY, title="List documents")
+    @app.tool(annotations=READ_ONLY, title="List documents",
+              example_requests=["which FreeCAD files are open?", "what projects do I have going?",
+                                "which model am I working in?", "show me all my designs in progress"])
     def list_documents() -> list[dict[str, Any]]:
         """The open documents: name, label, file, object count, and which one is active."""
         active = FreeCAD.ActiveDocument
@@ -186,7 +190,9 @@ def declare(app: App) -> None:
                  "active": active is not None and doc.Name == active.Name}
                 for name, doc in FreeCAD.listDocuments().items()]
 
-    @app.tool(annotations=CHANGES, title="New document")
+    @app.tool(annotations=CHANGES, title="New document",
+              example_requests=["start a new FreeCAD project", "create a blank document called Bracket",
+                                "I want to begin a fresh design", "set up a clean slate for another part"])
     def new_document(
         name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}$",
                                           description="letters, digits, underscores")] = "Unnamed",
@@ -197,7 +203,9 @@ def declare(app: App) -> None:
         FreeCAD.setActiveDocument(doc.Name)
         return {"name": doc.Name, "label": doc.Label}
 
-    @app.tool(annotations=READ_ONLY, title="List objects")
+    @app.tool(annotations=READ_ONLY, title="List objects",
+              example_requests=["list the parts in this model", "what boxes are there in the design?",
+                                "show every cylinder and where it sits", "which bodies are hidden?"])
     def list_objects(
         type_contains: Annotated[str, msgspec.Meta(max_length=64, description="only types containing this, "
                                                    "case-insensitive: Box, Cut, Part::Feature, ...")] | None = None,
@@ -208,12 +216,16 @@ def declare(app: App) -> None:
                  "visible": bool(o.ViewObject.Visibility) if o.ViewObject else None}
                 for o in _doc().Objects if hasattr(o, "Placement") and (wanted is None or wanted in o.TypeId.lower())]
 
-    @app.tool(annotations=READ_ONLY, title="Get object")
+    @app.tool(annotations=READ_ONLY, title="Get object",
+              example_requests=["how big is the bracket?", "what's the volume of the cylinder?",
+                                "what are the outer dimensions of the plate?", "what was the hole cut made from?"])
     def get_object(name: Name) -> dict[str, Any]:
         """Everything about one object: placement, volume, area, bounding box, colour, inputs."""
         return describe(_object(name))
 
-    @app.tool(annotations=CHANGES, title="Create solid")
+    @app.tool(annotations=CHANGES, title="Create solid",
+              example_requests=["add a 20 mm cube", "make a cylinder 10 mm wide and 50 tall",
+                                "I need a ball 30 mm across", "put a donut shape at the origin"])
     def create_solid(
         kind: Solid,
         size: Annotated[float, msgspec.Meta(gt=0, le=1e6, description="edge length (box) or diameter, in mm")] = 10.0,
@@ -243,7 +255,9 @@ def declare(app: App) -> None:
             obj.Placement = FreeCAD.Placement(FreeCAD.Vector(*position), FreeCAD.Rotation())
         return describe(obj)
 
-    @app.tool(annotations=CHANGES, title="Set placement")
+    @app.tool(annotations=CHANGES, title="Set placement",
+              example_requests=["move the box 10 mm up", "rotate the cylinder 90 degrees around X",
+                                "put the peg at 0, 0, 20", "lay the tube on its side"])
     def set_placement(
         name: Name,
         position: Vector | None = None,
@@ -266,7 +280,9 @@ def declare(app: App) -> None:
             obj.Placement = placement
         return describe(obj)
 
-    @app.tool(annotations=CHANGES, title="Boolean operation")
+    @app.tool(annotations=CHANGES, title="Boolean operation",
+              example_requests=["cut the cylinder out of the box", "drill a hole through the plate with the cylinder",
+                                "join the two parts into one", "keep only where the sphere and cube overlap"])
     def boolean(
         operation: Annotated[Literal["cut", "fuse", "common"], msgspec.Meta(
             description="cut: base minus tool; fuse: union; common: intersection")],
@@ -291,7 +307,9 @@ def declare(app: App) -> None:
                     used.ViewObject.Visibility = False
         return describe(result)
 
-    @app.tool(annotations=CHANGES, title="Set colour")
+    @app.tool(annotations=CHANGES, title="Set colour",
+              example_requests=["make the box red", "colour the bracket blue",
+                                "paint the base plate grey so I can tell them apart", "show the bolt in yellow"])
     def set_color(
         name: Name,
         color: Annotated[list[float], msgspec.Meta(min_length=3, max_length=3,
@@ -307,7 +325,9 @@ def declare(app: App) -> None:
             obj.ViewObject.ShapeColor = (color[0], color[1], color[2])
         return describe(obj)
 
-    @app.tool(annotations=DESTROYS, title="Delete object")
+    @app.tool(annotations=DESTROYS, title="Delete object",
+              example_requests=["delete the sphere", "get rid of Cylinder001", "remove the extra box",
+                                "throw away the test part"])
     def delete_object(name: Name) -> dict[str, Any]:
         """Delete an object from the active document (undo brings it back). Objects built
         from it (a boolean using it) break until it is back. Returns the objects left."""
@@ -317,7 +337,9 @@ def declare(app: App) -> None:
             doc.removeObject(deleted)
         return {"deleted": deleted, "objects": [o.Name for o in doc.Objects]}
 
-    @app.tool(annotations=CHANGES, title="Undo")
+    @app.tool(annotations=CHANGES, title="Undo",
+              example_requests=["undo that last step", "go back one step", "revert the last three changes",
+                                "oops, that cut was wrong, take it back"])
     def undo(steps: Annotated[int, msgspec.Meta(ge=1, le=100)] = 1) -> dict[str, Any]:
         """Undo the last change(s) to the active document, the agent's or the user's, as
         Ctrl+Z does."""
@@ -329,7 +351,9 @@ def declare(app: App) -> None:
         doc.recompute()
         return {"undone": steps, "objects": [o.Name for o in doc.Objects]}
 
-    @app.tool(annotations=DESTROYS, title="Save document")
+    @app.tool(annotations=DESTROYS, title="Save document",
+              example_requests=["save the model", "save this as bracket.FCStd in my projects folder",
+                                "store the design on the desktop", "keep my work so I can continue tomorrow"])
     def save_document(
         path: Annotated[str, msgspec.Meta(min_length=1, max_length=4096,
                                           description="absolute path ending in .FCStd (overwritten)")],
@@ -344,7 +368,10 @@ def declare(app: App) -> None:
             raise ToolError(f"FreeCAD could not save {path}: {_freecad_message(exc)}") from None
         return {"path": path, "bytes": os.path.getsize(path)}
 
-    @app.tool(annotations=DESTROYS, title="Export shapes")
+    @app.tool(annotations=DESTROYS, title="Export shapes",
+              example_requests=["export the part as STEP", "get this ready for my 3D printer",
+                                "send the bracket to the machine shop in a format they can open",
+                                "save the housing as an OBJ mesh"])
     def export_shapes(
         path: Annotated[str, msgspec.Meta(min_length=1, max_length=4096, description=(
             "absolute path ending in .step, .stp, .iges, .igs, .brep, .stl or .obj (overwritten)"))],
@@ -372,8 +399,14 @@ def declare(app: App) -> None:
             raise ToolError(f"FreeCAD did not export {path}")
         return {"path": path, "objects": [o.Name for o in chosen], "bytes": os.path.getsize(path)}
 
-    app.tool(name="screenshot_window", annotations=READ_ONLY, title="Screenshot of FreeCAD's window")(window_png)
-    app.tool(name="make_grid", annotations=CHANGES, title="Grid of copies", timeout=600)(make_grid)
+    app.tool(name="screenshot_window", annotations=READ_ONLY, title="Screenshot of FreeCAD's window",
+             example_requests=["take a screenshot of FreeCAD", "show me what the part looks like",
+                               "zoom out to fit everything and grab a picture",
+                               "let me see the model tree and 3D view"])(window_png)
+    app.tool(name="make_grid", annotations=CHANGES, title="Grid of copies", timeout=600,
+             example_requests=["make a 5 by 5 grid of the peg", "repeat the bolt ten times side by side",
+                               "lay out 3 rows of 4 pins 15 mm apart",
+                               "array the pin six times along the length"])(make_grid)
 
     @app.resource("freecad://documents", name="open documents", mime_type="application/json",
                   description="FreeCAD's open documents (JSON).")

@@ -239,7 +239,10 @@ def declare(app: App, office: Office) -> None:
 
     # --- documents ---------------------------------------------------------------------
 
-    @app.tool(annotations=READ_ONLY, title="List open documents")
+    @app.tool(annotations=READ_ONLY, title="List open documents",
+              example_requests=["what files do I have open in LibreOffice?",
+                                "which spreadsheet am I looking at right now?", "did I forget to save anything?",
+                                "what sheets are in my budget workbook?"])
     def list_documents() -> list[dict[str, Any]]:
         """List the open Calc and Writer documents: title (use it to name a document in other
         tools), kind, file URL, unsaved changes, and sheets (Calc) or paragraph count (Writer).
@@ -249,13 +252,17 @@ def declare(app: App, office: Office) -> None:
         documents.sort(key=lambda d: d != current)
         return [describe(d) for d in documents]
 
-    @app.tool(annotations=CHANGES, title="Create document")
+    @app.tool(annotations=CHANGES, title="Create document",
+              example_requests=["start a new spreadsheet", "open a blank Writer document",
+                                "I want to begin a letter from scratch", "make me a blank workbook"])
     def create_document(kind: Literal["calc", "writer"]) -> dict[str, Any]:
         """Create a new, empty spreadsheet (calc) or text document (writer) in a new window."""
         url = "private:factory/scalc" if kind == "calc" else "private:factory/swriter"
         return describe(office.desktop.loadComponentFromURL(url, "_blank", 0, ()))
 
-    @app.tool(annotations=CHANGES, title="Open document")
+    @app.tool(annotations=CHANGES, title="Open document",
+              example_requests=["open budget.xlsx from my Documents folder", "load the report I saved on the desktop",
+                                "bring up /home/me/notes.odt", "pull up last month's invoice spreadsheet"])
     def open_document(path: FilePath) -> dict[str, Any]:
         """Open a file (.ods, .xlsx, .csv, .odt, .docx, ...) in a new window, or bring the
         already open one forward."""
@@ -266,7 +273,10 @@ def declare(app: App, office: Office) -> None:
             raise ToolError(f"LibreOffice could not open {path!r}")
         return describe(doc)
 
-    @app.tool(annotations=OVERWRITES, title="Save document")
+    @app.tool(annotations=OVERWRITES, title="Save document",
+              example_requests=["save my work", "save this as a Word file in Documents",
+                                "make sure my changes aren't lost",
+                                "store the sheet in Excel format so my boss can open it"])
     def save_document(path: FilePath | None = None, document: DocumentName | None = None) -> dict[str, Any]:
         """Save a document: to its own file when no path is given, else to ``path`` (.ods,
         .xlsx, .csv for Calc; .odt, .docx, .txt, .html for Writer), which is overwritten and
@@ -287,7 +297,9 @@ def declare(app: App, office: Office) -> None:
                 doc.storeAsURL(_url(path), _props(FilterName=filters[extension], Overwrite=True))
         return describe(doc)
 
-    @app.tool(annotations=OVERWRITES, title="Export PDF")
+    @app.tool(annotations=OVERWRITES, title="Export PDF",
+              example_requests=["make a PDF of this", "export the report as PDF", "I need a printable version to email",
+                                "turn the invoice into something I can print"])
     def export_pdf(path: FilePath, document: DocumentName | None = None) -> dict[str, Any]:
         """Export a document as PDF to ``path`` (ending in .pdf; overwritten). The document
         keeps its own file."""
@@ -302,7 +314,9 @@ def declare(app: App, office: Office) -> None:
 
     # --- Calc ----------------------------------------------------------------------------
 
-    @app.tool(annotations=READ_ONLY, title="Read cells")
+    @app.tool(annotations=READ_ONLY, title="Read cells",
+              example_requests=["what's in cell B2?", "what does the total at the bottom come to?",
+                                "show me the formula in D5", "look up how much we spent in March"])
     def read_cells(range: RangeName, sheet: SheetName | None = None,
                    document: DocumentName | None = None) -> dict[str, Any]:
         """Read a cell or a range of a spreadsheet: ``values`` row by row (numbers, text,
@@ -310,7 +324,9 @@ def declare(app: App, office: Office) -> None:
         doc = office.document(document, "calc")
         return _read(_range(_sheet(doc, sheet), range))
 
-    @app.tool(annotations=OVERWRITES, title="Write cells", timeout=600)
+    @app.tool(annotations=OVERWRITES, title="Write cells", timeout=600,
+              example_requests=["put 42 in cell A1", "fill in column B with these prices",
+                                "type these names down column A", "add a total row that sums the amounts"])
     async def write_cells(
         ctx: ToolContext,
         start: RangeName,
@@ -338,7 +354,10 @@ def declare(app: App, office: Office) -> None:
                     "cells": width * len(values)}
         return await ctx.run_on_gui_thread(_read, cells)
 
-    @app.tool(annotations=CHANGES, title="Add sheet")
+    @app.tool(annotations=CHANGES, title="Add sheet",
+              example_requests=["add a new sheet called March", "I need another tab for the 2024 figures",
+                                "insert a blank worksheet at the front",
+                                "make a separate page in the workbook for expenses"])
     def add_sheet(name: Annotated[str, msgspec.Meta(min_length=1, max_length=255, pattern=r"^[^\[\]*?:/\\']+$")],
                   position: Annotated[int, msgspec.Meta(ge=0, le=10000, description="0 = first; default: last")] | None = None,
                   document: DocumentName | None = None) -> dict[str, Any]:
@@ -350,7 +369,9 @@ def declare(app: App, office: Office) -> None:
         sheets.insertNewByName(name, min(position if position is not None else sheets.getCount(), sheets.getCount()))
         return describe(doc)
 
-    @app.tool(annotations=CHANGES, title="Sort range")
+    @app.tool(annotations=CHANGES, title="Sort range",
+              example_requests=["sort the table by column B", "put the names in alphabetical order",
+                                "order the sales from highest to lowest", "rank the students by their score"])
     def sort_range(
         range: RangeName,
         column: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z]{1,3}$", description='the column to sort by, e.g. "B"')],
@@ -379,7 +400,9 @@ def declare(app: App, office: Office) -> None:
         uno.invoke(cells, "sort", (tuple(descriptor),))
         return _read(cells)
 
-    @app.tool(annotations=CHANGES, title="Filter range")
+    @app.tool(annotations=CHANGES, title="Filter range",
+              example_requests=["show only the rows where the status is Paid", "hide the orders under 100 euros",
+                                "I just want to see the Berlin customers", "clear the filter and show all rows again"])
     def filter_range(
         range: RangeName,
         column: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z]{1,3}$", description='the column to test, e.g. "B"')],
@@ -419,7 +442,9 @@ def declare(app: App, office: Office) -> None:
         return {"range": cells.AbsoluteName.replace("$", ""), "visible_rows": visible,
                 "hidden": len(values) - len(visible)}
 
-    @app.tool(annotations=CHANGES, title="Make chart")
+    @app.tool(annotations=CHANGES, title="Make chart",
+              example_requests=["make a chart of the sales figures", "draw a pie chart of my expenses",
+                                "plot the monthly temperatures as a line graph", "visualise this table as bars"])
     def make_chart(
         range: RangeName,
         kind: Literal["column", "bar", "line", "pie", "scatter"] = "column",

@@ -20,7 +20,9 @@ __all__ = ["declare_writer"]
 def declare_writer(app: App, office: Office) -> None:
     """Declare the Writer tools on ``app`` (before it runs)."""
 
-    @app.tool(annotations=CHANGES, title="Insert text")
+    @app.tool(annotations=CHANGES, title="Insert text",
+              example_requests=["add a closing paragraph to the letter", "write an introduction at the top",
+                                "put 'Dear Sir or Madam,' at the beginning", "append a new Summary heading at the end"])
     def insert_text(
         text: Annotated[str, msgspec.Meta(min_length=1, max_length=100_000, description="new paragraphs, separated by newlines")],
         at: Literal["end", "start"] = "end",
@@ -47,7 +49,11 @@ def declare_writer(app: App, office: Office) -> None:
                 body.insertControlCharacter(cursor, PARAGRAPH_BREAK, False)
         return {"document": title_of(doc), "outline": outline(doc)}
 
-    @app.tool(annotations=OVERWRITES, title="Replace text")
+    @app.tool(annotations=OVERWRITES, title="Replace text",
+              example_requests=["replace 'colour' with 'color' everywhere",
+                                "change the client's name throughout the contract",
+                                "fix the misspelled product name throughout",
+                                "swap 2023 for 2024 in the whole document"])
     def replace_text(
         search: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000)],
         replacement: Annotated[str, msgspec.Meta(max_length=100_000)],
@@ -62,7 +68,9 @@ def declare_writer(app: App, office: Office) -> None:
         descriptor.SearchRegularExpression, descriptor.SearchCaseSensitive = regex, match_case
         return {"replaced": int(doc.replaceAll(descriptor))}
 
-    @app.tool(annotations=CHANGES, title="Apply heading style")
+    @app.tool(annotations=CHANGES, title="Apply heading style",
+              example_requests=["make 'Introduction' a heading", "turn the Methods line into a subheading",
+                                "the line 'Results' should be a chapter title", "make 'Appendix' normal text again"])
     def set_heading(
         paragraph: Annotated[str, msgspec.Meta(min_length=1, max_length=10_000,
                                                description="the paragraph's text (its whole text, or how it starts)")],
@@ -80,13 +88,17 @@ def declare_writer(app: App, office: Office) -> None:
         _set_style(doc, match, f"Heading {level}" if level else "Default Paragraph Style")
         return {"document": title_of(doc), "outline": outline(doc)}
 
-    @app.tool(annotations=READ_ONLY, title="Read outline")
+    @app.tool(annotations=READ_ONLY, title="Read outline",
+              example_requests=["what sections does the report have?", "show me the table of contents",
+                                "list the chapter titles", "how is the document structured?"])
     def read_outline(document: DocumentName | None = None) -> dict[str, Any]:
         """The headings of a text document, in order, with their level and style."""
         doc = office.document(document, "writer")
         return {"document": title_of(doc), "outline": outline(doc)}
 
-    @app.tool(annotations=READ_ONLY, title="Read text")
+    @app.tool(annotations=READ_ONLY, title="Read text",
+              example_requests=["read me the letter", "what does the document say?", "summarise the report I have open",
+                                "check my essay for typos"])
     def read_text(document: DocumentName | None = None,
                   max_paragraphs: Annotated[int, msgspec.Meta(ge=1, le=10_000)] = 200) -> dict[str, Any]:
         """The paragraphs of a text document with their styles (the first ``max_paragraphs``)."""
