@@ -8,7 +8,8 @@ It registers as ``Conformance`` with six tools (echo, progress, slow, image, str
 fail), finds the daemon as every app does (TOOLBRIDGE_HOME / TOOLBRIDGE_PORT /
 TOOLBRIDGE_TOKEN, else runtime.json and token), uses ``TOOLBRIDGE_INSTANCE_ID`` as its
 instanceId when set (else a random one per process), and exits 0 after a clean shutdown
-(``goodbye``) on SIGTERM or SIGINT, or when its stdin closes (Windows has no SIGTERM).
+(``goodbye``) on SIGTERM or SIGINT, or when its stdin closes (on Windows, which has no SIGTERM,
+and on POSIX when stdin is a pipe: a runner killed outright closes it too).
 It exits 1 if the broker refuses the registration for good.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import base64
 import os
 import signal
+import stat
 import sys
 from typing import Annotated, Any
 
@@ -199,13 +201,37 @@ if os.environ.get("TOOLBRIDGE_CONFORMANCE_VERSION") == "2":
     _offer_v2()
 
 
+def _stdin_is_a_pipe() -> bool:
+    try:
+        return stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):  # no stdin at all
+        return False
+
+
 async def _wait_for_quit() -> None:
-    if os.name == "posix":
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async for _ in signals:
-                return
-    # Windows: quit when stdin closes (the runner closes it instead of sending SIGTERM).
-    await trio.to_thread.run_sync(sys.stdin.buffer.read, abandon_on_cancel=True)
+    """Until SIGTERM or SIGINT (POSIX), or until stdin closes: on Windows, which has no SIGTERM
+    (the runner closes stdin instead), and on POSIX when stdin is a pipe, as the runner gives
+    it: a runner killed outright closes it too, so the app never outlives it. (Not a terminal
+    or /dev/null: those say nothing about the runner.)"""
+    async with trio.open_nursery() as nursery:
+        if os.name == "posix":
+            async def on_signal() -> None:
+                with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+
+            nursery.start_soon(on_signal)
+            if not _stdin_is_a_pipe():
+                await trio.sleep_forever()
+        await trio.to_thread.run_sync(_read_stdin_to_the_end, abandon_on_cancel=True)
+        nursery.cancel_scope.cancel()
+
+
+def _read_stdin_to_the_end() -> None:
+    # os.read, not sys.stdin.buffer: the thread is abandoned while it reads, and at exit Python
+    # aborts (exit -6) on a buffered reader's lock still held by such a thread
+    while os.read(0, 65536):
+        pass
 
 
 async def main() -> int:

@@ -37,8 +37,11 @@ class Output:
 async def app_process(argv: list[str], env: dict[str, str]) -> AsyncIterator[tuple[trio.Process, Output, Output]]:
     """The app as a process of its own: (the process, its stdout, its stderr). A test that
     checks how the app ends ends it itself; one that fails leaves it to be killed here."""
-    app = await trio.lowlevel.open_process(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    assert app.stdout is not None and app.stderr is not None
+    # stdin: a pipe held open, as the conformance runner gives it, so the fixture apps (which quit
+    # when it closes) end with this test run even if it is killed outright
+    app = await trio.lowlevel.open_process(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           env=env)
+    assert app.stdin is not None and app.stdout is not None and app.stderr is not None
     stderr = Output(app.stderr)
     try:
         yield app, Output(app.stdout), stderr
@@ -55,6 +58,7 @@ async def app_process(argv: list[str], env: dict[str, str]) -> AsyncIterator[tup
         if app.returncode is None:
             app.kill()
             await app.wait()
+        await app.stdin.aclose()
 
 
 async def call_the_fixture_tools(agent: Client, app_stderr: Output) -> None:

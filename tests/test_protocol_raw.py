@@ -470,3 +470,9 @@ async def test_example_requests_outside_the_limits_are_refused_with_what_to_do(d
     assert registered["type"] == "registered", registered
     (tool,) = daemon.core.registry.tools()
     assert tool.spec.example_requests == requests
+    # a tool added later is checked the same way; the refusal of an update is not fatal
+    await app.send({"type": "addTools", "tools": [{"name": "Undo", "exampleRequests": ["  "]}]})
+    refused = await app.recv_type("error")
+    assert refused["code"] == "invalid_tool" and not refused.get("fatal") and "Undo" in refused["message"]
+    await app.send({"type": "addTools", "tools": [{"name": "Undo", "exampleRequests": ["take that back"]}]})
+    assert "Undo" in (await app.recv_type("toolsUpdated"))["toolNames"]

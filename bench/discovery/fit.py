@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +198,28 @@ def logistic(x: Any, y: Any, balanced: bool) -> tuple[list[float], list[float], 
     return mean.tolist(), scale.tolist(), w[:-1].tolist(), float(w[-1])
 
 
+def searched(corpus: list[Any], queries: list[tuple[str, list[str]]], embedder: Any,
+             ) -> Iterator[tuple[list[str], Any, list[Any]]]:
+    """(expected names, the prepared search, its first 5 hits) of each query over ``corpus``:
+    hybrid with ``embedder``, BM25 alone without."""
+    reranker = SemanticReranker(embedder) if embedder is not None else None
+    index = ToolIndex(reranker=reranker)
+    index.replace_all(corpus)
+    if reranker is not None:
+        index.embed_now()
+    for query, expected in queries:
+        prepared = index.prepare(query, 5)
+        yield expected, prepared, prepared.finish()
+    index.close()
+
+
+def answer_features(prepared: Any, hits: list[Any], mode: str) -> list[float]:
+    """The answer model's inputs: the best similarity among the hits (not the first's: the app
+    term, APP_WEIGHT, may put a less similar tool first) or the first hit's coverage; unknown."""
+    best = max((h.similarity or 0.0 for h in hits), default=0.0)
+    return [best if mode == "semantic" else hits[0].coverage or 0.0, prepared.unknown]
+
+
 def calibrate(embedder: Any) -> None:
     import numpy as np
 
@@ -208,25 +230,13 @@ def calibrate(embedder: Any) -> None:
     for mode in ("semantic", "lexical"):
         hit_x, hit_y, answer_x, answer_y = [], [], [], []
         for corpus, queries in [(load_corpus(CORPUS), old), (round5.tools(), new), *spent_blind()]:
-            reranker = SemanticReranker(embedder) if mode == "semantic" else None
-            index = ToolIndex(reranker=reranker)
-            index.replace_all(corpus)
-            if reranker is not None:
-                index.embed_now()
-            for query, expected in queries:
-                prepared = index.prepare(query, 5)
-                hits = prepared.finish()
+            for expected, prepared, hits in searched(corpus, queries, embedder if mode == "semantic" else None):
                 for i, hit in enumerate(hits):
                     lexical = [hit.coverage or 0.0, float(i == 0), prepared.unknown]
                     hit_x.append(([hit.similarity or 0.0] if mode == "semantic" else []) + lexical)
                     hit_y.append(hit.agent_name in expected)
-                first = hits[0]
-                # the best similarity among the hits, not the first's: the app term (APP_WEIGHT)
-                # may put a less similar tool first
-                best = max((h.similarity or 0.0 for h in hits), default=0.0)
-                answer_x.append([best if mode == "semantic" else first.coverage or 0.0, prepared.unknown])
+                answer_x.append(answer_features(prepared, hits, mode))
                 answer_y.append(bool(expected))
-            index.close()
         hx, hy = np.array(hit_x), np.array(hit_y, float)
         ax, ay = np.array(answer_x), np.array(answer_y, float)
         hit_model = Logistic(*(tuple(v) if isinstance(v, list) else v for v in logistic(hx, hy, False)))
@@ -245,19 +255,9 @@ def calibrate(embedder: Any) -> None:
         # queries look answerable, so the same model needs a threshold of its own there
         written_p, written_y = [], []
         for corpus, queries in with_requests():
-            reranker = SemanticReranker(embedder) if mode == "semantic" else None
-            index = ToolIndex(reranker=reranker)
-            index.replace_all(corpus)
-            if reranker is not None:
-                index.embed_now()
-            for query, expected in queries:
-                prepared = index.prepare(query, 5)
-                hits = prepared.finish()
-                best = max((h.similarity or 0.0 for h in hits), default=0.0)
-                written_p.append(answer_model([best if mode == "semantic" else hits[0].coverage or 0.0,
-                                               prepared.unknown]))
+            for expected, prepared, hits in searched(corpus, queries, embedder if mode == "semantic" else None):
+                written_p.append(answer_model(answer_features(prepared, hits, mode)))
                 written_y.append(bool(expected))
-            index.close()
         wp, wy = np.array(written_p), np.array(written_y)
         no_fit_written = max((t for t in np.arange(0.01, 0.99, 0.01) if (wp[wy] < t).mean() <= 0.10), default=0.5)
         fmt = lambda m: f"Logistic({tuple(round(v, 4) for v in m.mean)}, {tuple(round(v, 4) for v in m.scale)}, " \
