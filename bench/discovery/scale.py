@@ -1,6 +1,6 @@
 """Search latency at 10,000 tools at every moment, embedding throughput, and a restart (issue 32 item 5).
 
-    .venv/bin/python bench/discovery/scale.py [--seconds 60] [--tools 10000]
+    .venv/bin/python bench/discovery/scale.py [--seconds 60] [--tools 10000] [--requests]
 
 The corpus (corpus.json) copied under new app names up to ``--tools`` tools, each copy's
 description and first parameter naming its app (so no two tools share a text to embed). First BM25 alone
@@ -33,9 +33,18 @@ from broker.mcp.meta import QUERY_EMBED_BUDGET  # noqa: E402
 from broker.discovery import CACHE_FILE, IndexedTool, SemanticReranker, ToolIndex, params_text, tool_text  # noqa: E402
 
 
-def _own_copy(spec: ToolSpec, label: str) -> ToolSpec:
+def _requests(spec: ToolSpec, label: str) -> list[str]:
+    """Four typical requests of a realistic length (~40 characters each, as the helpers' were),
+    made of the tool's own words, for ``--requests``: what they cost, not what they find."""
+    words = [w for w in spec.description.lower().rstrip(".").split() if w.isalpha()] or [spec.name.lower()]
+    return [f"please {' '.join(words[:4])} in {label}", f"can you {' '.join(words[1:5])} for me",
+            f"I want to {' '.join(words[-4:])} now", f"{' '.join(words[:3])} again, like before"]
+
+
+def _own_copy(spec: ToolSpec, label: str, requests: bool = False) -> ToolSpec:
     """``spec`` with its app's label in its description and its first parameter's, so each
-    copy has texts of its own to embed (its text and its params text)."""
+    copy has texts of its own to embed (its text and its params text); with ``requests``,
+    four typical requests (:func:`_requests`)."""
     schema = dict(spec.input_schema)
     properties = dict(schema.get("properties") or {})
     if properties:
@@ -43,7 +52,8 @@ def _own_copy(spec: ToolSpec, label: str) -> ToolSpec:
         properties[first] = {**properties[first], "description": f"{properties[first].get('description', '')} ({label})"}
         schema["properties"] = properties
     return ToolSpec(name=spec.name, description=f"{spec.description} ({label})", input_schema=schema, title=spec.title,
-                    annotations=spec.annotations, output_schema=spec.output_schema)
+                    annotations=spec.annotations, output_schema=spec.output_schema,
+                    example_requests=_requests(spec, label) if requests else None)
 
 
 def percentiles(samples: list[float]) -> str:
@@ -59,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=float, default=0.1, help="seconds between searches while embedding")
     parser.add_argument("--budget", type=float, default=QUERY_EMBED_BUDGET,
                         help="how long a search waits for its query's vector (seconds; the daemon's by default)")
+    parser.add_argument("--requests", action="store_true",
+                        help="give every tool four typical requests (exampleRequests; round 13)")
     args = parser.parse_args(argv)
-    tools = [IndexedTool(name, label, _own_copy(spec, label))
+    tools = [IndexedTool(name, label, _own_copy(spec, label, args.requests))
              for name, label, spec in scaled(load_corpus(), args.tools)]
     probes = [q for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, _ in load_queries(path)]
 
@@ -140,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         pool.shutdown()
         index.close()
         # a restart: the same texts, a new process's reranker over the same file
-        texts = [(t.agent_name, tool_text(t.spec.name, t.spec.description, t.spec.title)) for t in tools]
+        texts = [(t.agent_name, tool_text(t.spec.name, t.spec.description, t.spec.title, t.spec.example_requests))
+                 for t in tools]
         restarted = SemanticReranker(cache_path=cache)
         restarted.warm_up()
         assert restarted._cache is not None
