@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 import trio
 
+from app_client.wire import ToolSpec
 from broker.daemon.run import DaemonInfo
 from broker.cli.client_commands import parse_arguments
 from mcp_testkit import ScriptedApp, png_bytes, running_daemon
@@ -92,3 +93,16 @@ async def test_token_print_and_rotate(tmp_path: Path) -> None:
 def test_argument_parsing() -> None:
     assert parse_arguments(["x=1", "name=Ann", "flags=[1,2]", "raw=not json"], '{"y": true}') == {
         "y": True, "x": 1, "name": "Ann", "flags": [1, 2], "raw": "not json"}
+
+
+async def test_tools_shows_the_typical_requests_the_search_reads(tmp_path: Path) -> None:
+    receive = ToolSpec("receive_shipment", "Record an inbound purchase order",
+                       example_requests=["my pallets came in, log them", "we just unloaded the lorry"])
+    async with running_daemon(tmp_path / "home") as info, trio.open_nursery() as nursery:
+        app = await ScriptedApp(info.port, info.token, "Depot", tools=[receive]).start(nursery)
+        listed = json.loads((await run("tools", "--home", home(info), "--json")).stdout)
+        assert listed[0]["exampleRequests"] == ["my pallets came in, log them", "we just unloaded the lorry"]
+        shown = await run("tools", "--home", home(info), "--schema")
+        assert "typical requests: my pallets came in, log them; we just unloaded the lorry" in shown.stdout
+        assert "typical requests" not in (await run("tools", "--home", home(info))).stdout
+        await app.close()

@@ -151,6 +151,8 @@ def cmd_tools(args: argparse.Namespace) -> int:
         print(f"{tool['name']:<{width}}  {tool['app']:<16} {description[0] if description else ''}")
         if args.schema:
             print("    " + json.dumps(tool.get("inputSchema"), indent=2).replace("\n", "\n    "))
+            if tool.get("exampleRequests"):  # what the search reads besides (agents never see them)
+                print("    typical requests: " + "; ".join(tool["exampleRequests"]))
     return 0
 
 

@@ -54,6 +54,8 @@ async def admin_tools(core: BrokerCore, request: AdminRequest) -> list[dict[str,
                 "inputSchema": spec.input_schema,
                 "outputSchema": spec.output_schema,
                 "annotations": spec.annotations,
+                # for the app's author to check what the search reads (agents never see them)
+                "exampleRequests": spec.example_requests,
             }
         )
     return rows
