@@ -5,9 +5,14 @@ calls with their expected answers (progress, image, structured result, app error
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import trio
 from mcp import Client
@@ -95,3 +100,51 @@ async def call_the_fixture_tools(agent: Client, app_stderr: Output) -> None:
     for text in ("after", "the cancel"):  # two round trips: a late answer would be refused by now
         assert (await agent.call_tool("Conformance__echo", {"text": text})).content[0].text == text  # type: ignore[union-attr]
     assert "unknown_correlation_id" not in app_stderr.text
+
+
+def exited(pid: int) -> bool:
+    """Whether ``pid`` has ended: gone, or a zombie nobody reaped yet (its parent is dead)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def a_killed_runner_leaves_no_app(tmp_path: Path, fixture: list[str], env: dict[str, str]) -> None:
+    """A conformance runner killed with SIGKILL cannot stop its app; the fixture app ``fixture``
+    must notice its stdin (the runner's pipe) close and quit (the kit's fixture contract). The
+    app is pointed at a port where nothing listens, so it is still retrying when the runner dies."""
+    root = Path(__file__).resolve().parent.parent
+    pid_file = tmp_path / "pid"
+    wrapper = tmp_path / "never_connects.py"
+    wrapper.write_text(  # the fixture app itself (exec keeps the pid and stdin), on a dead port
+        f"import os, pathlib\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        f"os.environ['TOOLBRIDGE_PORT'] = '9'\nos.execvp({fixture[0]!r}, {fixture!r})\n",
+        encoding="utf-8",
+    )
+    kit = subprocess.Popen(
+        [sys.executable, "-m", "broker", "conformance", "app", "--only", "echo", "--", sys.executable, str(wrapper)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root, env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (pid_file.exists() and pid_file.read_text()):  # the app is running
+            assert time.monotonic() < deadline and kit.poll() is None, "the app never started"
+            time.sleep(0.05)
+        app = int(pid_file.read_text())
+        time.sleep(2)  # past the app's start-up: retrying the port
+        assert not exited(app), "the app ended before its runner was killed"
+        kit.kill()
+        kit.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while not exited(app):
+            assert time.monotonic() < deadline, "the app outlived its runner"
+            time.sleep(0.05)
+    finally:
+        kit.kill()
+        if pid_file.exists() and pid_file.read_text() and not exited(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)

@@ -23,6 +23,8 @@ from broker.conformance import load_scenarios, runner
 from broker.conformance.matching import Mismatch, fill, match, normalize
 from broker.conformance.vectors import Scenario, VectorError
 
+from agentkit import a_killed_runner_leaves_no_app
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = [sys.executable, str(ROOT / "examples" / "conformance_app.py")]
 BROKEN = [sys.executable, str(ROOT / "tests" / "conformance_broken_app.py")]
@@ -299,51 +301,10 @@ def test_a_runner_stopped_by_sigterm_stops_its_apps_first(tmp_path: Path) -> Non
         os.kill(app, 0)  # stopped and reaped by the runner, not left running
 
 
-def _exited(pid: int) -> bool:
-    """Whether ``pid`` has ended: gone, or a zombie nobody reaped yet (its runner is dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a zombie's state from /proc")
 def test_the_fixture_app_outlives_no_runner_even_one_killed_outright(tmp_path: Path) -> None:
-    """A runner killed with SIGKILL cannot stop its apps; the fixture app notices its stdin (the
-    runner's pipe) close and quits. Before, such an app retried its port for ever."""
-    pid_file = tmp_path / "pid"
-    wrapper = tmp_path / "never_connects.py"
-    wrapper.write_text(  # the fixture app itself, pointed at a port where nothing listens
-        f"import os, pathlib, sys\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        f"os.environ['TOOLBRIDGE_PORT'] = '9'\nos.execv(sys.executable, [sys.executable, {FIXTURE[1]!r}])\n",
-        encoding="utf-8",
-    )
-    kit = subprocess.Popen(
-        [sys.executable, "-m", "broker", "conformance", "app", "--only", "echo", "--", sys.executable, str(wrapper)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while not (pid_file.exists() and pid_file.read_text()):  # the app is running
-            assert time.monotonic() < deadline and kit.poll() is None, "the app never started"
-            time.sleep(0.05)
-        app = int(pid_file.read_text())
-        time.sleep(1)  # the fixture app is past its start-up, retrying the port
-        assert not _exited(app)
-        kit.kill()
-        kit.wait(timeout=30)
-        deadline = time.monotonic() + 30
-        while not _exited(app):
-            assert time.monotonic() < deadline, "the app outlived its runner"
-            time.sleep(0.05)
-    finally:
-        kit.kill()
-        if pid_file.exists() and pid_file.read_text() and not _exited(int(pid_file.read_text())):
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    """Before, such an app retried its port for ever (see agentkit.a_killed_runner_leaves_no_app)."""
+    a_killed_runner_leaves_no_app(tmp_path, FIXTURE, dict(os.environ))
 
 
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM and process groups are POSIX")

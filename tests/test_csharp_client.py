@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from agentkit import a_killed_runner_leaves_no_app
 from broker import conformance
 from csharp_testkit import BIN, FIXTURE_APP, ROOT, UNIT_TESTS, build, cs_env, mono
 
@@ -93,3 +94,8 @@ def test_the_library_uses_only_netstandard_2_0_types() -> None:
     assert referenced_types_outside_netstandard(BIN / "Toolbridge.dll") == []
     # The check can fail: the WinForms example uses types .NET Standard does not have.
     assert "[System.Windows.Forms]System.Windows.Forms.Form" in referenced_types_outside_netstandard(BIN / "NotesApp.exe")
+
+
+def test_the_csharp_fixture_app_outlives_no_runner_even_one_killed_outright(tmp_path: Path) -> None:
+    build()
+    a_killed_runner_leaves_no_app(tmp_path, [mono(), str(FIXTURE_APP)], cs_env())

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+from agentkit import a_killed_runner_leaves_no_app
 from broker import conformance
 from ts_testkit import FIXTURE_APP, ROOT, build, node, node_env
 
@@ -21,3 +23,8 @@ def test_the_typescript_fixture_app_passes_every_scenario() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     assert sum(line.startswith("pass: ") for line in lines) == scenarios
     assert lines[-1] == f"{scenarios} of {scenarios} scenarios passed"
+
+
+def test_the_typescript_fixture_app_outlives_no_runner_even_one_killed_outright(tmp_path: Path) -> None:
+    build()
+    a_killed_runner_leaves_no_app(tmp_path, [node(), str(FIXTURE_APP)], node_env())
