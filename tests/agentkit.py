@@ -114,28 +114,39 @@ def exited(pid: int) -> bool:
         return False
 
 
-def a_killed_runner_leaves_no_app(tmp_path: Path, fixture: list[str], env: dict[str, str]) -> None:
-    """A conformance runner killed with SIGKILL cannot stop its app; the fixture app ``fixture``
-    must notice its stdin (the runner's pipe) close and quit (the kit's fixture contract). The
-    app is pointed at a port where nothing listens, so it is still retrying when the runner dies."""
-    root = Path(__file__).resolve().parent.parent
+def runner_with_app(tmp_path: Path, app_code: str, env: dict[str, str] | None = None, *,
+                    capture: bool = False) -> tuple[subprocess.Popen[str], int]:
+    """A conformance runner (``--only echo``) whose app is Python running ``app_code`` after it
+    wrote its pid: (the runner, the app's pid), once the app runs. ``capture``: the runner's
+    stdout and stderr are pipes (text), else discarded."""
     pid_file = tmp_path / "pid"
-    wrapper = tmp_path / "never_connects.py"
-    wrapper.write_text(  # the fixture app itself (exec keeps the pid and stdin), on a dead port
-        f"import os, pathlib\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        f"os.environ['TOOLBRIDGE_PORT'] = '9'\nos.execvp({fixture[0]!r}, {fixture!r})\n",
-        encoding="utf-8",
-    )
+    script = tmp_path / "app.py"
+    script.write_text(f"import os, pathlib\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n" + app_code,
+                      encoding="utf-8")
+    output = subprocess.PIPE if capture else subprocess.DEVNULL
     kit = subprocess.Popen(
-        [sys.executable, "-m", "broker", "conformance", "app", "--only", "echo", "--", sys.executable, str(wrapper)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root, env=env,
+        [sys.executable, "-m", "broker", "conformance", "app", "--only", "echo", "--", sys.executable, str(script)],
+        stdout=output, stderr=output, text=True, cwd=Path(__file__).resolve().parent.parent, env=env,
     )
     try:
         deadline = time.monotonic() + 60
         while not (pid_file.exists() and pid_file.read_text()):  # the app is running
             assert time.monotonic() < deadline and kit.poll() is None, "the app never started"
             time.sleep(0.05)
-        app = int(pid_file.read_text())
+    except BaseException:
+        kit.kill()
+        raise
+    return kit, int(pid_file.read_text())
+
+
+def a_killed_runner_leaves_no_app(tmp_path: Path, fixture: list[str], env: dict[str, str]) -> None:
+    """A conformance runner killed with SIGKILL cannot stop its app; the fixture app ``fixture``
+    must notice its stdin (the runner's pipe) close and quit (the kit's fixture contract). The
+    app is pointed at a port where nothing listens, so it is still retrying when the runner dies."""
+    # the fixture app itself (exec keeps the pid and stdin), on a dead port
+    kit, app = runner_with_app(tmp_path, f"os.environ['TOOLBRIDGE_PORT'] = '9'\nos.execvp({fixture[0]!r}, {fixture!r})\n",
+                               env)
+    try:
         time.sleep(2)  # past the app's start-up: retrying the port
         assert not exited(app), "the app ended before its runner was killed"
         kit.kill()
@@ -146,5 +157,5 @@ def a_killed_runner_leaves_no_app(tmp_path: Path, fixture: list[str], env: dict[
             time.sleep(0.05)
     finally:
         kit.kill()
-        if pid_file.exists() and pid_file.read_text() and not exited(int(pid_file.read_text())):
-            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+        if not exited(app):
+            os.kill(app, signal.SIGKILL)

@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from broker.conformance import load_scenarios, runner
 from broker.conformance.matching import Mismatch, fill, match, normalize
 from broker.conformance.vectors import Scenario, VectorError
 
-from agentkit import a_killed_runner_leaves_no_app
+from agentkit import a_killed_runner_leaves_no_app, runner_with_app
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURE = [sys.executable, str(ROOT / "examples" / "conformance_app.py")]
@@ -274,23 +273,8 @@ def test_a_stacks_signal_that_does_not_exist_is_a_usage_error() -> None:
 def test_a_runner_stopped_by_sigterm_stops_its_apps_first(tmp_path: Path) -> None:
     # Found when runners were killed mid-run: their apps lived on, retrying ports that later
     # runs listened on, and registered there with their own tokens.
-    pid_file = tmp_path / "pid"
-    script = tmp_path / "never_connects.py"
-    script.write_text(
-        f"import os, pathlib, time\npathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
-        "while True:\n    time.sleep(1)\n",
-        encoding="utf-8",
-    )
-    kit = subprocess.Popen(
-        [sys.executable, "-m", "broker", "conformance", "app", "--only", "echo", "--", sys.executable, str(script)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-    )
+    kit, app = runner_with_app(tmp_path, "import time\nwhile True:\n    time.sleep(1)\n", capture=True)
     try:
-        deadline = time.monotonic() + 60
-        while not (pid_file.exists() and pid_file.read_text()):  # the app is running
-            assert time.monotonic() < deadline and kit.poll() is None, "the app never started"
-            time.sleep(0.05)
-        app = int(pid_file.read_text())
         kit.send_signal(signal.SIGTERM)
         _, err = kit.communicate(timeout=60)
     finally:
