@@ -143,8 +143,8 @@ function checkExampleRequests(tool: string, value: unknown): string[] {
   }
   value.forEach((item: unknown, i) => {
     if (typeof item !== "string") throw new ToolDefinitionError(`${tool}: exampleRequests[${i}] is not a string; ${fix}`);
-    // Counted in code points, as the daemon (Python) counts characters, not UTF-16 units.
     if (item.trim() === "") throw new ToolDefinitionError(`${tool}: exampleRequests[${i}] ${JSON.stringify(item)} is empty or only whitespace; ${fix}`);
+    // Counted in code points, as the daemon (Python) counts characters, not UTF-16 units.
     const chars = [...item].length;
     if (chars > MAX_EXAMPLE_REQUEST_CHARS) {
       throw new ToolDefinitionError(`${tool}: exampleRequests[${i}] ${JSON.stringify(`${item.slice(0, 40)}...`)} is ${chars} characters; ${fix}`);
