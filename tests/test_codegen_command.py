@@ -62,6 +62,7 @@ async def test_admin_tools_lists_every_tool(daemon: DaemonInfo) -> None:
         "inputSchema": NOTES_TOOL["inputSchema"],
         "outputSchema": NOTES_TOOL["outputSchema"],
         "annotations": {"readOnlyHint": True},
+        "exampleRequests": None,  # the tool's typical requests (none here; see test_cli_commands)
     }
     assert rows[1]["outputSchema"] is None and rows[1]["title"] is None
 
