@@ -124,19 +124,26 @@ def score(records: list[Record], fusion: str, weight: float, k: float, app: floa
     return r1 / n, r5 / n, mrr / n
 
 
-def bm25_mrr(corpus: list[Any], queries: list[tuple[str, list[str]]], weights: Weights) -> tuple[float, float]:
-    """(recall@1, MRR) of BM25 alone over the answerable queries."""
-    index = ToolIndex(weights)
-    index.replace_all(corpus)
-    r1 = mrr = 0.0
+def recall_mrr(index: ToolIndex, queries: list[tuple[str, list[str]]]) -> tuple[float, float, float]:
+    """(recall@1, recall@5, MRR) of ``index``'s search over the answerable queries."""
+    r1 = r5 = mrr = 0.0
     answerable = [(q, e) for q, e in queries if e]
     for query, expected in answerable:
         found = [h.agent_name for h in index.search(query, MAX_LIMIT)]
         rank = min((found.index(e) + 1 for e in expected if e in found), default=0)
         r1 += rank == 1
+        r5 += 0 < rank <= 5
         mrr += 1 / rank if rank else 0.0
+    return r1 / len(answerable), r5 / len(answerable), mrr / len(answerable)
+
+
+def bm25_mrr(corpus: list[Any], queries: list[tuple[str, list[str]]], weights: Weights) -> tuple[float, float]:
+    """(recall@1, MRR) of BM25 alone over the answerable queries."""
+    index = ToolIndex(weights)
+    index.replace_all(corpus)
+    r1, _, mrr = recall_mrr(index, queries)
     index.close()
-    return r1 / len(answerable), mrr / len(answerable)
+    return r1, mrr
 
 
 def main() -> int:
@@ -276,13 +283,17 @@ def calibrate(embedder: Any) -> None:
 # --- the BM25 weight of the typical requests' column (round 13) --------------------------------
 
 #: Blind sets with typical requests written for their catalogues by helpers who read only the
-#: catalogue, never a query (round 13): catalogues, queries, requests.
+#: catalogue, never a query (round 13): catalogues, queries, requests; these two chose the
+#: requests column's weight (blind12, with its requests, judged the change: :data:`BLIND12_REQUESTS`).
 WITH_REQUESTS = [([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
                   round5.HERE / "blind10/queries_blind10.json",
                   [round5.HERE / "blind10/requests_leisure.json", round5.HERE / "blind10/requests_trade.json"]),
                  ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
                   round5.HERE / "blind11/queries_blind11.json",
                   [round5.HERE / "blind11/requests_counter.json", round5.HERE / "blind11/requests_stage.json"])]
+BLIND12_REQUESTS = ([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
+                    round5.HERE / "blind12/queries_blind12.json",
+                    [round5.HERE / "blind12/requests_depot.json", round5.HERE / "blind12/requests_guild.json"])
 GRID_REQUESTS = [0.5, 1.0, 2.0, 3.0, 5.0]
 #: Round 5's development queries (and its near misses) with typical requests for its catalogues
 #: (written, like the others, by helpers who read only the catalogue file).
@@ -293,8 +304,7 @@ def with_requests() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
     """(tools with their typical requests, queries) of every development set that has them:
     blind10 to blind12 and round 5's development queries with its near misses."""
     sets = [(round5.tools(catalogues, requests), [(q, e) for q, e, _ in round5.load(queries)])
-            for catalogues, queries, requests in [*WITH_REQUESTS, (SPENT_BLIND[-1][0], SPENT_BLIND[-1][1], [
-                round5.HERE / "blind12/requests_depot.json", round5.HERE / "blind12/requests_guild.json"])]]
+            for catalogues, queries, requests in [*WITH_REQUESTS, BLIND12_REQUESTS]]
     sets.append((round5.tools(list(round5.CATALOGUES), ROUND5_REQUESTS),
                  [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]))
     return sets
@@ -310,22 +320,15 @@ def fit_requests(embedder: Any) -> None:
         cells = []
         for catalogues, queries, requests in WITH_REQUESTS:
             corpus = round5.tools(catalogues, requests)
-            answerable = [(q, e) for q, e, _ in round5.load(queries) if e]
+            tagged = [(q, e) for q, e, _ in round5.load(queries)]
             for reranker in (None, SemanticReranker(embedder)):
                 index = ToolIndex(Weights(requests=weight), reranker=reranker)
                 index.replace_all(corpus)
                 if reranker is not None:
                     index.embed_now()
-                r1 = r5 = mrr = 0.0
-                for query, expected in answerable:
-                    found = [h.agent_name for h in index.prepare(query, MAX_LIMIT).finish()]
-                    rank = min((found.index(e) + 1 for e in expected if e in found), default=0)
-                    r1 += rank == 1
-                    r5 += 0 < rank <= 5
-                    mrr += 1 / rank if rank else 0.0
+                r1, r5, mrr = recall_mrr(index, tagged)
                 index.close()
-                n = len(answerable)
-                cells.append(f"{r1 / n:.3f} / {r5 / n:.3f} / {mrr / n:.3f}")
+                cells.append(f"{r1:.3f} / {r5:.3f} / {mrr:.3f}")
         print(f"| {weight:g} | " + " | ".join(cells) + " |")
 
 

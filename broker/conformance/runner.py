@@ -21,8 +21,9 @@ scenario with a :class:`Result` naming the step, the expected line and the line 
 the app's last stderr lines (bounded) come with it. At the end the app process is always
 stopped: asked first (SIGTERM to its process group on POSIX), killed if it lingers. The
 command (``toolbridge conformance app``) turns a SIGTERM of its own into that clean end too.
-(Not ``PR_SET_PDEATHSIG`` for a runner killed outright: trio starts processes from a worker
-thread, and the kernel would kill the app when that thread exits.)
+A runner killed outright cannot stop them; it closes their stdin (a pipe it holds), on which
+the fixture contract has them quit (README.md). (Not ``PR_SET_PDEATHSIG``: trio starts
+processes from a worker thread, and the kernel would kill the app when that thread exits.)
 
 An app that neither connects nor exits by its start-up deadline is stuck somewhere nobody can
 see. With ``stacks_signal`` (``--stacks-signal QUIT``), the runner then sends it that signal
