@@ -17,7 +17,8 @@ settings by MRR (then recall@1) over the answerable development queries; the cho
 Development sets only: the round-5 dev set over the new catalogues and the earlier sets
 (queries.json, queries_holdout.json, queries_holdout2.json, queries_holdout3.json) over
 corpus.json, all of which guided earlier rounds, and, since round 9, the blind sets blind6 to
-blind9 (blind10 since round 11, blind11 since round 12, blind12 since round 13) over their own catalogues (spent: each
+blind9 (blind10 since round 11, blind11 since round 12, blind12 since round 13, blind13 since
+round 15) over their own catalogues (spent: each
 was measured once as a blind set and then guided a decision, so they are development data now).
 queries_holdout4.json, queries_round5_holdout.json and any newer blind set are never read here.
 """
@@ -54,7 +55,9 @@ SPENT_BLIND = [([round5.HERE / "blind6/catalogue_lab.json", round5.HERE / "blind
                ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
                 round5.HERE / "blind11/queries_blind11.json"),
                ([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
-                round5.HERE / "blind12/queries_blind12.json")]
+                round5.HERE / "blind12/queries_blind12.json"),
+               ([round5.HERE / "blind13/catalogue_bench.json", round5.HERE / "blind13/catalogue_route.json"],
+                round5.HERE / "blind13/queries_blind13.json")]
 
 
 def spent_blind() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
@@ -284,16 +287,20 @@ def calibrate(embedder: Any) -> None:
 
 #: Blind sets with typical requests written for their catalogues by helpers who read only the
 #: catalogue, never a query (round 13): catalogues, queries, requests; these two chose the
-#: requests column's weight (blind12, with its requests, judged the change: :data:`BLIND12_REQUESTS`).
+#: requests column's weight (blind12, with its requests, judged the change, and blind13 round 14's
+#: candidate: :data:`JUDGED_REQUESTS`).
 WITH_REQUESTS = [([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
                   round5.HERE / "blind10/queries_blind10.json",
                   [round5.HERE / "blind10/requests_leisure.json", round5.HERE / "blind10/requests_trade.json"]),
                  ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
                   round5.HERE / "blind11/queries_blind11.json",
                   [round5.HERE / "blind11/requests_counter.json", round5.HERE / "blind11/requests_stage.json"])]
-BLIND12_REQUESTS = ([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
+JUDGED_REQUESTS = [([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
                     round5.HERE / "blind12/queries_blind12.json",
-                    [round5.HERE / "blind12/requests_depot.json", round5.HERE / "blind12/requests_guild.json"])
+                    [round5.HERE / "blind12/requests_depot.json", round5.HERE / "blind12/requests_guild.json"]),
+                   ([round5.HERE / "blind13/catalogue_bench.json", round5.HERE / "blind13/catalogue_route.json"],
+                    round5.HERE / "blind13/queries_blind13.json",
+                    [round5.HERE / "blind13/requests_bench.json", round5.HERE / "blind13/requests_route.json"])]
 GRID_REQUESTS = [0.5, 1.0, 2.0, 3.0, 5.0]
 #: Round 5's development queries (and its near misses) with typical requests for its catalogues
 #: (written, like the others, by helpers who read only the catalogue file).
@@ -302,9 +309,9 @@ ROUND5_REQUESTS = [round5.HERE / "requests_studio.json", round5.HERE / "requests
 
 def with_requests() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
     """(tools with their typical requests, queries) of every development set that has them:
-    blind10 to blind12 and round 5's development queries with its near misses."""
+    blind10 to blind13 and round 5's development queries with its near misses."""
     sets = [(round5.tools(catalogues, requests), [(q, e) for q, e, _ in round5.load(queries)])
-            for catalogues, queries, requests in [*WITH_REQUESTS, BLIND12_REQUESTS]]
+            for catalogues, queries, requests in [*WITH_REQUESTS, *JUDGED_REQUESTS]]
     sets.append((round5.tools(list(round5.CATALOGUES), ROUND5_REQUESTS),
                  [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]))
     return sets
