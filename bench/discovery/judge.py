@@ -16,6 +16,14 @@ model runs in llama.cpp, which toolbridge does not depend on::
     # 3. either venv: leave one set out, as round 12 measured the cross-encoder
     /tmp/judge/venv/bin/python bench/discovery/judge.py analyse /tmp/judge/judged.json
 
+And one more answer model, with no language model, for tools with typical requests (their
+users' words are in the index, so a query's unknown words might say more there)::
+
+    .venv/bin/python bench/discovery/judge.py written
+
+fits the answer model's features, and with the hits' word shares added, on the development sets
+with requests (fit.py's ``with_requests``), leaving one set out at a time, in both modes.
+
 Step 3 prints the area under the ROC curve (answerable against no-answer queries) of today's
 answer probability and of the judgement, then "nothing fits" flagged per feature set: for each
 development set left out, a balanced logistic model fitted on the others, its threshold at 10 %
@@ -94,6 +102,33 @@ def judge(records_path: Path, out: Path) -> None:
           f"p95 {np.percentile(times, 95) * 1000:.0f} ms a query (two threads)")
 
 
+def leave_one_set_out(x: Any, y: Any, names: Any) -> str:
+    """"Nothing fits" flagged on each set by a balanced logistic model fitted on the others, at
+    the threshold flagging 10 % of their answerable queries; summed, as a table row's cells."""
+    import numpy as np
+
+    def fitted(x: Any, labels: Any) -> Any:
+        mean, scale = x.mean(0), x.std(0) + 1e-9
+        z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+        weight = np.where(labels == 0, len(labels) / (2 * (labels == 0).sum()), len(labels) / (2 * labels.sum()))
+        w = np.zeros(z.shape[1])
+        for _ in range(3000):
+            p = 1 / (1 + np.exp(-z @ w))
+            w -= 0.3 * (z.T @ ((p - labels) * weight) / len(labels) + 1e-3 * w)
+        return lambda x2: 1 / (1 + np.exp(-(np.hstack([(x2 - mean) / scale, np.ones((len(x2), 1))]) @ w)))
+
+    flagged_none = flagged_answerable = 0
+    for name in sorted(set(names)):
+        train, test = names != name, names == name
+        model = fitted(x[train], y[train])
+        threshold = np.quantile(model(x[train])[y[train] == 1], 0.10)
+        p = model(x[test])
+        flagged_none += int((p[y[test] == 0] < threshold).sum())
+        flagged_answerable += int((p[y[test] == 1] < threshold).sum())
+    n_none, n_answerable = int((y == 0).sum()), int((y == 1).sum())
+    return f"{flagged_none} of {n_none} ({flagged_none / n_none:.0%}) | {flagged_answerable / n_answerable:.1%}"
+
+
 def analyse(judged: Path) -> None:
     import numpy as np
 
@@ -106,16 +141,6 @@ def analyse(judged: Path) -> None:
         pos, neg = s[y == 1], s[y == 0]
         return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
 
-    def fitted(x: Any, labels: Any) -> Any:
-        mean, scale = x.mean(0), x.std(0) + 1e-9
-        z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
-        weight = np.where(labels == 0, len(labels) / (2 * (labels == 0).sum()), len(labels) / (2 * labels.sum()))
-        w = np.zeros(z.shape[1])
-        for _ in range(3000):
-            p = 1 / (1 + np.exp(-z @ w))
-            w -= 0.3 * (z.T @ ((p - labels) * weight) / len(labels) + 1e-3 * w)
-        return lambda x2: 1 / (1 + np.exp(-(np.hstack([(x2 - mean) / scale, np.ones((len(x2), 1))]) @ w)))
-
     print(f"{len(records)} queries, {int((y == 0).sum())} with no answering tool; area under the ROC curve: "
           f"today's answer probability {auc([r['p'] for r in records]):.3f}, the judgement {auc([r['judge'] for r in records]):.3f}\n")
     print("| \"nothing fits\" from | no-answer flagged | answerable flagged |\n|---|---|---|")
@@ -123,19 +148,41 @@ def analyse(judged: Path) -> None:
                             ("the judgement alone", lambda r: [r["judge"]]),
                             ("both", lambda r: [*r["features"], r["judge"]])):
         x = np.array([features(r) for r in records], float)
-        flagged_none = flagged_answerable = 0
-        for name in sorted(set(names)):
-            train, test = names != name, names == name
-            model = fitted(x[train], y[train])
-            threshold = np.quantile(model(x[train])[y[train] == 1], 0.10)
-            p = model(x[test])
-            flagged_none += int((p[y[test] == 0] < threshold).sum())
-            flagged_answerable += int((p[y[test] == 1] < threshold).sum())
-        n_none, n_answerable = int((y == 0).sum()), int((y == 1).sum())
-        print(f"| {label} | {flagged_none} of {n_none} ({flagged_none / n_none:.0%}) "
-              f"| {flagged_answerable / n_answerable:.1%} |")
+        print(f"| {label} | {leave_one_set_out(x, y, names)} |")
+
+
+def written() -> None:
+    import numpy as np
+
+    sys.path.insert(0, str(HERE))
+    import fit
+
+    from broker.discovery import load_embedder
+
+    embedder = load_embedder()
+    names = ["blind10", "blind11", "blind12", "blind13", "round5"]  # the order of fit.with_requests()
+    sets = fit.with_requests()
+    assert len(sets) == len(names)
+    print("| \"nothing fits\" for tools with requests, from | mode | no-answer flagged | answerable flagged |\n"
+          "|---|---|---|---|")
+    for mode in ("semantic", "lexical"):
+        rows = []
+        for name, (corpus, queries) in zip(names, sets, strict=True):
+            for expected, prepared, hits in fit.searched(corpus, queries, embedder if mode == "semantic" else None):
+                first = fit.answer_features(prepared, hits, mode)
+                rows.append((name, bool(expected), prepared.answer_probability, first,
+                             max(h.coverage or 0.0 for h in hits), hits[0].coverage or 0.0))
+        y = np.array([r[1] for r in rows], float)
+        names_ = np.array([r[0] for r in rows])
+        for label, features in (("today's answer probability (threshold refitted)", lambda r: [r[2]]),
+                                ("today's features, refitted", lambda r: r[3]),
+                                ("+ the best word share of the first five hits", lambda r: [*r[3], r[4]]),
+                                ("+ the first hit's word share too", lambda r: [*r[3], r[4], r[5]]),
+                                ("the unknown words' share alone", lambda r: [r[3][1]])):
+            x = np.array([features(r) for r in rows], float)
+            print(f"| {label} | {mode} | {leave_one_set_out(x, y, names_)} |")
 
 
 if __name__ == "__main__":
     command, *paths = sys.argv[1:]
-    {"dump": dump, "judge": judge, "analyse": analyse}[command](*map(Path, paths))
+    {"dump": dump, "judge": judge, "analyse": analyse, "written": written}[command](*map(Path, paths))
