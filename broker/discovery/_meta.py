@@ -64,10 +64,11 @@ def meta_tools() -> list[dict[str, Any]]:
                 "Find tools of the desktop apps connected to toolbridge. Describe the task in a "
                 "few words; returns the best matching tools with their name, app, description, "
                 "inputSchema and confidence (high, medium, low: how likely this tool is the right "
-                "one; check the description of a low one). noClearFit true means no connected "
-                "app's tool clearly does this: read the descriptions and rephrase once at most; if "
-                "none does it, tell the user that no app offers it. Then run a tool with "
-                f"{CALL_TOOL}."
+                "one; before running a medium or low one, check that its description does what "
+                "was asked). noClearFit true means no connected app's tool clearly does this: "
+                "read the descriptions and rephrase once at most. If no tool's description does "
+                "it, tell the user that no connected app offers it rather than running the "
+                f"nearest. Then run a tool with {CALL_TOOL}."
             ),
             "inputSchema": {
                 "type": "object",
