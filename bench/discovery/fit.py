@@ -41,29 +41,40 @@ from broker.discovery._semantic import Pool, fused_scores  # noqa: E402
 
 #: Round 6: near misses no tool answers, for the "nothing fits" calibration (dev only).
 NONE_DEV = Path(__file__).resolve().parent / "queries_round6_none_dev.json"
-#: Blind sets spent on earlier rounds (development data since round 9): catalogues, queries.
-SPENT_BLIND = [([round5.HERE / "blind6/catalogue_lab.json", round5.HERE / "blind6/catalogue_office.json"],
-                round5.HERE / "blind6/queries_blind6.json"),
-               ([round5.HERE / "blind7/catalogue_media.json", round5.HERE / "blind7/catalogue_ops.json"],
-                round5.HERE / "blind7/queries_blind7.json"),
-               ([round5.HERE / "blind8/catalogue_make.json", round5.HERE / "blind8/catalogue_learn.json"],
-                round5.HERE / "blind8/queries_blind8.json"),
-               ([round5.HERE / "blind9/catalogue_field.json", round5.HERE / "blind9/catalogue_desk.json"],
-                round5.HERE / "blind9/queries_blind9.json"),
-               ([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
-                round5.HERE / "blind10/queries_blind10.json"),
-               ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
-                round5.HERE / "blind11/queries_blind11.json"),
-               ([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
-                round5.HERE / "blind12/queries_blind12.json"),
-               ([round5.HERE / "blind13/catalogue_bench.json", round5.HERE / "blind13/catalogue_route.json"],
-                round5.HERE / "blind13/queries_blind13.json")]
+#: Blind sets spent on earlier rounds (development data since round 9): folder, its catalogues.
+BLIND_CATALOGUES = {"blind6": ("lab", "office"), "blind7": ("media", "ops"), "blind8": ("make", "learn"),
+                    "blind9": ("field", "desk"), "blind10": ("leisure", "trade"), "blind11": ("counter", "stage"),
+                    "blind12": ("depot", "guild"), "blind13": ("bench", "route")}
+
+
+def blind_set(folder: str) -> tuple[list[Path], Path]:
+    """A blind set's catalogue files and query file."""
+    return ([round5.HERE / folder / f"catalogue_{name}.json" for name in BLIND_CATALOGUES[folder]],
+            round5.HERE / folder / f"queries_{folder}.json")
+
+
+def blind_set_with_requests(folder: str) -> tuple[list[Path], Path, list[Path]]:
+    """A blind set's catalogue files, query file and its catalogues' typical requests (round 13)."""
+    return (*blind_set(folder), [round5.HERE / folder / f"requests_{name}.json" for name in BLIND_CATALOGUES[folder]])
+
+
+#: Catalogues and queries of each spent blind set.
+SPENT_BLIND = [blind_set(folder) for folder in BLIND_CATALOGUES]
 
 
 def spent_blind() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
     """(tools, queries) of each spent blind set."""
     return [(round5.tools(catalogues), [(q, e) for q, e, _ in round5.load(queries)])
             for catalogues, queries in SPENT_BLIND]
+
+
+def calibration_sets() -> list[tuple[str, list[Any], list[tuple[str, list[str]]]]]:
+    """(name, tools, queries) of every development set the calibration reads: the first sets over
+    corpus.json, round 5's development queries with its near misses, and the spent blind sets."""
+    old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
+    new = [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]
+    return [("corpus", load_corpus(CORPUS), old), ("round5", round5.tools(), new),
+            *((folder, *pair) for folder, pair in zip(BLIND_CATALOGUES, spent_blind(), strict=True))]
 GRID_RRF = [(k, w) for k in (1.0, 3.0, 5.0, 10.0, 20.0, 30.0, 60.0) for w in (0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)]
 GRID_BLEND = [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 #: BM25 weights of the parameter column (names, descriptions, enum values of the schema).
@@ -235,11 +246,10 @@ def calibrate(embedder: Any) -> None:
 
     from broker.discovery._calibration import Logistic
 
-    old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
-    new = [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]
+    sets = calibration_sets()
     for mode in ("semantic", "lexical"):
         hit_x, hit_y, answer_x, answer_y = [], [], [], []
-        for corpus, queries in [(load_corpus(CORPUS), old), (round5.tools(), new), *spent_blind()]:
+        for _, corpus, queries in sets:
             for expected, prepared, hits in searched(corpus, queries, embedder if mode == "semantic" else None):
                 for i, hit in enumerate(hits):
                     lexical = [hit.coverage or 0.0, float(i == 0), prepared.unknown]
@@ -264,7 +274,7 @@ def calibrate(embedder: Any) -> None:
         # the same for tools with typical requests (round 13): their words and vectors make more
         # queries look answerable, so the same model needs a threshold of its own there
         written_p, written_y = [], []
-        for corpus, queries in with_requests():
+        for _, corpus, queries in with_requests():
             for expected, prepared, hits in searched(corpus, queries, embedder if mode == "semantic" else None):
                 written_p.append(answer_model(answer_features(prepared, hits, mode)))
                 written_y.append(bool(expected))
@@ -289,30 +299,20 @@ def calibrate(embedder: Any) -> None:
 #: catalogue, never a query (round 13): catalogues, queries, requests; these two chose the
 #: requests column's weight (blind12, with its requests, judged the change, and blind13 round 14's
 #: candidate: :data:`JUDGED_REQUESTS`).
-WITH_REQUESTS = [([round5.HERE / "blind10/catalogue_leisure.json", round5.HERE / "blind10/catalogue_trade.json"],
-                  round5.HERE / "blind10/queries_blind10.json",
-                  [round5.HERE / "blind10/requests_leisure.json", round5.HERE / "blind10/requests_trade.json"]),
-                 ([round5.HERE / "blind11/catalogue_counter.json", round5.HERE / "blind11/catalogue_stage.json"],
-                  round5.HERE / "blind11/queries_blind11.json",
-                  [round5.HERE / "blind11/requests_counter.json", round5.HERE / "blind11/requests_stage.json"])]
-JUDGED_REQUESTS = [([round5.HERE / "blind12/catalogue_depot.json", round5.HERE / "blind12/catalogue_guild.json"],
-                    round5.HERE / "blind12/queries_blind12.json",
-                    [round5.HERE / "blind12/requests_depot.json", round5.HERE / "blind12/requests_guild.json"]),
-                   ([round5.HERE / "blind13/catalogue_bench.json", round5.HERE / "blind13/catalogue_route.json"],
-                    round5.HERE / "blind13/queries_blind13.json",
-                    [round5.HERE / "blind13/requests_bench.json", round5.HERE / "blind13/requests_route.json"])]
+WITH_REQUESTS = [blind_set_with_requests(folder) for folder in ("blind10", "blind11")]
+JUDGED_REQUESTS = [blind_set_with_requests(folder) for folder in ("blind12", "blind13")]
 GRID_REQUESTS = [0.5, 1.0, 2.0, 3.0, 5.0]
 #: Round 5's development queries (and its near misses) with typical requests for its catalogues
 #: (written, like the others, by helpers who read only the catalogue file).
 ROUND5_REQUESTS = [round5.HERE / "requests_studio.json", round5.HERE / "requests_home.json"]
 
 
-def with_requests() -> list[tuple[list[Any], list[tuple[str, list[str]]]]]:
-    """(tools with their typical requests, queries) of every development set that has them:
+def with_requests() -> list[tuple[str, list[Any], list[tuple[str, list[str]]]]]:
+    """(name, tools with their typical requests, queries) of every development set that has them:
     blind10 to blind13 and round 5's development queries with its near misses."""
-    sets = [(round5.tools(catalogues, requests), [(q, e) for q, e, _ in round5.load(queries)])
+    sets = [(queries.parent.name, round5.tools(catalogues, requests), [(q, e) for q, e, _ in round5.load(queries)])
             for catalogues, queries, requests in [*WITH_REQUESTS, *JUDGED_REQUESTS]]
-    sets.append((round5.tools(list(round5.CATALOGUES), ROUND5_REQUESTS),
+    sets.append(("round5", round5.tools(list(round5.CATALOGUES), ROUND5_REQUESTS),
                  [(q, e) for path in (round5.DEV, NONE_DEV) for q, e, _ in round5.load(path)]))
     return sets
 

