@@ -18,6 +18,8 @@ import trio
 from mcp import Client
 from mcp import types as mcp_types
 
+from mcp_testkit import alive
+
 #: The fixtures' 1x1 PNG.
 PNG_1X1 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 
@@ -102,18 +104,6 @@ async def call_the_fixture_tools(agent: Client, app_stderr: Output) -> None:
     assert "unknown_correlation_id" not in app_stderr.text
 
 
-def exited(pid: int) -> bool:
-    """Whether ``pid`` has ended: gone, or a zombie nobody reaped yet (its parent is dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
-        return False
-
-
 def runner_with_app(tmp_path: Path, app_code: str, env: dict[str, str] | None = None, *,
                     capture: bool = False) -> tuple[subprocess.Popen[str], int]:
     """A conformance runner (``--only echo``) whose app is Python running ``app_code`` after it
@@ -148,14 +138,14 @@ def a_killed_runner_leaves_no_app(tmp_path: Path, fixture: list[str], env: dict[
                                env)
     try:
         time.sleep(2)  # past the app's start-up: retrying the port
-        assert not exited(app), "the app ended before its runner was killed"
+        assert alive(app), "the app ended before its runner was killed"
         kit.kill()
         kit.wait(timeout=30)
         deadline = time.monotonic() + 30
-        while not exited(app):
+        while alive(app):
             assert time.monotonic() < deadline, "the app outlived its runner"
             time.sleep(0.05)
     finally:
         kit.kill()
-        if not exited(app):
+        if alive(app):
             os.kill(app, signal.SIGKILL)

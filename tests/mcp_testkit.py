@@ -275,11 +275,11 @@ async def stop_pid(pid: int) -> None:
     except ProcessLookupError:
         return
     with trio.fail_after(10):
-        while _alive(pid):
+        while alive(pid):
             await trio.sleep(0.05)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     """Whether ``pid`` runs (a zombie, dead but not yet reaped by its new parent, does not)."""
     try:
         os.kill(pid, 0)
