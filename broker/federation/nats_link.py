@@ -322,6 +322,7 @@ class NatsFederation(CallPath):
             aio.to_trio(lambda: self._control("reconnected", None))
 
         async def error(exc: Exception) -> None:
+            close_failed_attempt(self._nc)
             # nats-py reports every failed reconnect (every half second per server while revoked
             # or cut off): each reason is logged once a minute (nats_auth.RepeatFilter), however
             # they alternate; the status shows the newest.
@@ -720,6 +721,21 @@ class NatsFederation(CallPath):
         if remote.instance is not None and self.registry.unlink(remote.instance, port):
             self.registry.expire(remote.instance)
         log.info("nats_broker_gone", broker=name, reason=why, calls_failed=failed)
+
+
+def close_failed_attempt(nc: Any) -> None:
+    """Close the socket of a reconnect attempt that failed after it connected.
+
+    nats-py (2.16) opens each attempt's socket on the same transport object, replacing the one
+    before without closing it; a server that refuses the login (a revoked user, every half
+    second) leaves that socket open until the garbage collector finds it. Its error callback
+    runs while the client is still (re)connecting, with the refused socket as its transport.
+    A live connection's errors (status connected) are left alone."""
+    if nc is None or not (nc.is_connecting or nc.is_reconnecting):
+        return
+    transport = getattr(nc, "_transport", None)
+    if transport is not None:
+        transport.close()
 
 
 def _url_text(url: Any) -> str:
