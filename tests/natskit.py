@@ -182,5 +182,5 @@ async def start_broker(nursery: trio.Nursery, tmp_path: Path, name: str, server:
                        **settings: Any) -> Daemon:
     """A daemon named ``name`` joining NATS at ``server`` (a node of :func:`nats_cluster`, or a URL)."""
     url = server.url if isinstance(server, Node) else server
-    return await start_daemon(nursery, tmp_path / name, nats_url=url, broker_name=name,
-                              nats_announce_interval=INTERVAL, **settings)
+    settings.setdefault("nats_announce_interval", INTERVAL)
+    return await start_daemon(nursery, tmp_path / name, nats_url=url, broker_name=name, **settings)

@@ -130,3 +130,26 @@ async def test_a_broker_whose_node_dies_fails_over_with_its_credentials_and_no_c
                 daemon.shutdown.set()
     for secret in auth.secrets:
         assert secret not in status and secret not in repr(logs)
+
+
+async def test_a_broker_that_announces_often_is_not_dropped_while_it_moves_to_another_node(tmp_path: Path) -> None:
+    """Moving to another node takes nats-py's wait before it tries the dead node again (0.5 s)
+    and a connection: B, announcing every 0.05 s, is silent for many more than 3.5 of its
+    intervals then, and is kept because no broker is dropped sooner than a failover takes."""
+    often = 0.05  # A checks as often as it announces
+    with structlog.testing.capture_logs() as logs:
+        async with nats_cluster(2) as nodes, trio.open_nursery() as nursery:
+            a = await start_broker(nursery, tmp_path, "A", nodes[0], nats_announce_interval=often)
+            b = await start_broker(nursery, tmp_path, "B", nodes[1], nats_announce_interval=often)
+            app_b = await ScriptedApp(b.port, b.token).start(nursery)
+            await wait_until(a.core, lambda: "B__Demo__echo" in tool_names(a.core), timeout=15)
+            await wait_until(b.core, lambda: len(nats_of(b)._nc.servers) == 2)  # it learned the other node
+            await kill_and_fail_over(nodes[1], b)
+            moved = trio.current_time()
+            # B's announcements from its new node reach A.
+            await wait_until(a.core, lambda: "B" in nats_of(a).remotes and nats_of(a).remotes["B"].last_heard > moved)
+            assert [entry["reason"] for entry in logs if entry["event"] == "nats_broker_gone"] == []
+            assert "B__Demo__echo" in tool_names(a.core)
+            await app_b.close()
+            for daemon in (a, b):
+                daemon.shutdown.set()

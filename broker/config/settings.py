@@ -66,7 +66,7 @@ class Settings:
     #: Verify the NATS server's TLS certificate against this CA file (implies TLS).
     nats_tls_ca: str = ""
     #: Seconds between announcements of this broker's tools (a broker silent for 3.5 of its
-    #: intervals is dropped by the others).
+    #: intervals, and at least 2.5 s, is dropped by the others).
     nats_announce_interval: float = 5.0
     #: Extra ``Host`` header names accepted on HTTP besides the loopback names.
     allowed_hosts: tuple[str, ...] = ()

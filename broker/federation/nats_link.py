@@ -38,7 +38,9 @@ like any call (validation, guards, admission, audit and call log with the remote
 app), and the router's ``toolInvocation`` to the port becomes a NATS request. The owning broker
 runs it through its own pipeline (``transport="nats"``), so both call logs have it.
 A broker is dropped — its tools leave, agents get list-changed — on its ``bye``, when it has
-not announced for :data:`EXPIRE_INTERVALS` of its intervals, and when a call to it finds **no
+not announced for :data:`EXPIRE_INTERVALS` of its intervals (never sooner than a move to another
+node takes, :data:`FAILOVER_SECONDS`; and not while this broker's own link is down: it hears
+nobody then), and when a call to it finds **no
 responders** for ``nats_calls.NO_RESPONDERS_GRACE`` (the call is published again meanwhile, then
 fails with ``app_disconnected``, not after its deadline).
 A ``toolCancel`` to the port publishes the cancel; the owner cancels its router call, which
@@ -90,6 +92,13 @@ CONTROL_QUEUE: Final = 1024
 REMOTE_CONCURRENCY: Final = 64
 #: A broker silent for this many of its announce intervals is dropped.
 EXPIRE_INTERVALS: Final = 3.5
+#: nats-py waits this long before trying a server again, and gives one connection attempt this long.
+RECONNECT_WAIT: Final = 0.5
+CONNECT_TIMEOUT: Final = 2.0
+#: A broker whose node dies is silent while it moves to another node: it waits before trying
+#: its old node again (refused at once) and then connects to the next. It is not dropped for
+#: less (announce intervals under ~0.7 s would otherwise drop it during a failover).
+FAILOVER_SECONDS: Final = RECONNECT_WAIT + CONNECT_TIMEOUT
 #: Changes of the tool set within this long are announced together.
 COALESCE_SECONDS: Final = 0.05
 #: Retry a failed first connection after this long.
@@ -331,7 +340,7 @@ class NatsFederation(CallPath):
 
         options: dict[str, Any] = {
             "servers": self.options.servers, "name": f"toolbridge {self.name}", "allow_reconnect": True,
-            "max_reconnect_attempts": -1, "reconnect_time_wait": 0.5, "connect_timeout": 2,
+            "max_reconnect_attempts": -1, "reconnect_time_wait": RECONNECT_WAIT, "connect_timeout": CONNECT_TIMEOUT,
             "disconnected_cb": disconnected, "reconnected_cb": reconnected, "error_cb": error,
             # Replies and progress for this broker arrive under its own inbox prefix, so a NATS
             # permission can keep every other user from subscribing to them (SECURITY.md).
@@ -460,6 +469,11 @@ class NatsFederation(CallPath):
                 self.connected = True
                 self.reconnects += 1
                 log.info("nats_reconnected", server=redacted(_url_text(getattr(self._nc, "connected_url", None))))
+                # Nothing was heard while the link was down, through no fault of the others:
+                # each gets its whole window again to answer the hello.
+                now = trio.current_time()
+                for remote in self.remotes.values():
+                    remote.last_heard = now
                 await self._publish(HELLO_SUBJECT, b"")
                 self._announce_now.set()
 
@@ -703,9 +717,11 @@ class NatsFederation(CallPath):
     async def _expire_loop(self) -> None:
         while True:
             await trio.sleep(max(min(self.options.announce_interval, 1.0), 0.05))
+            if not self.connected:
+                continue  # their silence is this broker's own: it hears nobody (see "reconnected")
             now = trio.current_time()
             for remote in list(self.remotes.values()):
-                if now - remote.last_heard > EXPIRE_INTERVALS * remote.interval:
+                if now - remote.last_heard > max(EXPIRE_INTERVALS * remote.interval, FAILOVER_SECONDS):
                     self._drop_remote(remote.name, "it stopped announcing its tools")
 
     def _drop_remote(self, name: str, why: str) -> None:
