@@ -331,7 +331,7 @@ class NatsFederation(CallPath):
             aio.to_trio(lambda: self._control("reconnected", None))
 
         async def error(exc: Exception) -> None:
-            close_failed_attempt(self._nc)
+            close_failed_attempt(self._nc, exc)
             # nats-py reports every failed reconnect (every half second per server while revoked
             # or cut off): each reason is logged once a minute (nats_auth.RepeatFilter), however
             # they alternate; the status shows the newest.
@@ -739,15 +739,23 @@ class NatsFederation(CallPath):
         log.info("nats_broker_gone", broker=name, reason=why, calls_failed=failed)
 
 
-def close_failed_attempt(nc: Any) -> None:
+def close_failed_attempt(nc: Any, exc: Exception) -> None:
     """Close the socket of a reconnect attempt that failed after it connected.
 
     nats-py (2.16) opens each attempt's socket on the same transport object, replacing the one
     before without closing it; a server that refuses the login (a revoked user, every half
     second) leaves that socket open until the garbage collector finds it. Its error callback
-    runs while the client is still (re)connecting, with the refused socket as its transport.
-    A live connection's errors (status connected) are left alone."""
+    runs while the client is still (re)connecting, with the refused socket as its transport,
+    and with one of the errors its reconnect loop catches. A live connection's errors (status
+    connected), and a subscription's (a slow consumer, at any time), are left alone."""
+    import asyncio
+
+    import nats.errors
+
     if nc is None or not (nc.is_connecting or nc.is_reconnecting):
+        return
+    if isinstance(exc, nats.errors.SlowConsumerError) or not isinstance(
+            exc, (OSError, asyncio.TimeoutError, nats.errors.Error)):
         return
     transport = getattr(nc, "_transport", None)
     if transport is not None:
