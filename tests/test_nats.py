@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import json
 import os
 import signal
 import sqlite3
@@ -22,7 +23,7 @@ pytest.importorskip("nats")
 from app_client.protocol import ToolSpec  # noqa: E402
 from broker.config.settings import Settings  # noqa: E402
 from broker.errors import ConfigError, StartupError  # noqa: E402
-from broker.federation.nats_catalog import Catalog  # noqa: E402
+from broker.federation.nats_catalog import Catalog, list_subject  # noqa: E402
 from broker.federation.nats_link import check_broker_name, encode_announcement, nats_options  # noqa: E402
 from faultkit import DaemonProcess  # noqa: E402
 from fedkit import Daemon, start_daemon, tool_names, wait_until  # noqa: E402
@@ -213,6 +214,41 @@ async def test_a_call_that_finds_no_responders_is_made_again_while_its_broker_co
         assert outcome.kind == "ok" and outcome.result is not None and outcome.result.data == "ran once", outcome
         assert len(received) == 1  # received once: a "no responders" call had reached nobody
         assert "late__Demo__run" in tool_names(a.core)  # never withdrawn
+        a.shutdown.set()
+
+
+async def test_a_tool_list_fetch_that_finds_no_responders_is_made_again_while_its_broker_comes_back(
+        tmp_path: Path) -> None:
+    """The same for a tool list: a broker announced only by its digest is asked for its list,
+    and a "no responders" then (the broker between two nodes, or the request sent by nats-py
+    as this broker's own link came back, before the other's) is asked again for the grace
+    instead of dropping the broker (CI once saw B drop A so after a node restart)."""
+    tools = [ToolSpec("Demo__run", "Runs", {"type": "object"})]
+    catalog = Catalog.build("late", tools, 1 << 20)
+    async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+        a = await start_broker(nursery, tmp_path, "A", nodes[0], http_port=0)
+        async with nats_client(nodes[0].url) as (aio, nc, _):
+            await wait_until(a.core, lambda: nats_of(a).connected)
+            await aio.run(nc.publish("toolbridge.tools.late", announcement("late", 60_000, tools, inline=False)))
+            # A broker that never answers is dropped after the grace, not its 210 s of silence.
+            await aio.run(nc.publish("toolbridge.tools.gone", announcement("gone", 60_000, tools, inline=False)))
+            await aio.run(nc.flush())
+            # Nobody answers for its list yet...
+            remotes = nats_of(a).remotes
+            await wait_until(a.core, lambda: all(name in remotes and remotes[name].list_unheard
+                                                 for name in ("late", "gone")))
+
+            async def answer(msg: Any) -> None:
+                await msg.respond(catalog.page(json.loads(msg.data)["page"], 1 << 20))
+
+            async def subscribe() -> None:
+                await nc.subscribe(list_subject("late"), cb=answer)
+                await nc.flush()
+
+            await aio.run(subscribe())  # ...and then it does: asked again, its tools are listed
+            await wait_until(a.core, lambda: "late__Demo__run" in tool_names(a.core))
+            await wait_until(a.core, lambda: "gone" not in nats_of(a).remotes, timeout=5)
+        assert "late" in nats_of(a).remotes
         a.shutdown.set()
 
 

@@ -71,7 +71,8 @@ from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_auth import REPEAT_SECONDS, NatsAuth, RepeatFilter, nats_auth, redacted, split_seeds, strip_userinfo
 from .nats_bridge import AsyncioThread, open_asyncio_thread
 from .nats_calls import H_CALL, H_DEADLINE, H_FROM, H_KIND, H_PROGRESS, H_TIMEOUT  # noqa: F401 (§14's names)
-from .nats_calls import REPLY_GRANT_SECONDS, CallPath, RemotePort, _busy_reply
+from .nats_calls import NO_RESPONDERS_FIRST_RETRY, NO_RESPONDERS_GRACE, REPLY_GRANT_SECONDS, CallPath, RemotePort
+from .nats_calls import _busy_reply
 from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name
 
@@ -247,6 +248,8 @@ class Remote:
     digest: str = ""
     wanted: str = ""
     fetching: bool = False
+    #: "No responders" to the fetch of its list so far (asked again meanwhile, see _fetch_pages).
+    list_unheard: int = 0
     last_heard: float = 0.0
     interval: float = 5.0
     #: The digest of a list refused here (too big), not fetched again.
@@ -612,14 +615,29 @@ class NatsFederation(CallPath):
         raws: list[msgspec.Raw] = []
         digest = ""
         number = pages = restarts = 0
+        unheard_for = 0.0
+        remote.list_unheard = 0
         while True:
             try:
                 reply = await aio.run(self._nc.request(list_subject(remote.name), _encode({"page": number}),
                                                        timeout=FETCH_TIMEOUT))
                 page = page_decoder.decode(reply.data)
+                remote.list_unheard = 0
             except nats.errors.NoRespondersError:
-                self._drop_remote(remote.name, "no responders for its tool list")
-                return None
+                # Not yet "gone", as for calls (nats_calls): nobody subscribed at that instant,
+                # which is also a broker moving between nodes, or this request sent late by
+                # nats-py once this broker's own link was back and before the other's was.
+                # Asked again after 50, 100, 200, 400 and 800 ms; only then dropped.
+                wait = NO_RESPONDERS_FIRST_RETRY * 2 ** remote.list_unheard
+                if unheard_for + wait > NO_RESPONDERS_GRACE:
+                    self._drop_remote(remote.name, "no responders for its tool list")
+                    return None
+                remote.list_unheard += 1
+                unheard_for += wait
+                await trio.sleep(wait)
+                if self.remotes.get(remote.name) is not remote:
+                    return None  # dropped meanwhile
+                continue
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 log.warning("nats_bad_tool_page", broker=remote.name, error=str(exc)[:200])
                 return None
