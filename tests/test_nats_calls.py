@@ -260,7 +260,10 @@ async def test_a_call_in_flight_to_a_killed_broker_ends_without_waiting_for_its_
         a = await start_daemon(nursery, tmp_path / "A", nats_url=nodes[0].url, broker_name="A",
                                nats_announce_interval=INTERVAL)
         (tmp_path / "C").mkdir()
-        (tmp_path / "C" / "config.toml").write_text("nats_announce_interval = 60\n")  # dropped after 210 s
+        # Dropped after 35 s of silence, far past the 15 s the call may take below; and an
+        # announcement lost on its way (NATS delivers at most once) is repeated within 10 s,
+        # inside the 20 s this test waits for C's tools (once, A heard nothing from C in 20 s).
+        (tmp_path / "C" / "config.toml").write_text("nats_announce_interval = 10\n")
         c = await DaemonProcess(tmp_path / "C", 0, "--no-http", "--nats", nodes[1].url, "--broker-name", "C").start()
         try:
             app_c = await ScriptedApp(c.port, c.token).start(nursery)
