@@ -124,6 +124,13 @@ _encode = msgspec.json.Encoder().encode
 _progress_decoder = msgspec.json.Decoder(tuple[float, float | None, str | None])
 
 
+def unheard_wait(unheard: int, since: float, now: float) -> float | None:
+    """How long to wait before sending again what found no responders ``unheard`` times so far,
+    the first of them at ``since`` (see the module docstring); None once that passes the grace."""
+    wait = NO_RESPONDERS_FIRST_RETRY * 2 ** unheard
+    return None if now + wait - since > NO_RESPONDERS_GRACE else wait
+
+
 def reply_prefix(name: str) -> str:
     """Where broker ``name`` gets its calls' replies: ``_INBOX.<NAME>.r`` (one more token each)."""
     return f"_INBOX.{name}.r"
@@ -302,9 +309,8 @@ class CallPath:
         now = time.monotonic()
         if not entry.unheard:
             entry.unheard_since = now
-        wait = NO_RESPONDERS_FIRST_RETRY * 2 ** entry.unheard
-        if (self._nursery is None or entry.publish is None or now + wait - entry.unheard_since > NO_RESPONDERS_GRACE
-                or time.time() + wait >= entry.deadline):
+        wait = unheard_wait(entry.unheard, entry.unheard_since, now)
+        if wait is None or self._nursery is None or entry.publish is None or time.time() + wait >= entry.deadline:
             return False
         entry.unheard += 1
         self._nursery.start_soon(self._publish_later, entry, wait)

@@ -71,8 +71,7 @@ from ..errors import ConfigError, RegistrationError, StartupError
 from .nats_auth import REPEAT_SECONDS, NatsAuth, RepeatFilter, nats_auth, redacted, split_seeds, strip_userinfo
 from .nats_bridge import AsyncioThread, open_asyncio_thread
 from .nats_calls import H_CALL, H_DEADLINE, H_FROM, H_KIND, H_PROGRESS, H_TIMEOUT  # noqa: F401 (§14's names)
-from .nats_calls import NO_RESPONDERS_FIRST_RETRY, NO_RESPONDERS_GRACE, REPLY_GRANT_SECONDS, CallPath, RemotePort
-from .nats_calls import _busy_reply
+from .nats_calls import REPLY_GRANT_SECONDS, CallPath, RemotePort, _busy_reply, unheard_wait
 from .nats_catalog import ENVELOPE_BYTES, PREFIX, Catalog, decode_tools, digest_of, list_subject, page_decoder
 from .uplink import default_uplink_name
 
@@ -115,6 +114,11 @@ FETCH_TIMEOUT: Final = 10.0
 MAX_PAGES: Final = 4096
 
 _encode = msgspec.json.Encoder().encode
+
+
+def expiry_seconds(interval: float) -> float:
+    """How long a broker announcing every ``interval`` seconds may be silent before it is dropped."""
+    return max(EXPIRE_INTERVALS * interval, FAILOVER_SECONDS)
 
 
 class Announcement(msgspec.Struct, forbid_unknown_fields=False, omit_defaults=True):
@@ -615,7 +619,7 @@ class NatsFederation(CallPath):
         raws: list[msgspec.Raw] = []
         digest = ""
         number = pages = restarts = 0
-        unheard_for = 0.0
+        unheard_since = 0.0
         remote.list_unheard = 0
         while True:
             try:
@@ -627,13 +631,15 @@ class NatsFederation(CallPath):
                 # Not yet "gone", as for calls (nats_calls): nobody subscribed at that instant,
                 # which is also a broker moving between nodes, or this request sent late by
                 # nats-py once this broker's own link was back and before the other's was.
-                # Asked again after 50, 100, 200, 400 and 800 ms; only then dropped.
-                wait = NO_RESPONDERS_FIRST_RETRY * 2 ** remote.list_unheard
-                if unheard_for + wait > NO_RESPONDERS_GRACE:
+                # Asked again after 50, 100, 200, 400 and 800 ms, as a call is; only then dropped.
+                now = trio.current_time()
+                if not remote.list_unheard:
+                    unheard_since = now
+                wait = unheard_wait(remote.list_unheard, unheard_since, now)
+                if wait is None:
                     self._drop_remote(remote.name, "no responders for its tool list")
                     return None
                 remote.list_unheard += 1
-                unheard_for += wait
                 await trio.sleep(wait)
                 if self.remotes.get(remote.name) is not remote:
                     return None  # dropped meanwhile
@@ -739,7 +745,7 @@ class NatsFederation(CallPath):
                 continue  # their silence is this broker's own: it hears nobody (see "reconnected")
             now = trio.current_time()
             for remote in list(self.remotes.values()):
-                if now - remote.last_heard > max(EXPIRE_INTERVALS * remote.interval, FAILOVER_SECONDS):
+                if now - remote.last_heard > expiry_seconds(remote.interval):
                     self._drop_remote(remote.name, "it stopped announcing its tools")
 
     def _drop_remote(self, name: str, why: str) -> None:
