@@ -19,12 +19,11 @@ pytest.importorskip("nats")
 
 from app_client.protocol import ToolProgress, ToolResponse, ToolResult, ToolSpec  # noqa: E402
 from broker.federation.nats_catalog import Catalog  # noqa: E402
-from broker.federation.nats_link import (  # noqa: E402
-    EXPIRE_INTERVALS, FAILOVER_SECONDS, broker_permissions, encode_announcement)
+from broker.federation.nats_link import broker_permissions, encode_announcement, expiry_seconds  # noqa: E402
 from faultkit import DaemonProcess  # noqa: E402
 from fedkit import start_daemon, tool_names, wait_until  # noqa: E402
 from mcp_testkit import ScriptedApp  # noqa: E402
-from natskit import INTERVAL, free_port, nats_client, nats_cluster, nats_of  # noqa: E402
+from natskit import INTERVAL, nats_client, nats_cluster, nats_of  # noqa: E402
 
 #: nats-py's NUID: 12 random characters, then a 10-digit base-62 sequence.
 NUID_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -58,10 +57,9 @@ def users_config(path: Path, names: list[str]) -> Path:
 
 @asynccontextmanager
 async def brokers_a_and_b(nursery: trio.Nursery, tmp_path: Path, a_url: str, b_url: str, *,
-                          b_announce_interval: float = INTERVAL, close: bool = True,
-                          **a_settings: Any) -> AsyncIterator[tuple[Any, Any, ScriptedApp]]:
+                          b_announce_interval: float = INTERVAL, **a_settings: Any) -> AsyncIterator[tuple[Any, Any, ScriptedApp]]:
     """Daemons A and B in this process, B's scripted app connected, A seeing B's tools: (A, B,
-    B's app). ``a_settings`` are A's; all three end with the block unless ``close`` is False."""
+    B's app). ``a_settings`` are A's; both shut down at the end."""
     a = await start_daemon(nursery, tmp_path / "A", nats_url=a_url, broker_name="A",
                            nats_announce_interval=INTERVAL, **a_settings)
     b = await start_daemon(nursery, tmp_path / "B", nats_url=b_url, broker_name="B",
@@ -69,10 +67,9 @@ async def brokers_a_and_b(nursery: trio.Nursery, tmp_path: Path, a_url: str, b_u
     app_b = await ScriptedApp(b.port, b.token).start(nursery)
     await wait_until(a.core, lambda: "B__Demo__slow" in tool_names(a.core))
     yield a, b, app_b
-    if close:
-        await app_b.close()
-        for daemon in (a, b):
-            daemon.shutdown.set()
+    await app_b.close()
+    for daemon in (a, b):
+        daemon.shutdown.set()
 
 
 def call_in_background(nursery: trio.Nursery, daemon: Any, tool: str, *, timeout: float = 60
@@ -220,34 +217,27 @@ async def test_calls_fail_at_once_when_this_brokers_nats_link_is_down(tmp_path: 
             assert down.kind == "app_disconnected" and "NATS connection is down" in down.message, down
 
 
-
 async def test_a_broker_cut_off_drops_nobody_for_the_silence_it_could_not_hear(tmp_path: Path) -> None:
     """While A's own link is down it hears nobody: B's silence then is no sign that B is gone,
     so A keeps B's tools past B's window, and gives B its whole window again once it is back
     (CI once saw B withdrawn during a node failover that outlasted 3.5 intervals of 0.3 s)."""
-    port = free_port()
-    url = f"nats://127.0.0.1:{port}"
     with structlog.testing.capture_logs() as logs:
-        async with trio.open_nursery() as nursery:
-            async with nats_cluster(1, ports=[port]):
-                async with brokers_a_and_b(nursery, tmp_path, url, url, close=False) as (a, b, app_b):
-                    pass
-            # The only node is gone with its context: both brokers are cut off and retry.
-            await wait_until(a.core, lambda: not nats_of(a).connected)
-            heard = nats_of(a).remotes["B"].last_heard
-            window = max(EXPIRE_INTERVALS * INTERVAL, FAILOVER_SECONDS)
-            # Past B's window and two of A's checks (one each announce interval here).
-            await wait_until(a.core, lambda: trio.current_time() > heard + window + 2 * INTERVAL,
-                             timeout=window + 5)
-            assert "B__Demo__echo" in tool_names(a.core) and not nats_of(a).connected
-            async with nats_cluster(1, ports=[port]):
-                await wait_until(a.core, lambda: nats_of(a).connected and nats_of(b).connected, timeout=15)
-                echoed = await a.core.router.call_tool("B__Demo__echo", {"text": "x"})
-                assert echoed.result is not None and echoed.result.data == {"echo": {"text": "x"}}, echoed
-                assert [entry for entry in logs if entry["event"] == "nats_broker_gone"] == []
-                await app_b.close()
-                for daemon in (a, b):
-                    daemon.shutdown.set()
+        async with nats_cluster(1) as nodes, trio.open_nursery() as nursery:
+            url = nodes[0].url
+            async with brokers_a_and_b(nursery, tmp_path, url, url) as (a, b, _):
+                # The only node dies: both brokers are cut off and retry.
+                nodes[0].kill()
+                await wait_until(a.core, lambda: not nats_of(a).connected)
+                heard, window = nats_of(a).remotes["B"].last_heard, expiry_seconds(INTERVAL)
+                # Past B's window and two of A's checks (one each announce interval here).
+                await wait_until(a.core, lambda: trio.current_time() > heard + window + 2 * INTERVAL,
+                                 timeout=window + 5)
+                assert "B__Demo__echo" in tool_names(a.core) and not nats_of(a).connected
+                async with nats_cluster(1, ports=[nodes[0].port]):  # the node is back
+                    await wait_until(a.core, lambda: nats_of(a).connected and nats_of(b).connected, timeout=15)
+                    echoed = await a.core.router.call_tool("B__Demo__echo", {"text": "x"})
+                    assert echoed.result is not None and echoed.result.data == {"echo": {"text": "x"}}, echoed
+                    assert [entry for entry in logs if entry["event"] == "nats_broker_gone"] == []
 
 
 # --- item 5: the owner was killed during the call -------------------------------------------
